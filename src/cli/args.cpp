@@ -1,0 +1,132 @@
+#include "cli/args.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace pylon {
+namespace {
+
+template <typename T>
+std::string to_text(const T& v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+int64_t parse_integer(const std::string& flag, const std::string& text) {
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  PYLON_CHECK(!text.empty() && end && *end == '\0' && errno == 0, "--", flag,
+              ": expected an integer, got '", text, "'");
+  return v;
+}
+
+double parse_real(const std::string& flag, const std::string& text) {
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  PYLON_CHECK(!text.empty() && end && *end == '\0' && errno == 0 && std::isfinite(v), "--", flag,
+              ": expected a number, got '", text, "'");
+  return v;
+}
+
+}  // namespace
+
+ArgParser::ArgParser(std::string command, std::string summary)
+    : command_(std::move(command)), summary_(std::move(summary)) {}
+
+void ArgParser::add_flag(Flag f) {
+  for (const auto& g : flags_) PYLON_ASSERT(g.name != f.name, "flag defined twice: ", f.name);
+  flags_.push_back(std::move(f));
+}
+
+void ArgParser::add(const std::string& name, int* out, const std::string& help) {
+  add_flag({name, help, to_text(*out), false, [out, name](const std::string& t) {
+              const int64_t v = parse_integer(name, t);
+              PYLON_CHECK(v >= INT32_MIN && v <= INT32_MAX, "--", name, ": ", t, " is out of range");
+              *out = static_cast<int>(v);
+            }});
+}
+void ArgParser::add(const std::string& name, int64_t* out, const std::string& help) {
+  add_flag({name, help, to_text(*out), false,
+            [out, name](const std::string& t) { *out = parse_integer(name, t); }});
+}
+void ArgParser::add(const std::string& name, float* out, const std::string& help) {
+  add_flag({name, help, to_text(*out), false, [out, name](const std::string& t) {
+              *out = static_cast<float>(parse_real(name, t));
+            }});
+}
+void ArgParser::add(const std::string& name, double* out, const std::string& help) {
+  add_flag({name, help, to_text(*out), false,
+            [out, name](const std::string& t) { *out = parse_real(name, t); }});
+}
+void ArgParser::add(const std::string& name, std::string* out, const std::string& help) {
+  add_flag({name, help, *out, false, [out](const std::string& t) { *out = t; }});
+}
+void ArgParser::add_switch(const std::string& name, bool* out, const std::string& help) {
+  add_flag({name, help, "", true, [out](const std::string&) { *out = true; }});
+}
+void ArgParser::add_choice(const std::string& name, std::string* out,
+                           std::vector<std::string> choices, const std::string& help) {
+  std::string list;
+  for (const auto& c : choices) list += (list.empty() ? "" : "|") + c;
+  add_flag({name, help + " (" + list + ")", *out, false,
+            [out, name, choices, list](const std::string& t) {
+              bool ok = false;
+              for (const auto& c : choices) ok = ok || c == t;
+              PYLON_CHECK(ok, "--", name, ": expected one of ", list, ", got '", t, "'");
+              *out = t;
+            }});
+}
+
+bool ArgParser::parse(int argc, char** argv, int first) {
+  for (int i = first; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") return false;
+    PYLON_CHECK(arg.size() > 2 && arg.rfind("--", 0) == 0, "pylon ", command_,
+                ": unexpected argument '", arg, "' (flags look like --name value)");
+    std::string name = arg.substr(2), value;
+    bool has_value = false;
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      has_value = true;
+    }
+    const Flag* flag = nullptr;
+    for (const auto& f : flags_)
+      if (f.name == name) flag = &f;
+    PYLON_CHECK(flag, "pylon ", command_, ": unknown flag --", name, " (see pylon ", command_,
+                " --help)");
+    PYLON_CHECK(!given_.count(name), "pylon ", command_, ": --", name, " given twice");
+    if (flag->is_switch) {
+      PYLON_CHECK(!has_value, "pylon ", command_, ": --", name, " takes no value");
+    } else if (!has_value) {
+      PYLON_CHECK(i + 1 < argc, "pylon ", command_, ": --", name, " needs a value");
+      value = argv[++i];
+    }
+    flag->set(value);
+    given_.insert(name);
+  }
+  return true;
+}
+
+std::string ArgParser::help() const {
+  std::ostringstream os;
+  os << "usage: pylon " << command_ << " [flags]\n" << summary_ << "\n\nflags:\n";
+  for (const auto& f : flags_) {
+    std::string left = "  --" + f.name + (f.is_switch ? "" : " X");
+    if (left.size() < 26) left.resize(26, ' ');
+    os << left << " " << f.help;
+    if (!f.is_switch && !f.default_text.empty()) os << " [default: " << f.default_text << "]";
+    os << "\n";
+  }
+  os << "  --help                     print this help\n";
+  return os.str();
+}
+
+}  // namespace pylon

@@ -1,0 +1,12 @@
+// The pylon subcommands, one file each. Each parses argv[2..] with ArgParser, throws pylon::Error
+// on bad input and returns the process exit code.
+#pragma once
+
+namespace pylon {
+
+int run_train(int argc, char** argv);
+int run_eval(int argc, char** argv);
+int run_generate(int argc, char** argv);
+int run_tokenize(int argc, char** argv);
+
+}  // namespace pylon

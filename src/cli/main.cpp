@@ -1,0 +1,54 @@
+// pylon: the command-line entry point. The only place that turns errors into exit codes.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "cli/commands.h"
+#include "core/error.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*run)(int, char**);
+  const char* summary;
+};
+
+constexpr Command kCommands[] = {
+    {"train", pylon::run_train, "train MiniLLM (CPU reference; FSDP and CUDA to come)"},
+    {"eval", pylon::run_eval, "mean loss of a model over a token file"},
+    {"generate", pylon::run_generate, "continue a prompt with a trained model"},
+    {"tokenize", pylon::run_tokenize, "train a SentencePiece BPE model and write token files"},
+};
+
+void print_usage(std::FILE* out) {
+  std::fprintf(out, "usage: pylon <command> [flags]   (pylon <command> --help for its flags)\n\n");
+  for (const auto& c : kCommands) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    print_usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  for (const auto& c : kCommands) {
+    if (std::strcmp(argv[1], c.name) != 0) continue;
+    try {
+      return c.run(argc, argv);
+    } catch (const pylon::Error& e) {
+      std::fprintf(stderr, "pylon %s: error: %s\n", c.name, e.what());
+      return 1;
+    } catch (const std::bad_alloc&) {
+      std::fprintf(stderr, "pylon %s: error: out of memory\n", c.name);
+      return 1;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "pylon %s: %s\n", c.name, e.what());
+      return 3;
+    }
+  }
+  std::fprintf(stderr, "pylon: unknown command '%s' (pylon --help lists them)\n", argv[1]);
+  return 2;
+}

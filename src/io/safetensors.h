@@ -1,0 +1,64 @@
+// safetensors (https://github.com/huggingface/safetensors format): 8-byte little-endian header
+// length N, N bytes of JSON {name: {dtype, shape, data_offsets:[begin,end]}, "__metadata__": {str:
+// str}}, then the byte buffer. Reading maps the file and validates everything before use.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "io/mapped_file.h"
+
+namespace pylon {
+
+enum class DType { f32, f16, bf16, f64, i8, u8, i16, u16, i32, u32, i64 };
+
+const char* dtype_name(DType d);  // safetensors spelling: "F32", "BF16", ...
+size_t dtype_size(DType d);
+
+struct TensorView {
+  std::string name;
+  DType dtype = DType::f32;
+  std::vector<int64_t> shape;
+  const std::byte* data = nullptr;  // into the mapped file
+  size_t nbytes = 0;
+  int64_t numel() const;
+};
+
+class SafetensorsReader {
+ public:
+  // Maps and validates the file: header length within the file, JSON well formed, known dtypes,
+  // offsets inside the buffer, in order, not overlapping, and nbytes == numel * dtype size.
+  // Any violation throws pylon::Error naming the file and the problem.
+  explicit SafetensorsReader(const std::string& path);
+
+  const std::string& path() const { return file_.path(); }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  const std::vector<TensorView>& tensors() const { return tensors_; }
+  const TensorView* find(const std::string& name) const;  // nullptr if absent
+
+  // Copies tensor `name` to fp32 (from F32, F16 or BF16), checking that its shape is `shape`.
+  // Throws pylon::Error: "<file>: tensor <name> is missing" / "has shape (a, b), expected (c, d)".
+  void read_f32(const std::string& name, const std::vector<int64_t>& shape, float* out) const;
+
+ private:
+  MappedFile file_;
+  std::map<std::string, std::string> metadata_;
+  std::vector<TensorView> tensors_;
+};
+
+struct TensorToWrite {
+  std::string name;
+  DType dtype = DType::f32;
+  std::vector<int64_t> shape;
+  const void* data = nullptr;  // numel * dtype_size(dtype) bytes
+};
+
+// Writes atomically (AtomicFile). Tensors are stored in the given order, each aligned to 8 bytes.
+void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+
+std::string shape_text(const std::vector<int64_t>& shape);  // "(3, 4)"
+
+}  // namespace pylon

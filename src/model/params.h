@@ -1,0 +1,49 @@
+// The parameter table: every MiniLLM parameter with its PyTorch state_dict name, shape, place in
+// one flat fp32 buffer, owning FSDP unit and initialisation. Order: embed, layers.0 .. L-1, head.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+
+namespace pylon {
+
+enum class Init {
+  normal,          // N(0, 1): nn.Embedding
+  kaiming_linear,  // U(-1/sqrt(fan_in), 1/sqrt(fan_in)): nn.Linear's default
+  xavier_uniform,  // U(-a, a), a = sqrt(6 / (fan_in + fan_out)): MHA in_proj_weight
+  zeros,
+  ones,
+};
+
+struct ParamInfo {
+  std::string name;
+  std::vector<int64_t> shape;  // PyTorch shape: (out, in) for weights
+  int64_t offset = 0;          // into the flat buffer, in elements
+  int64_t numel = 0;
+  int unit = -1;               // -1: root unit (embed, head); i: layers.i
+  Init init = Init::zeros;
+};
+
+struct ParamTable {
+  std::vector<ParamInfo> params;
+  int64_t total = 0;
+  const ParamInfo* find(const std::string& name) const;
+};
+
+// Offsets of one block's tensors inside the flat buffer.
+struct BlockOffsets {
+  int64_t norm1, in_proj_w, in_proj_b, out_proj_w, out_proj_b, norm2, ffn1, ffn2;
+};
+
+ParamTable param_table(const ModelConfig& c);
+BlockOffsets block_offsets(const ParamTable& t, int layer);
+
+// Fills elements [begin, end) of parameter p (flat index inside p) deterministically from seed.
+void init_param_range(const ParamInfo& p, uint64_t seed, int64_t begin, int64_t end, float* out);
+// Fills the whole flat buffer (size t.total).
+void init_params(const ParamTable& t, uint64_t seed, float* flat);
+
+}  // namespace pylon
