@@ -1,0 +1,96 @@
+// pylon train: flags -> TrainOptions -> train(). Without --data it trains on the default English
+// text (Debian's fortunes), tokenized on first use.
+#include <cstdio>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "core/error.h"
+#include "core/timer.h"
+#include "io/default_data.h"
+#include "io/tokenizer.h"
+#include "train/trainer.h"
+
+namespace pylon {
+
+int run_train(int argc, char** argv) {
+  TrainOptions o;
+  std::string preset = "causal", schedule = "cosine", device = "cpu", dtype = "fp32";
+  int vocab = 32000, dim = 256, layers = 4, heads = 4, nproc = 1;
+  int64_t warmup = 0;
+  int64_t seed = 0;
+  o.batch = 16, o.seq = 128, o.steps = 300, o.adamw.lr = 1e-3f, o.adamw.weight_decay = 0.1f;
+  o.schedule.warmup = 20, o.eval_every = 50;
+  warmup = o.schedule.warmup;
+  std::string profile;
+
+  ArgParser args("train", "Train MiniLLM. Defaults: the causal preset at a small size on the default "
+                          "English text,\nsized for a few minutes on 2 CPU cores.");
+  args.add_choice("preset", &preset, {"seed", "causal"}, "model preset");
+  args.add("vocab", &vocab, "vocabulary size (default data: its tokenizer's)");
+  args.add("dim", &dim, "model width D");
+  args.add("layers", &layers, "transformer blocks L");
+  args.add("heads", &heads, "attention heads H (D divisible by H)");
+  args.add("batch", &o.batch, "rows per micro-step B");
+  args.add("seq", &o.seq, "tokens per row T");
+  args.add("steps", &o.steps, "optimizer steps");
+  args.add("grad-accum", &o.grad_accum, "micro-steps per optimizer step");
+  args.add("lr", &o.adamw.lr, "peak learning rate");
+  args.add("weight-decay", &o.adamw.weight_decay, "AdamW weight decay");
+  args.add("beta1", &o.adamw.beta1, "AdamW beta1");
+  args.add("beta2", &o.adamw.beta2, "AdamW beta2");
+  args.add("adam-eps", &o.adamw.eps, "AdamW eps");
+  args.add("grad-clip", &o.grad_clip, "global gradient-norm clip (0 = off)");
+  args.add_choice("lr-schedule", &schedule, {"constant", "cosine"}, "learning-rate schedule");
+  args.add("warmup", &warmup, "linear warmup steps");
+  args.add("min-lr-frac", &o.schedule.min_lr_frac, "cosine floor as a fraction of --lr");
+  args.add("seed", &seed, "initialisation seed");
+  args.add("data", &o.data, "token file (.bin uint16, .u32 or llm.c header); default: English text");
+  args.add("val-data", &o.val_data, "token file for validation loss");
+  args.add("eval-every", &o.eval_every, "validation every K steps (0 = off)");
+  args.add("eval-steps", &o.eval_steps, "micro-batches per validation");
+  args.add("tokenizer", &o.tokenizer, "SentencePiece model stored with checkpoints");
+  args.add("init-from", &o.init_from, "initial weights (.safetensors with PyTorch names)");
+  args.add_choice("device", &device, {"cpu", "cuda"}, "compute device");
+  args.add_choice("dtype", &dtype, {"fp32", "bf16"}, "compute dtype (bf16: CUDA only)");
+  args.add("nproc-per-node", &nproc, "ranks to spawn on this machine");
+  args.add("save", &o.save_dir, "checkpoint directory (written at the end)");
+  args.add("save-every", &o.save_every, "also checkpoint every K steps");
+  args.add("resume", &o.resume_dir, "continue from a checkpoint directory");
+  args.add("metrics", &o.metrics_path, "JSONL file, one object per optimizer step");
+  args.add("log-every", &o.log_every, "progress line every K steps");
+  args.add("profile", &profile, "trace directory");
+  if (!args.parse(argc, argv)) {
+    std::fputs(args.help().c_str(), stdout);
+    return 0;
+  }
+  PYLON_CHECK(device == "cpu", "--device cuda: this build has no CUDA backend yet (use --device cpu)");
+  PYLON_CHECK(dtype == "fp32", "--dtype bf16 needs --device cuda; the CPU path computes in fp32");
+  PYLON_CHECK(nproc == 1, "--nproc-per-node ", nproc, ": multi-rank training is not built yet");
+  PYLON_CHECK(profile.empty(), "--profile: the profiler is not built yet");
+  PYLON_CHECK(seed >= 0, "--seed must be non-negative");
+  PYLON_CHECK(warmup >= 0, "--warmup must be non-negative");
+
+  if (o.data.empty()) {
+    const DefaultData d = ensure_default_data();
+    o.data = d.train_bin;
+    if (o.val_data.empty()) o.val_data = d.val_bin;
+    if (o.tokenizer.empty()) o.tokenizer = d.tokenizer_model;
+    if (!args.given("vocab")) vocab = Tokenizer::load(d.tokenizer_model).vocab_size();
+  }
+  o.model.preset = parse_preset(preset);
+  o.model.vocab = vocab, o.model.dim = dim, o.model.layers = layers, o.model.heads = heads;
+  o.model.validate();
+  o.schedule.kind = parse_lr_schedule(schedule);
+  o.schedule.lr = o.adamw.lr;
+  o.schedule.warmup = warmup;
+  o.seed = static_cast<uint64_t>(seed);
+
+  const TrainResult r = train(o);
+  std::printf("trained %lld steps in %s: final loss %.4f", static_cast<long long>(r.steps_done),
+              format_duration(r.seconds).c_str(), static_cast<double>(r.final_loss));
+  if (r.final_val_loss >= 0) std::printf(", val loss %.4f", r.final_val_loss);
+  std::printf("\n");
+  return 0;
+}
+
+}  // namespace pylon

@@ -1,0 +1,118 @@
+// The MiniLLM step as a story: embed, L pre-norm blocks (attention, then SiLU MLP), head, loss;
+// then the same in reverse for the gradients.
+#include "model/minillm.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "core/error.h"
+#include "ops/cpu/ops.h"
+
+namespace pylon {
+
+MiniLLM::MiniLLM(const ModelConfig& config) : config_(config), table_(param_table(config)) {
+  config_.validate();
+}
+
+void MiniLLM::resize(int B, int T) {
+  if (B == B_ && T == T_) return;
+  B_ = B, T_ = T;
+  const size_t N = static_cast<size_t>(B) * T, D = config_.dim, H = config_.heads;
+  const size_t V = config_.vocab, L = config_.layers;
+  x_.assign((L + 1) * N * D, 0.f);
+  layers_.assign(L, Layer{});
+  for (auto& l : layers_) {
+    l.rstd1.resize(N), l.h1.resize(N * D), l.qkv.resize(N * 3 * D);
+    l.probs.resize(B * H * T * T), l.att.resize(N * D), l.x_mid.resize(N * D);
+    l.rstd2.resize(N), l.h2.resize(N * D), l.f1.resize(N * 4 * D), l.f1_act.resize(N * 4 * D);
+  }
+  logits_.resize(N * V), losses_.resize(N);
+  dx_.resize(N * D), dh_.resize(N * D), datt_.resize(N * D), dqkv_.resize(N * 3 * D);
+  df_.resize(N * 4 * D);
+}
+
+float MiniLLM::forward(const float* params, const int32_t* inputs, const int32_t* targets, int B,
+                       int T) {
+  PYLON_ASSERT(B > 0 && T > 0);
+  resize(B, T);
+  const int N = B * T, D = config_.dim, H = config_.heads, V = config_.vocab;
+  const float* P = params;
+  inputs_.assign(inputs, inputs + N);
+  has_targets_ = targets != nullptr;
+  if (has_targets_) targets_.assign(targets, targets + N);
+
+  for (int n = 0; n < N; ++n)
+    PYLON_CHECK(inputs[n] >= 0 && inputs[n] < V, "token id ", inputs[n], " is outside the vocab ",
+                V);
+  float* x = x_.data();
+  cpu::embedding_forward(x, inputs, P + table_.params.front().offset, N, D);
+  for (int l = 0; l < config_.layers; ++l) {
+    const BlockOffsets o = block_offsets(table_, l);
+    Layer& a = layers_[l];
+    float* x_out = x + static_cast<size_t>(N) * D;
+    // h = RMSNorm1(x); qkv = h·W_inᵀ + b_in; [RoPE]; attention; x_mid = x + out_proj(att)
+    cpu::rmsnorm_forward(a.h1.data(), a.rstd1.data(), x, P + o.norm1, N, D, config_.norm_eps);
+    cpu::linear_forward(a.qkv.data(), a.h1.data(), P + o.in_proj_w, P + o.in_proj_b, N, D, 3 * D);
+    if (config_.causal()) cpu::rope_forward(a.qkv.data(), B, T, D, H, config_.rope_theta);
+    cpu::attention_forward(a.att.data(), a.probs.data(), a.qkv.data(), B, T, D, H,
+                           config_.causal());
+    cpu::linear_forward(a.x_mid.data(), a.att.data(), P + o.out_proj_w, P + o.out_proj_b, N, D, D);
+    for (size_t i = 0; i < a.x_mid.size(); ++i) a.x_mid[i] += x[i];
+    // x_out = x_mid + W2·SiLU(W1·RMSNorm2(x_mid))
+    cpu::rmsnorm_forward(a.h2.data(), a.rstd2.data(), a.x_mid.data(), P + o.norm2, N, D,
+                         config_.norm_eps);
+    cpu::linear_forward(a.f1.data(), a.h2.data(), P + o.ffn1, nullptr, N, D, 4 * D);
+    cpu::silu_forward(a.f1_act.data(), a.f1.data(), static_cast<int64_t>(a.f1.size()));
+    cpu::linear_forward(x_out, a.f1_act.data(), P + o.ffn2, nullptr, N, 4 * D, D);
+    for (size_t i = 0; i < static_cast<size_t>(N) * D; ++i) x_out[i] += a.x_mid[i];
+    x = x_out;
+  }
+  cpu::linear_forward(logits_.data(), x, P + table_.params.back().offset, nullptr, N, D, V);
+  if (!has_targets_) return 0.f;
+  for (int n = 0; n < N; ++n)
+    PYLON_CHECK(targets[n] >= 0 && targets[n] < V, "target id ", targets[n], " is outside the vocab ",
+                V);
+  cpu::cross_entropy_forward(losses_.data(), logits_.data(), logits_.data(), targets, N, V);
+  double sum = std::accumulate(losses_.begin(), losses_.end(), 0.0);
+  return static_cast<float>(sum / N);
+}
+
+void MiniLLM::backward(const float* params, float* grads, float loss_scale) {
+  PYLON_ASSERT(has_targets_, "backward() needs a forward() with targets");
+  const int B = B_, T = T_, N = B * T, D = config_.dim, H = config_.heads, V = config_.vocab;
+  const float* P = params;
+  const ParamInfo& head = table_.params.back();
+  // dlogits (N, V) in place of the probabilities; dx = dlogits·W_head, dW_head += dlogitsᵀ·x_L.
+  cpu::cross_entropy_backward(logits_.data(), logits_.data(), targets_.data(), N, V, loss_scale);
+  const float* x_last = x_.data() + static_cast<size_t>(config_.layers) * N * D;
+  cpu::linear_backward(dx_.data(), grads + head.offset, nullptr, logits_.data(), x_last,
+                       P + head.offset, N, D, V);
+  for (int l = config_.layers - 1; l >= 0; --l) {
+    const BlockOffsets o = block_offsets(table_, l);
+    Layer& a = layers_[l];
+    const float* x_in = x_.data() + static_cast<size_t>(l) * N * D;
+    // MLP branch: dx flows to x_mid directly and through W2, SiLU, W1, RMSNorm2.
+    cpu::linear_backward(df_.data(), grads + o.ffn2, nullptr, dx_.data(), a.f1_act.data(),
+                         P + o.ffn2, N, 4 * D, D);
+    cpu::silu_backward(df_.data(), df_.data(), a.f1.data(), static_cast<int64_t>(df_.size()));
+    cpu::linear_backward(dh_.data(), grads + o.ffn1, nullptr, df_.data(), a.h2.data(), P + o.ffn1,
+                         N, D, 4 * D);
+    cpu::rmsnorm_backward(datt_.data(), grads + o.norm2, dh_.data(), a.x_mid.data(), P + o.norm2,
+                          a.rstd2.data(), N, D);
+    for (size_t i = 0; i < dx_.size(); ++i) dx_[i] += datt_[i];  // dx now = d(x_mid)
+    // Attention branch: through out_proj, attention, RoPE, in_proj, RMSNorm1.
+    cpu::linear_backward(datt_.data(), grads + o.out_proj_w, grads + o.out_proj_b, dx_.data(),
+                         a.att.data(), P + o.out_proj_w, N, D, D);
+    cpu::attention_backward(dqkv_.data(), datt_.data(), a.qkv.data(), a.probs.data(), B, T, D, H);
+    if (config_.causal()) cpu::rope_backward(dqkv_.data(), B, T, D, H, config_.rope_theta);
+    cpu::linear_backward(dh_.data(), grads + o.in_proj_w, grads + o.in_proj_b, dqkv_.data(),
+                         a.h1.data(), P + o.in_proj_w, N, D, 3 * D);
+    cpu::rmsnorm_backward(datt_.data(), grads + o.norm1, dh_.data(), x_in, P + o.norm1,
+                          a.rstd1.data(), N, D);
+    for (size_t i = 0; i < dx_.size(); ++i) dx_[i] += datt_[i];  // dx now = d(x_in)
+  }
+  cpu::embedding_backward(grads + table_.params.front().offset, dx_.data(), inputs_.data(), N, D);
+  has_targets_ = false;  // the probabilities became gradients: a second backward would be wrong
+}
+
+}  // namespace pylon

@@ -1,0 +1,48 @@
+// MiniLLM forward and backward on the CPU in fp32 (DESIGN §1), reading parameters from and
+// accumulating gradients into flat buffers laid out by the parameter table.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/config.h"
+#include "model/params.h"
+
+namespace pylon {
+
+class MiniLLM {
+ public:
+  explicit MiniLLM(const ModelConfig& config);
+
+  const ModelConfig& config() const { return config_; }
+  const ParamTable& table() const { return table_; }
+
+  // inputs, targets: (B, T) token ids. Keeps the activations for backward() and returns the mean
+  // cross-entropy over the B*T positions. With targets == nullptr only logits() are computed.
+  float forward(const float* params, const int32_t* inputs, const int32_t* targets, int B, int T);
+  // grads (flat, table().total) += d(loss_scale * Σ_positions loss) / d(params), for the last
+  // forward() (which must have had targets).
+  void backward(const float* params, float* grads, float loss_scale);
+
+  const float* logits() const { return logits_.data(); }  // (B, T, V) after forward(no targets)
+  const float* losses() const { return losses_.data(); }  // (B, T) after forward(targets)
+
+ private:
+  struct Layer {  // one block's saved activations; N = B*T rows
+    std::vector<float> rstd1, h1, qkv, probs, att, x_mid, rstd2, h2, f1, f1_act;
+  };
+  void resize(int B, int T);
+
+  ModelConfig config_;
+  ParamTable table_;
+  int B_ = 0, T_ = 0;
+  bool has_targets_ = false;
+  std::vector<int32_t> inputs_, targets_;
+  std::vector<float> x_;  // (L + 1, N, D) residual stream entering each block, then the head
+  std::vector<Layer> layers_;
+  std::vector<float> logits_;  // (N, V); becomes probabilities, then dlogits
+  std::vector<float> losses_;  // (N)
+  std::vector<float> dx_, dh_, datt_, dqkv_, df_;  // backward scratch
+};
+
+}  // namespace pylon

@@ -1,0 +1,76 @@
+// Multi-head attention over a packed qkv buffer, materialising the (T, T) probabilities per head:
+// the plain definition that fused kernels are tested against.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "ops/cpu/gemm.h"
+#include "ops/cpu/ops.h"
+
+namespace pylon::cpu {
+
+template <typename T>
+void attention_forward(T* out, T* probs, const T* qkv, int B, int Tn, int D, int H, bool causal) {
+  const int hd = D / H, ld = 3 * D;
+  const T scale = T(1) / std::sqrt(T(hd));
+  for (int b = 0; b < B; ++b) {
+    for (int h = 0; h < H; ++h) {
+      const T* q = qkv + static_cast<int64_t>(b) * Tn * ld + h * hd;
+      const T* k = q + D;
+      const T* v = q + 2 * D;
+      T* p = probs + (static_cast<int64_t>(b) * H + h) * Tn * Tn;  // (T, T)
+      gemm<T>(false, true, Tn, Tn, hd, scale, q, ld, k, ld, T(0), p, Tn);
+#pragma omp parallel for schedule(static)
+      for (int i = 0; i < Tn; ++i) {
+        T* row = p + static_cast<int64_t>(i) * Tn;
+        const int n_keys = causal ? i + 1 : Tn;
+        T mx = -std::numeric_limits<T>::infinity();
+        for (int j = 0; j < n_keys; ++j) mx = std::max(mx, row[j]);
+        T sum = 0;
+        for (int j = 0; j < n_keys; ++j) sum += (row[j] = std::exp(row[j] - mx));
+        for (int j = 0; j < n_keys; ++j) row[j] /= sum;
+        for (int j = n_keys; j < Tn; ++j) row[j] = T(0);
+      }
+      T* o = out + static_cast<int64_t>(b) * Tn * D + h * hd;
+      gemm<T>(false, false, Tn, hd, Tn, T(1), p, Tn, v, ld, T(0), o, D);
+    }
+  }
+}
+
+template <typename T>
+void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* probs, int B, int Tn, int D,
+                        int H) {
+  const int hd = D / H, ld = 3 * D;
+  const T scale = T(1) / std::sqrt(T(hd));
+  std::vector<T> dp(static_cast<size_t>(Tn) * Tn);  // (T, T): dP, then dS in place
+  for (int b = 0; b < B; ++b) {
+    for (int h = 0; h < H; ++h) {
+      const int64_t base = static_cast<int64_t>(b) * Tn * ld + h * hd;
+      const T *q = qkv + base, *k = q + D, *v = q + 2 * D;
+      T *dq = dqkv + base, *dk = dq + D, *dv = dq + 2 * D;
+      const T* p = probs + (static_cast<int64_t>(b) * H + h) * Tn * Tn;
+      const T* dO = dout + static_cast<int64_t>(b) * Tn * D + h * hd;
+      gemm<T>(false, true, Tn, Tn, hd, T(1), dO, D, v, ld, T(0), dp.data(), Tn);   // dP = dO·vᵀ
+      gemm<T>(true, false, Tn, hd, Tn, T(1), p, Tn, dO, D, T(0), dv, ld);          // dv = Pᵀ·dO
+#pragma omp parallel for schedule(static)
+      for (int i = 0; i < Tn; ++i) {  // dS = P ∘ (dP − Σ_j P∘dP); masked entries have P = 0
+        T* d = dp.data() + static_cast<int64_t>(i) * Tn;
+        const T* pr = p + static_cast<int64_t>(i) * Tn;
+        T dot = 0;
+        for (int j = 0; j < Tn; ++j) dot += pr[j] * d[j];
+        for (int j = 0; j < Tn; ++j) d[j] = pr[j] * (d[j] - dot);
+      }
+      gemm<T>(false, false, Tn, hd, Tn, scale, dp.data(), Tn, k, ld, T(0), dq, ld);  // dq = s·dS·k
+      gemm<T>(true, false, Tn, hd, Tn, scale, dp.data(), Tn, q, ld, T(0), dk, ld);   // dk = s·dSᵀ·q
+    }
+  }
+}
+
+#define PYLON_INSTANTIATE(T)                                                                    \
+  template void attention_forward<T>(T*, T*, const T*, int, int, int, int, bool);               \
+  template void attention_backward<T>(T*, const T*, const T*, const T*, int, int, int, int);
+PYLON_INSTANTIATE(float)
+PYLON_INSTANTIATE(double)
+
+}  // namespace pylon::cpu

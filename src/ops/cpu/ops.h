@@ -1,0 +1,68 @@
+// The CPU reference ops: the specification every CUDA and Vulkan kernel is tested against.
+// Row-major; N = number of rows (tokens, B*T). Templated on float (training) and double
+// (finite-difference checks). Backward functions ADD into parameter gradients (dW += ...) and
+// OVERWRITE input gradients (dx = ...).
+#pragma once
+
+#include <cstdint>
+
+namespace pylon::cpu {
+
+// out (N, C) = table[ids] with table (V, C).
+template <typename T>
+void embedding_forward(T* out, const int32_t* ids, const T* table, int N, int C);
+// dtable (V, C) += scatter of dout (N, C) by ids.
+template <typename T>
+void embedding_backward(T* dtable, const T* dout, const int32_t* ids, int N, int C);
+
+// out (N, O) = in (N, I) · Wᵀ + b, W (O, I), b (O) or nullptr.
+template <typename T>
+void linear_forward(T* out, const T* in, const T* W, const T* b, int N, int I, int O);
+// din (N, I) = dout · W (skipped if din is nullptr); dW += doutᵀ · in; db += Σ_rows dout.
+template <typename T>
+void linear_backward(T* din, T* dW, T* db, const T* dout, const T* in, const T* W, int N, int I,
+                     int O);
+
+// out = in / sqrt(mean(in², row) + eps) * w; rstd (N) keeps 1/sqrt(...) for backward.
+template <typename T>
+void rmsnorm_forward(T* out, T* rstd, const T* in, const T* w, int N, int C, T eps);
+template <typename T>
+void rmsnorm_backward(T* din, T* dw, const T* dout, const T* in, const T* w, const T* rstd, int N,
+                      int C);
+
+// Rotary embedding, rotate-half form, in place on the q and k thirds of qkv (B, T, 3*D):
+// for head h, i < hd/2, position p = pos0 + t, angle = p * theta^(-2i/hd):
+//   (x_i, x_{i+hd/2}) <- (x_i cos - x_{i+hd/2} sin, x_{i+hd/2} cos + x_i sin).
+template <typename T>
+void rope_forward(T* qkv, int B, int Tn, int D, int H, T theta, int pos0 = 0);
+// The inverse rotation, in place on dqkv: gradient w.r.t. the un-rotated q and k.
+template <typename T>
+void rope_backward(T* dqkv, int B, int Tn, int D, int H, T theta, int pos0 = 0);
+
+// Multi-head attention on qkv (B, T, 3*D) = [q | k | v], heads of hd = D/H:
+// out (B, T, D) = concat_h softmax(q_h k_hᵀ / sqrt(hd) [+ causal mask]) v_h.
+// probs (B, H, T, T) keeps the softmax for backward.
+template <typename T>
+void attention_forward(T* out, T* probs, const T* qkv, int B, int Tn, int D, int H, bool causal);
+// dqkv (B, T, 3*D) = gradient of out w.r.t. qkv, given dout (B, T, D).
+template <typename T>
+void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* probs, int B, int Tn, int D,
+                        int H);
+
+// out = x * sigmoid(x), elementwise over n values.
+template <typename T>
+void silu_forward(T* out, const T* in, int64_t n);
+template <typename T>
+void silu_backward(T* din, const T* dout, const T* in, int64_t n);
+
+// Cross-entropy per row: losses (N) = logsumexp(logits_row) - logits_row[target].
+// probs (N, V) = softmax(logits); may alias logits (computed in place).
+template <typename T>
+void cross_entropy_forward(T* losses, T* probs, const T* logits, const int32_t* targets, int N,
+                           int V);
+// dlogits (N, V) = scale * (probs - onehot(target)); may alias probs.
+template <typename T>
+void cross_entropy_backward(T* dlogits, const T* probs, const int32_t* targets, int N, int V,
+                            T scale);
+
+}  // namespace pylon::cpu

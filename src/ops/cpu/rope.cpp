@@ -1,0 +1,52 @@
+// Rotary position embedding (rotate-half form) on the q and k thirds of a packed qkv buffer.
+#include <cmath>
+
+#include "ops/cpu/ops.h"
+
+namespace pylon::cpu {
+namespace {
+
+// sign = +1 rotates by +angle (forward), -1 by -angle (backward: the transpose of a rotation).
+template <typename T>
+void rope_rotate(T* qkv, int B, int Tn, int D, int H, T theta, int pos0, T sign) {
+  const int hd = D / H, half = hd / 2;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int b = 0; b < B; ++b) {
+    for (int t = 0; t < Tn; ++t) {
+      T* row = qkv + (static_cast<int64_t>(b) * Tn + t) * 3 * D;
+      for (int i = 0; i < half; ++i) {
+        const T inv_freq = std::pow(theta, -T(2 * i) / T(hd));
+        const T angle = T(pos0 + t) * inv_freq;
+        const T c = std::cos(angle), s = sign * std::sin(angle);
+        for (int part = 0; part < 2; ++part) {  // q, then k
+          for (int h = 0; h < H; ++h) {
+            T* x = row + part * D + h * hd;
+            const T x1 = x[i], x2 = x[i + half];
+            x[i] = x1 * c - x2 * s;
+            x[i + half] = x2 * c + x1 * s;
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void rope_forward(T* qkv, int B, int Tn, int D, int H, T theta, int pos0) {
+  rope_rotate(qkv, B, Tn, D, H, theta, pos0, T(1));
+}
+
+template <typename T>
+void rope_backward(T* dqkv, int B, int Tn, int D, int H, T theta, int pos0) {
+  rope_rotate(dqkv, B, Tn, D, H, theta, pos0, T(-1));
+}
+
+#define PYLON_INSTANTIATE(T)                                      \
+  template void rope_forward<T>(T*, int, int, int, int, T, int);  \
+  template void rope_backward<T>(T*, int, int, int, int, T, int);
+PYLON_INSTANTIATE(float)
+PYLON_INSTANTIATE(double)
+
+}  // namespace pylon::cpu
