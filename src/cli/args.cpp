@@ -88,8 +88,7 @@ bool ArgParser::parse(int argc, char** argv, int first) {
   for (int i = first; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") return false;
-    PYLON_CHECK(arg.size() > 2 && arg.rfind("--", 0) == 0, "pylon ", command_,
-                ": unexpected argument '", arg, "' (flags look like --name value)");
+    PYLON_CHECK(arg.size() > 2 && arg.rfind("--", 0) == 0, "unexpected argument '", arg, "' (flags look like --name value)");
     std::string name = arg.substr(2), value;
     bool has_value = false;
     if (auto eq = name.find('='); eq != std::string::npos) {
@@ -100,13 +99,13 @@ bool ArgParser::parse(int argc, char** argv, int first) {
     const Flag* flag = nullptr;
     for (const auto& f : flags_)
       if (f.name == name) flag = &f;
-    PYLON_CHECK(flag, "pylon ", command_, ": unknown flag --", name, " (see pylon ", command_,
+    PYLON_CHECK(flag, "unknown flag --", name, " (see pylon ", command_,
                 " --help)");
-    PYLON_CHECK(!given_.count(name), "pylon ", command_, ": --", name, " given twice");
+    PYLON_CHECK(!given_.count(name), "--", name, " given twice");
     if (flag->is_switch) {
-      PYLON_CHECK(!has_value, "pylon ", command_, ": --", name, " takes no value");
+      PYLON_CHECK(!has_value, "--", name, " takes no value");
     } else if (!has_value) {
-      PYLON_CHECK(i + 1 < argc, "pylon ", command_, ": --", name, " needs a value");
+      PYLON_CHECK(i + 1 < argc, "--", name, " needs a value");
       value = argv[++i];
     }
     flag->set(value);

@@ -19,7 +19,7 @@ int run_train(int argc, char** argv) {
   int64_t warmup = 0;
   int64_t seed = 0;
   o.batch = 16, o.seq = 128, o.steps = 300, o.adamw.lr = 1e-3f, o.adamw.weight_decay = 0.1f;
-  o.schedule.warmup = 20, o.eval_every = 50;
+  o.eval_every = 50;
   warmup = o.schedule.warmup;
   std::string profile;
 

@@ -5,7 +5,7 @@
 namespace pylon::cpu {
 
 template <typename T>
-void linear_forward(T* out, const T* in, const T* W, const T* b, int N, int I, int O) {
+void linear_forward(T* out, const T* in, const T* W, const NoDeduce<T>* b, int N, int I, int O) {
   gemm<T>(false, true, N, O, I, T(1), in, I, W, I, T(0), out, O);
   if (!b) return;
 #pragma omp parallel for schedule(static)
@@ -16,8 +16,8 @@ void linear_forward(T* out, const T* in, const T* W, const T* b, int N, int I, i
 }
 
 template <typename T>
-void linear_backward(T* din, T* dW, T* db, const T* dout, const T* in, const T* W, int N, int I,
-                     int O) {
+void linear_backward(NoDeduce<T>* din, T* dW, NoDeduce<T>* db, const T* dout, const T* in,
+                     const T* W, int N, int I, int O) {
   if (din) gemm<T>(false, false, N, I, O, T(1), dout, O, W, I, T(0), din, I);
   gemm<T>(true, false, O, I, N, T(1), dout, O, in, I, T(1), dW, I);
   if (!db) return;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 namespace pylon::cpu {
 
@@ -15,13 +16,17 @@ void embedding_forward(T* out, const int32_t* ids, const T* table, int N, int C)
 template <typename T>
 void embedding_backward(T* dtable, const T* dout, const int32_t* ids, int N, int C);
 
+// NoDeduce<T>: optional pointers (nullptr allowed) that must not drive template deduction.
+template <typename T>
+using NoDeduce = std::type_identity_t<T>;
+
 // out (N, O) = in (N, I) · Wᵀ + b, W (O, I), b (O) or nullptr.
 template <typename T>
-void linear_forward(T* out, const T* in, const T* W, const T* b, int N, int I, int O);
+void linear_forward(T* out, const T* in, const T* W, const NoDeduce<T>* b, int N, int I, int O);
 // din (N, I) = dout · W (skipped if din is nullptr); dW += doutᵀ · in; db += Σ_rows dout.
 template <typename T>
-void linear_backward(T* din, T* dW, T* db, const T* dout, const T* in, const T* W, int N, int I,
-                     int O);
+void linear_backward(NoDeduce<T>* din, T* dW, NoDeduce<T>* db, const T* dout, const T* in,
+                     const T* W, int N, int I, int O);
 
 // out = in / sqrt(mean(in², row) + eps) * w; rstd (N) keeps 1/sqrt(...) for backward.
 template <typename T>

@@ -1,0 +1,61 @@
+// pylon eval: mean cross-entropy of a model over the first --steps micro-batches of a token file.
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/load_model.h"
+#include "core/error.h"
+#include "core/timer.h"
+#include "io/token_file.h"
+#include "model/minillm.h"
+#include "train/evaluate.h"
+
+namespace pylon {
+
+int run_eval(int argc, char** argv) {
+  std::string model_path, data_path, preset = "seed", device = "cpu";
+  int heads = 16, batch = 8, seq = 256;
+  int64_t steps = 10;
+  bool json = false;
+  ArgParser args("eval", "Mean loss of a model over a token file, in the data order of training.");
+  args.add("model", &model_path, "weights: .safetensors, checkpoint step folder or save directory");
+  args.add("data", &data_path, "token file");
+  args.add_choice("preset", &preset, {"seed", "causal"},
+                  "preset of a file without Pylon metadata (PyTorch export)");
+  args.add("heads", &heads, "heads of a file without Pylon metadata");
+  args.add_choice("device", &device, {"cpu", "cuda", "vulkan"}, "compute device");
+  args.add("batch", &batch, "rows per micro-batch");
+  args.add("seq", &seq, "tokens per row");
+  args.add("steps", &steps, "micro-batches to score");
+  args.add_switch("json", &json, "print one JSON line {loss, tokens}");
+  if (!args.parse(argc, argv)) {
+    std::fputs(args.help().c_str(), stdout);
+    return 0;
+  }
+  PYLON_CHECK(!model_path.empty(), "--model is required");
+  PYLON_CHECK(!data_path.empty(), "--data is required");
+  PYLON_CHECK(device == "cpu", "--device ", device, ": this build has no ", device,
+              " backend yet (use --device cpu)");
+  PYLON_CHECK(batch > 0 && seq > 0 && steps > 0, "--batch, --seq and --steps must be positive");
+
+  ModelConfig fallback;
+  fallback.preset = parse_preset(preset);
+  fallback.heads = heads;
+  const LoadedModel m = load_model(model_path, fallback, args.given("preset"), args.given("heads"));
+  const TokenFile data(data_path);
+  data.check_vocab(m.config.vocab);
+  MiniLLM model(m.config);
+  const Stopwatch clock;
+  const EvalResult r = evaluate(model, m.params.data(), data, batch, seq, steps);
+  if (json) {
+    std::printf("%s\n", nlohmann::json{{"loss", r.loss}, {"tokens", r.tokens}}.dump().c_str());
+  } else {
+    std::printf("loss %.6f over %lld tokens (%.0f tokens/s)\n", r.loss,
+                static_cast<long long>(r.tokens), static_cast<double>(r.tokens) / clock.seconds());
+  }
+  return 0;
+}
+
+}  // namespace pylon

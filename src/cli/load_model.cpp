@@ -1,0 +1,22 @@
+#include "cli/load_model.h"
+
+#include "io/safetensors.h"
+#include "model/params.h"
+#include "model/weights.h"
+#include "train/checkpoint.h"
+
+namespace pylon {
+
+LoadedModel load_model(const std::string& arg, const ModelConfig& fallback, bool preset_given,
+                       bool heads_given) {
+  LoadedModel m;
+  const std::string path = resolve_model_path(arg, &m.tokenizer);
+  const SafetensorsReader file(path);
+  m.config = config_from_weights(file, fallback, preset_given, heads_given);
+  const ParamTable table = param_table(m.config);
+  m.params.resize(table.total);
+  load_weights(file, table, m.params.data());
+  return m;
+}
+
+}  // namespace pylon

@@ -1,0 +1,22 @@
+// Shared by eval and generate: resolve --model (file, step folder or save directory), read its
+// configuration and fp32 weights.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+
+namespace pylon {
+
+struct LoadedModel {
+  ModelConfig config;
+  std::vector<float> params;  // flat, table order
+  std::string tokenizer;      // the checkpoint's tokenizer.model, or ""
+};
+
+// fallback carries --preset/--heads for files without pylon.* metadata (PyTorch exports).
+LoadedModel load_model(const std::string& arg, const ModelConfig& fallback, bool preset_given,
+                       bool heads_given);
+
+}  // namespace pylon

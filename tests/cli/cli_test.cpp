@@ -1,0 +1,165 @@
+// The command line as users and outside checks drive it: the contract command lines of the
+// foundation issue, and bad input giving one clear line and a non-zero exit, never a crash.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "io/safetensors.h"
+#include "io/token_file.h"
+#include "support/run_command.h"
+#include "support/temp_dir.h"
+
+namespace pylon {
+namespace {
+
+using testing::run_pylon;
+
+const std::string kGolden = std::string(PYLON_GOLDEN_DIR) + "/seed_small";
+const std::string kSeedModel = "--preset seed --vocab 97 --dim 32 --layers 2 --heads 4";
+
+std::string train_args(const std::string& extra, const std::string& init = kGolden + "/init.safetensors",
+                       const std::string& data = kGolden + "/tokens.bin") {
+  return "train " + kSeedModel + " --batch 2 --seq 16 --steps 3 --lr 1e-3 --weight-decay 0.01 " +
+         "--lr-schedule constant --grad-clip 0 --init-from " + init + " --data " + data +
+         " --device cpu --dtype fp32 " + extra;
+}
+
+// A failure: exit code 1, and stderr is exactly one line naming the problem.
+void expect_clear_error(const testing::CommandResult& r, const std::string& needle) {
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr: " << r.err;
+  EXPECT_NE(r.err.find("error:"), std::string::npos) << r.err;
+}
+
+TEST(Cli, ContractTrainCommandMatchesPyTorch) {
+  testing::TempDir tmp;
+  const auto r = run_pylon(train_args("--metrics " + tmp.file("m.jsonl")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream e(kGolden + "/expected.json");
+  const auto expected = nlohmann::json::parse(e)["losses"];
+  std::ifstream m(tmp.file("m.jsonl"));
+  int i = 0;
+  for (std::string line; std::getline(m, line); ++i) {
+    const auto row = nlohmann::json::parse(line);
+    for (const char* key : {"step", "loss", "lr", "grad_norm", "tokens_per_s", "peak_mem_bytes"})
+      EXPECT_TRUE(row.contains(key)) << key;
+    const double want = expected[i];
+    EXPECT_NEAR(row["loss"].get<double>(), want, 1e-4 * want) << "step " << i;  // the contract
+  }
+  EXPECT_EQ(i, 3);
+}
+
+TEST(Cli, ContractEvalCommandPrintsJsonLast) {
+  const auto r = run_pylon("eval --model " + kGolden + "/init.safetensors --preset seed --heads 4 --data " +
+                           kGolden + "/tokens.bin --batch 2 --seq 16 --steps 3 --device cpu --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string line, last;
+  while (std::getline(lines, line))
+    if (!line.empty()) last = line;
+  const auto j = nlohmann::json::parse(last);
+  std::ifstream e(kGolden + "/expected.json");
+  const double want = nlohmann::json::parse(e)["eval_loss"];
+  EXPECT_NEAR(j["loss"].get<double>(), want, 1e-6 * want);
+  EXPECT_EQ(j["tokens"].get<int64_t>(), 96);
+}
+
+TEST(Cli, HelpExitsZero) {
+  for (const char* cmd : {"train", "eval", "generate", "tokenize"}) {
+    const auto r = run_pylon(std::string(cmd) + " --help");
+    EXPECT_EQ(r.exit_code, 0) << cmd;
+    EXPECT_NE(r.out.find("usage: pylon"), std::string::npos) << cmd;
+  }
+  EXPECT_EQ(run_pylon("--help").exit_code, 0);
+}
+
+TEST(Cli, BadFlagsAreErrors) {
+  expect_clear_error(run_pylon(train_args("--bogus 3")), "unknown flag --bogus");
+  expect_clear_error(run_pylon("train --steps abc"), "--steps: expected an integer, got 'abc'");
+  expect_clear_error(run_pylon("train --lr 1e-3x"), "--lr: expected a number");
+  expect_clear_error(run_pylon("train --steps"), "--steps needs a value");
+  expect_clear_error(run_pylon("train --preset gpt"), "--preset: expected one of seed|causal");
+  expect_clear_error(run_pylon("train stray"), "unexpected argument 'stray'");
+  expect_clear_error(run_pylon("train --dim 30 --heads 4 --data x.bin"), "not divisible by heads");
+  expect_clear_error(run_pylon("train --steps 1 --steps 2"), "given twice");
+  expect_clear_error(run_pylon("eval --data x.bin"), "--model is required");
+  const auto r = run_pylon("frobnicate");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown command 'frobnicate'"), std::string::npos);
+}
+
+TEST(Cli, MissingFilesAreErrors) {
+  expect_clear_error(run_pylon(train_args("", kGolden + "/init.safetensors", "/nonexistent/tokens.bin")), "/nonexistent/tokens.bin");
+  expect_clear_error(run_pylon(train_args("", "/nonexistent/w.safetensors")),
+                     "/nonexistent/w.safetensors");
+  expect_clear_error(run_pylon("eval --model /nonexistent --data x.bin"), "/nonexistent");
+}
+
+TEST(Cli, CorruptWeightsAreErrors) {
+  testing::TempDir tmp;
+  std::ifstream in(kGolden + "/init.safetensors", std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  std::ofstream(tmp.file("truncated.safetensors"), std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  expect_clear_error(run_pylon(train_args("", tmp.file("truncated.safetensors"))),
+                     "truncated.safetensors");
+  std::string garbage = bytes;
+  for (size_t i = 8; i < 40; ++i) garbage[i] = '#';  // break the JSON header
+  std::ofstream(tmp.file("garbage.safetensors"), std::ios::binary) << garbage;
+  expect_clear_error(run_pylon(train_args("", tmp.file("garbage.safetensors"))),
+                     "garbage.safetensors");
+}
+
+TEST(Cli, WrongShapesAndNamesAreErrors) {
+  testing::TempDir tmp;
+  // The golden weights have D=32: asking for D=64 must name the tensor and both shapes.
+  auto r = run_pylon("train --preset seed --vocab 97 --dim 64 --layers 2 --heads 4 --steps 1 --init-from " +
+                     kGolden + "/init.safetensors --data " + kGolden + "/tokens.bin");
+  expect_clear_error(r, "embed.weight");
+  EXPECT_NE(r.err.find("(97, 32)"), std::string::npos) << r.err;
+  // A file with one tensor renamed.
+  const SafetensorsReader src(kGolden + "/init.safetensors");
+  std::vector<std::vector<float>> store;
+  std::vector<TensorToWrite> tensors;
+  for (const auto& t : src.tensors()) {
+    store.emplace_back(static_cast<size_t>(t.numel()));
+    src.read_f32(t.name, t.shape, store.back().data());
+  }
+  for (size_t i = 0; i < src.tensors().size(); ++i) {
+    const auto& t = src.tensors()[i];
+    tensors.push_back({t.name == "head.weight" ? "lm_head.weight" : t.name, DType::f32, t.shape,
+                       store[i].data()});
+  }
+  write_safetensors(tmp.file("renamed.safetensors"), tensors);
+  expect_clear_error(run_pylon(train_args("", tmp.file("renamed.safetensors"))), "head.weight");
+}
+
+TEST(Cli, TokenIdsOutsideTheVocabAreErrors) {
+  testing::TempDir tmp;
+  write_token_file(tmp.file("big.bin"), {1, 2, 3, 500, 4, 5}, TokenWidth::u16);
+  expect_clear_error(run_pylon(train_args("", kGolden + "/init.safetensors", tmp.file("big.bin"))), "500");
+  expect_clear_error(run_pylon("eval --model " + kGolden + "/init.safetensors --preset seed --heads 4 --data " +
+                               tmp.file("big.bin") + " --batch 1 --seq 2 --steps 1"),
+                     "500");
+}
+
+TEST(Cli, TrainSaveThenGenerateAndEvalFromCheckpoint) {
+  testing::TempDir tmp;
+  const auto t = run_pylon(train_args("--save " + tmp.file("ckpt")));
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  const auto e = run_pylon("eval --model " + tmp.file("ckpt") + " --data " + kGolden +
+                           "/tokens.bin --batch 2 --seq 16 --steps 1 --json");
+  EXPECT_EQ(e.exit_code, 0) << e.err;
+  // No tokenizer was given to that run: generation must say so, not crash.
+  expect_clear_error(run_pylon("generate --model " + tmp.file("ckpt") + " --prompt hi"), "tokenizer");
+}
+
+}  // namespace
+}  // namespace pylon

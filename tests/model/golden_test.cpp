@@ -1,0 +1,132 @@
+// MiniLLM against PyTorch: the golden files of tests/golden (made by make_golden.py) fix the
+// initial weights, data, hyperparameters, per-step losses, first-step gradients and parameters.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "io/safetensors.h"
+#include "io/token_file.h"
+#include "model/minillm.h"
+#include "model/weights.h"
+#include "support/temp_dir.h"
+#include "train/data_loader.h"
+#include "train/evaluate.h"
+#include "train/trainer.h"
+
+namespace pylon {
+namespace {
+
+struct Golden {
+  std::string dir;
+  nlohmann::json expected;
+  ModelConfig config;
+  TrainOptions options;
+};
+
+Golden load_golden(const std::string& name) {
+  Golden g;
+  g.dir = std::string(PYLON_GOLDEN_DIR) + "/" + name;
+  std::ifstream in(g.dir + "/expected.json");
+  g.expected = nlohmann::json::parse(in);
+  const auto& e = g.expected;
+  g.config.preset = parse_preset(e["preset"].get<std::string>());
+  g.config.vocab = e["vocab"], g.config.dim = e["dim"], g.config.layers = e["layers"];
+  g.config.heads = e["heads"];
+  TrainOptions& o = g.options;
+  o.model = g.config;
+  o.batch = e["batch"], o.seq = e["seq"], o.steps = e["steps"], o.grad_accum = e["grad_accum"];
+  o.adamw.lr = e["lr"], o.adamw.weight_decay = e["weight_decay"];
+  o.adamw.beta1 = e["beta1"], o.adamw.beta2 = e["beta2"], o.adamw.eps = e["eps"];
+  o.grad_clip = e["grad_clip"];
+  o.schedule.kind = parse_lr_schedule(e["lr_schedule"].get<std::string>());
+  o.schedule.lr = o.adamw.lr, o.schedule.warmup = e["warmup"], o.schedule.min_lr_frac = e["min_lr_frac"];
+  o.data = g.dir + "/tokens.bin";
+  o.init_from = g.dir + "/init.safetensors";
+  o.log_every = 0;
+  return g;
+}
+
+std::vector<nlohmann::json> read_jsonl(const std::string& path) {
+  std::vector<nlohmann::json> rows;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) rows.push_back(nlohmann::json::parse(line));
+  return rows;
+}
+
+class GoldenCase : public ::testing::TestWithParam<const char*> {};
+
+// The per-step loss trajectory: PyTorch and Pylon differ only in fp32 summation order; the
+// fp32-vs-fp64 gap in expected.json is ~2e-7, so 2e-5 relative is a tight bound (contract: 1e-4).
+TEST_P(GoldenCase, LossTrajectoryMatchesPyTorch) {
+  Golden g = load_golden(GetParam());
+  testing::TempDir tmp;
+  g.options.metrics_path = tmp.file("metrics.jsonl");
+  train(g.options);
+  const auto rows = read_jsonl(g.options.metrics_path);
+  const auto& losses = g.expected["losses"];
+  const auto& norms = g.expected["grad_norms"];
+  const auto& lrs = g.expected["lrs"];
+  ASSERT_EQ(rows.size(), losses.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const double want = losses[i], got = rows[i]["loss"];
+    EXPECT_NEAR(got, want, 2e-5 * std::fabs(want)) << "step " << i;
+    const double want_norm = norms[i], got_norm = rows[i]["grad_norm"];
+    EXPECT_NEAR(got_norm, want_norm, 1e-4 * want_norm) << "grad norm, step " << i;
+    const double want_lr = lrs[i], got_lr = rows[i]["lr"];
+    EXPECT_NEAR(got_lr, want_lr, 1e-6 * want_lr) << "lr, step " << i;
+    EXPECT_EQ(rows[i]["step"].get<int64_t>(), static_cast<int64_t>(i + 1));
+  }
+}
+
+// Every gradient of the first optimizer step, element by element.
+TEST_P(GoldenCase, FirstStepGradientsMatchPyTorch) {
+  const Golden g = load_golden(GetParam());
+  const auto& o = g.options;
+  MiniLLM model(g.config);
+  const ParamTable& table = model.table();
+  std::vector<float> params(table.total), grads(table.total, 0.f), want(table.total);
+  load_weights(SafetensorsReader(o.init_from), table, params.data());
+  load_weights(SafetensorsReader(g.dir + "/grads_step0.safetensors"), table, want.data());
+  const TokenFile data(o.data);
+  const DataLoader loader(data, o.batch, o.seq);
+  std::vector<int32_t> in(static_cast<size_t>(o.batch) * o.seq), tg(in.size());
+  for (int a = 0; a < o.grad_accum; ++a) {
+    loader.load(a, in.data(), tg.data());
+    model.forward(params.data(), in.data(), tg.data(), o.batch, o.seq);
+    model.backward(params.data(), grads.data(),
+                   1.f / static_cast<float>(o.batch * o.seq * o.grad_accum));
+  }
+  double max_abs = 0;
+  for (float w : want) max_abs = std::max(max_abs, static_cast<double>(std::fabs(w)));
+  // fp32 gradients through different summation orders: rtol 1e-4 plus an atol of 1e-6 of the
+  // largest gradient (covers the seed preset's key-bias slices, whose true value is 0).
+  const double atol = 1e-6 * max_abs;
+  for (const auto& p : table.params)
+    for (int64_t i = 0; i < p.numel; ++i) {
+      const double w = want[p.offset + i], got = grads[p.offset + i];
+      ASSERT_NEAR(got, w, atol + 1e-4 * std::fabs(w)) << p.name << "[" << i << "]";
+    }
+}
+
+TEST_P(GoldenCase, EvalLossMatchesPyTorch) {
+  const Golden g = load_golden(GetParam());
+  MiniLLM model(g.config);
+  std::vector<float> params(model.table().total);
+  load_weights(SafetensorsReader(g.options.init_from), model.table(), params.data());
+  const TokenFile data(g.options.data);
+  const int64_t steps = g.expected["eval_steps"];
+  const EvalResult r = evaluate(model, params.data(), data, g.options.batch, g.options.seq, steps);
+  const double want = g.expected["eval_loss"];
+  EXPECT_NEAR(r.loss, want, 2e-6 * want);
+  EXPECT_EQ(r.tokens, g.expected["eval_tokens"].get<int64_t>());
+}
+
+INSTANTIATE_TEST_SUITE_P(PyTorch, GoldenCase, ::testing::Values("seed_small", "causal_small"));
+
+}  // namespace
+}  // namespace pylon
