@@ -29,7 +29,8 @@ struct TensorView {
 class SafetensorsReader {
  public:
   // Maps and validates the file: header length within the file, JSON well formed, known dtypes,
-  // offsets inside the buffer, in order, not overlapping, and nbytes == numel * dtype size.
+  // offsets inside the buffer, not overlapping, and nbytes == numel * dtype size. tensors() is in
+  // name order.
   // Any violation throws pylon::Error naming the file and the problem.
   explicit SafetensorsReader(const std::string& path);
 
@@ -55,7 +56,9 @@ struct TensorToWrite {
   const void* data = nullptr;  // numel * dtype_size(dtype) bytes
 };
 
-// Writes atomically (AtomicFile). Tensors are stored in the given order, each aligned to 8 bytes.
+// Writes atomically (AtomicFile). Tensors are stored in the given order, back to back: the format
+// allows no gaps (Python's safetensors rejects them), so only the data start is 8-byte aligned
+// (the JSON is padded with spaces); a tensor is aligned when the bytes before it are.
 void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 

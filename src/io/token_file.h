@@ -36,7 +36,9 @@ class TokenFile {
   int64_t count_ = 0;
 };
 
-// Writes atomically; u16 requires every id < 65536 (throws pylon::Error otherwise).
+// Writes atomically; u16 requires every id < 65536 (throws pylon::Error otherwise). u16 is written
+// raw (nanoGPT); u32 with the llm.c header (version 2), so that any reader finds the width.
+// `automatic` picks u16 when every id fits.
 void write_token_file(const std::string& path, const std::vector<uint32_t>& tokens, TokenWidth width);
 
 }  // namespace pylon

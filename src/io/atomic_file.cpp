@@ -1,0 +1,79 @@
+// AtomicFile (write to "<path>.tmp.<pid>", fsync, rename) and small whole-file helpers.
+#include "io/atomic_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "core/error.h"
+
+namespace pylon {
+namespace {
+
+// Makes the rename itself durable; best effort (some filesystems refuse fsync on folders).
+void fsync_parent_dir(const std::string& path) {
+  const std::string parent = std::filesystem::path(path).parent_path().string();
+  const int fd = ::open(parent.empty() ? "." : parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+}  // namespace
+
+AtomicFile::AtomicFile(std::string path)
+    : path_(std::move(path)), tmp_path_(path_ + ".tmp." + std::to_string(::getpid())) {
+  file_ = std::fopen(tmp_path_.c_str(), "wb");
+  PYLON_CHECK(file_, tmp_path_, ": cannot create: ", std::strerror(errno));
+}
+
+AtomicFile::~AtomicFile() {
+  if (file_) std::fclose(file_);
+  if (!committed_) std::remove(tmp_path_.c_str());
+}
+
+void AtomicFile::write(const void* data, size_t n) {
+  PYLON_ASSERT(file_ && !committed_, "write after commit");
+  if (n == 0) return;
+  const size_t written = std::fwrite(data, 1, n, file_);
+  PYLON_CHECK(written == n, tmp_path_, ": write failed after ", written, " of ", n,
+              " bytes: ", std::strerror(errno));
+}
+
+void AtomicFile::commit() {
+  PYLON_ASSERT(file_ && !committed_, "commit twice");
+  PYLON_CHECK(std::fflush(file_) == 0, tmp_path_, ": write failed: ", std::strerror(errno));
+  PYLON_CHECK(::fsync(::fileno(file_)) == 0, tmp_path_, ": fsync failed: ", std::strerror(errno));
+  const int closed = std::fclose(file_);
+  file_ = nullptr;
+  PYLON_CHECK(closed == 0, tmp_path_, ": close failed: ", std::strerror(errno));
+  PYLON_CHECK(std::rename(tmp_path_.c_str(), path_.c_str()) == 0, path_,
+              ": cannot rename the temporary file into place: ", std::strerror(errno));
+  committed_ = true;
+  fsync_parent_dir(path_);
+}
+
+void write_file_atomic(const std::string& path, const std::string& contents) {
+  AtomicFile f(path);
+  f.write(contents.data(), contents.size());
+  f.commit();
+}
+
+std::string read_text_file(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  PYLON_CHECK(f, path, ": cannot open: ", std::strerror(errno));
+  std::string out;
+  char buf[1 << 16];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  const bool failed = std::ferror(f) != 0;
+  const int err = errno;
+  std::fclose(f);
+  PYLON_CHECK(!failed, path, ": read failed: ", std::strerror(err));
+  return out;
+}
+
+}  // namespace pylon
