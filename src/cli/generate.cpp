@@ -51,8 +51,10 @@ int run_generate(int argc, char** argv) {
   PYLON_CHECK(tok.vocab_size() <= m.config.vocab, "tokenizer vocab ", tok.vocab_size(),
               " exceeds the model's ", m.config.vocab);
 
-  std::vector<int> ids = tok.encode(prompt);
-  if (ids.empty() || tok.bos_id() >= 0) ids.insert(ids.begin(), tok.bos_id() >= 0 ? tok.bos_id() : 0);
+  // Training text has no BOS markers, so the prompt is encoded as plain text; an empty prompt
+  // starts from a newline, which separates documents in the default data.
+  std::vector<int> ids = tok.encode(prompt.empty() ? std::string("\n") : prompt);
+  PYLON_CHECK(!ids.empty(), "the prompt encodes to no tokens");
   PYLON_CHECK(static_cast<int>(ids.size()) + max_new <= context, "prompt (", ids.size(),
               " tokens) + --max-new-tokens exceeds --context ", context);
   Decoder decoder(m.config, m.params.data(), context);
@@ -84,6 +86,7 @@ int run_generate(int argc, char** argv) {
   }
   const double decode_s = decode_clock.seconds();
   std::printf("\n");
+  std::fflush(stdout);
   std::fprintf(stderr, "prefill %zu tokens at %.0f tokens/s; decode %d tokens at %.1f tokens/s (cpu)\n",
                prompt_ids.size(), static_cast<double>(prompt_ids.size()) / prefill_s, generated,
                generated ? generated / decode_s : 0.0);

@@ -23,7 +23,7 @@ struct TrainOptions {
   uint64_t seed = 0;       // parameter initialisation
   std::string data, val_data, tokenizer;
   std::string init_from, save_dir, resume_dir, metrics_path;
-  int64_t save_every = 0, eval_every = 0, eval_steps = 20, log_every = 10;
+  int64_t save_every = 0, eval_every = 0, eval_steps = 8, log_every = 10;
 };
 
 struct TrainResult {

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs what Pylon builds and runs with, from Debian/Ubuntu packages, when missing.
+# Usage: scripts/install-deps.sh [--with-torch]   (--with-torch: PyTorch to remake golden data)
+set -euo pipefail
+
+packages=(cmake ninja-build g++ pkg-config libopenblas-dev libsentencepiece-dev nlohmann-json3-dev
+          libgtest-dev fortunes)
+[[ "${1:-}" == "--with-torch" ]] && packages+=(python3-torch libopenblas0-pthread)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}"
+  sudo=""
+  [[ $(id -u) -ne 0 ]] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
