@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-scripts/build.sh >/dev/null
+scripts/build.sh
 ckpt=${PYLON_DEMO_DIR:-runs/demo}
 ./build/src/pylon train --save "$ckpt" --metrics "$ckpt.metrics.jsonl" "$@"
 echo
