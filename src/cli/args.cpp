@@ -124,7 +124,7 @@ std::string ArgParser::help() const {
     if (!f.is_switch && !f.default_text.empty()) os << " [default: " << f.default_text << "]";
     os << "\n";
   }
-  os << "  --help                     print this help\n";
+  os << "  --help                   print this help\n";
   return os.str();
 }
 
