@@ -51,18 +51,35 @@ struct Shape {
   int B, T, H, hd;
 };
 
+// The tensors of one shape, filled with random bf16 once: qkv and dout read, the rest written.
+struct Buffers {
+  explicit Buffers(const Shape& s)
+      : D(s.H * s.hd),
+        n_qkv(static_cast<size_t>(s.B) * s.T * 3 * D),
+        n_out(static_cast<size_t>(s.B) * s.T * D),
+        ws_bytes(pylon::cuda::attention_backward_workspace_bytes(s.B, s.T, D, s.H)),
+        qkv(n_qkv * sizeof(bf16)),
+        dqkv(n_qkv * sizeof(bf16)),
+        out(n_out * sizeof(bf16)),
+        dout(n_out * sizeof(bf16)),
+        lse(static_cast<size_t>(s.B) * s.H * s.T * sizeof(float)),
+        ws(ws_bytes) {
+    fill_random(qkv, n_qkv, 1);
+    fill_random(dout, n_out, 2);
+  }
+  int D;
+  size_t n_qkv, n_out, ws_bytes;
+  DeviceBuffer qkv, dqkv, out, dout, lse, ws;
+};
+
 // Times forward and backward at one shape and mask with the given tiles; prints one line for each.
-void bench_shape(const Shape& s, bool causal, const pylon::cuda::detail::AttentionTiles& tiles, bool print_tiles) {
-  const int D = s.H * s.hd;
-  const size_t n_qkv = static_cast<size_t>(s.B) * s.T * 3 * D, n_out = static_cast<size_t>(s.B) * s.T * D;
-  DeviceBuffer qkv(n_qkv * sizeof(bf16)), dqkv(n_qkv * sizeof(bf16)), out(n_out * sizeof(bf16)),
-      dout(n_out * sizeof(bf16)), lse(static_cast<size_t>(s.B) * s.H * s.T * sizeof(float));
-  const size_t ws_bytes = pylon::cuda::attention_backward_workspace_bytes(s.B, s.T, D, s.H);
-  DeviceBuffer ws(ws_bytes);
-  fill_random(qkv, n_qkv, 1);
-  fill_random(dout, n_out, 2);
+void bench_shape(const Shape& s, Buffers& buf, bool causal, const pylon::cuda::detail::AttentionTiles& tiles,
+                 bool print_tiles) {
+  const int D = buf.D;
   pylon::cuda::Stream stream;
   const cudaStream_t st = stream.get();
+  DeviceBuffer &qkv = buf.qkv, &dqkv = buf.dqkv, &out = buf.out, &dout = buf.dout, &lse = buf.lse, &ws = buf.ws;
+  const size_t ws_bytes = buf.ws_bytes;
 
   const double fwd_ms = median_ms(
       [&] {
@@ -82,7 +99,7 @@ void bench_shape(const Shape& s, bool causal, const pylon::cuda::detail::Attenti
   const double fwd_flop = 4.0 * s.B * s.H * static_cast<double>(s.T) * s.T * s.hd * (causal ? 0.5 : 1.0);
   char tile_text[96] = "";
   if (print_tiles)
-    std::snprintf(tile_text, sizeof(tile_text), "  fwd %dw/%d  dkdv %dw/%d  dq %dw/%d", tiles.fwd_warps,
+    std::snprintf(tile_text, sizeof(tile_text), "  %s fwd %dw/%d  dkdv %dw/%d  dq %dw/%d", tiles.wgmma ? "wgmma" : "mma", tiles.fwd_warps,
                   tiles.fwd_block_n, tiles.dkdv_warps, tiles.dkdv_block_m, tiles.dq_warps, tiles.dq_block_n);
   for (int pass = 0; pass < 2; ++pass) {
     const double ms = pass == 0 ? fwd_ms : bwd_ms, flop = pass == 0 ? fwd_flop : 2.5 * fwd_flop;
@@ -102,23 +119,23 @@ int main(int argc, char** argv) {
   }
   const bool sweep = argc > 1 && std::strcmp(argv[1], "--sweep") == 0;
   try {
+    const auto tiles128 = pylon::cuda::detail::default_attention_tiles(128);
     const Shape shapes[] = {{8, 1024, 16, 128}, {8, 1024, 32, 64}};  // D = 2048: the seed preset
-    std::printf("flash attention, bf16, median of %d (ceiling %.0f TFLOP/s)\n", kRuns, kCeilingTflops);
-    for (const Shape& s : shapes)
+    std::printf("flash attention (%s kernels), bf16, median of %d (ceiling %.0f TFLOP/s)\n",
+                tiles128.wgmma ? "wgmma" : "mma.sync", kRuns, kCeilingTflops);
+    for (const Shape& s : shapes) {
+      Buffers buf(s);
       for (bool causal : {false, true})
-        bench_shape(s, causal, pylon::cuda::detail::default_attention_tiles(s.hd), false);
+        bench_shape(s, buf, causal, pylon::cuda::detail::default_attention_tiles(s.hd), false);
+    }
     if (!sweep) return 0;
 
     std::printf("\ntile sweep\n");
-    using Tiles = pylon::cuda::detail::AttentionTiles;
-    const std::vector<Tiles> sweep128 = {
-        {4, 64, 4, 64, 4, 64}, {4, 32, 4, 32, 4, 32}, {8, 64, 8, 64, 8, 64},
-        {8, 32, 8, 32, 8, 32}, {4, 64, 8, 32, 8, 32}, {8, 64, 4, 32, 4, 32},
-    };
-    const std::vector<Tiles> sweep64 = {{4, 64, 4, 64, 4, 64}, {4, 128, 8, 64, 8, 64}, {8, 64, 8, 64, 4, 64}};
-    for (const Shape& s : shapes)
+    for (const Shape& s : shapes) {
+      Buffers buf(s);
       for (bool causal : {false, true})
-        for (const Tiles& t : s.hd == 128 ? sweep128 : sweep64) bench_shape(s, causal, t, true);
+        for (const auto& t : pylon::cuda::detail::compiled_attention_tiles(s.hd)) bench_shape(s, buf, causal, t, true);
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "pylon_bench_attention: %s\n", e.what());
     return 1;

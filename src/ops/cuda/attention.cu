@@ -1,6 +1,8 @@
 // Host API of the fused attention: argument checks, tile-shape choice, and the order of the passes.
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <utility>
 
 #include "ops/cuda/attention.h"
 #include "ops/cuda/attention_launch.h"
@@ -28,13 +30,52 @@ int check_attention_args(const char* op, int B, int T, int D, int H, std::initia
 
 namespace detail {
 
-AttentionTiles default_attention_tiles(int /*head_dim*/) { return AttentionTiles{}; }
+AttentionTiles default_attention_tiles(int /*head_dim*/) {
+  AttentionTiles tiles;
+#if defined(PYLON_CUDA_SM90A)
+  int device = 0, major = 0;
+  PYLON_CUDA_CHECK(cudaGetDevice(&device));
+  PYLON_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  tiles.wgmma = major == 9;
+#endif
+  return tiles;
+}
+
+std::vector<AttentionTiles> compiled_attention_tiles(int head_dim) {
+  // (warps, block) pairs of each pass, as compiled in attention_{forward,backward}{,_wgmma}.cu.
+  using Pairs = std::vector<std::pair<int, int>>;
+  struct Family {
+    bool wgmma;
+    Pairs fwd, dkdv, dq;
+  };
+  std::vector<Family> families;
+  if (head_dim == 128)
+    families.push_back({false, {{4, 64}, {4, 32}, {8, 64}, {8, 32}}, {{4, 64}, {4, 32}, {8, 64}, {8, 32}},
+                        {{4, 64}, {4, 32}, {8, 64}, {8, 32}}});
+  else
+    families.push_back({false, {{4, 64}, {4, 128}, {8, 64}}, {{4, 64}, {8, 64}}, {{4, 64}, {8, 64}}});
+  if (default_attention_tiles(head_dim).wgmma)
+    families.push_back({true, {{4, 64}, {4, 128}, {8, 64}, {8, 128}}, {{4, 64}, {8, 64}}, {{4, 64}, {8, 64}}});
+  std::vector<AttentionTiles> all;
+  for (const Family& f : families) {
+    const size_t n = std::max({f.fwd.size(), f.dkdv.size(), f.dq.size()});
+    for (size_t i = 0; i < n; ++i) {
+      const auto& [fw, fb] = f.fwd[i % f.fwd.size()];
+      const auto& [kw, kb] = f.dkdv[i % f.dkdv.size()];
+      const auto& [qw, qb] = f.dq[i % f.dq.size()];
+      all.push_back({f.wgmma, fw, fb, kw, kb, qw, qb});
+    }
+  }
+  return all;
+}
 
 void attention_forward_tiled(const AttentionTiles& tiles, __nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv,
                              int B, int T, int D, int H, bool causal, cudaStream_t stream) {
   const int hd = check_attention_args("attention_forward", B, T, D, H, {out, lse, qkv});
-  PYLON_CHECK(launch_attention_forward(tiles, hd, out, lse, qkv, B, T, D, H, causal, stream),
-              "attention_forward: no kernel for hd=", hd, " warps=", tiles.fwd_warps, " block_n=", tiles.fwd_block_n);
+  const bool launched = tiles.wgmma ? launch_attention_forward_wgmma(tiles, hd, out, lse, qkv, B, T, D, H, causal, stream)
+                                    : launch_attention_forward(tiles, hd, out, lse, qkv, B, T, D, H, causal, stream);
+  PYLON_CHECK(launched,
+              "attention_forward: no kernel for hd=", hd, " wgmma=", tiles.wgmma, " warps=", tiles.fwd_warps, " block_n=", tiles.fwd_block_n);
 }
 
 void attention_backward_tiled(const AttentionTiles& tiles, __nv_bfloat16* dqkv, const __nv_bfloat16* dout,
@@ -47,11 +88,17 @@ void attention_backward_tiled(const AttentionTiles& tiles, __nv_bfloat16* dqkv, 
               attention_backward_workspace_bytes(B, T, D, H));
   auto* dsum = static_cast<float*>(workspace);  // (B, H, T)
   launch_attention_backward_dsum(dsum, dout, out, B, T, D, H, stream);
-  PYLON_CHECK(launch_attention_backward_dkdv(tiles, hd, dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream),
-              "attention_backward: no dk/dv kernel for hd=", hd, " warps=", tiles.dkdv_warps,
+  const bool dkdv = tiles.wgmma
+                        ? launch_attention_backward_dkdv_wgmma(tiles, hd, dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream)
+                        : launch_attention_backward_dkdv(tiles, hd, dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream);
+  PYLON_CHECK(dkdv,
+              "attention_backward: no dk/dv kernel for hd=", hd, " wgmma=", tiles.wgmma, " warps=", tiles.dkdv_warps,
               " block_m=", tiles.dkdv_block_m);
-  PYLON_CHECK(launch_attention_backward_dq(tiles, hd, dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream),
-              "attention_backward: no dq kernel for hd=", hd, " warps=", tiles.dq_warps, " block_n=", tiles.dq_block_n);
+  const bool dq = tiles.wgmma
+                      ? launch_attention_backward_dq_wgmma(tiles, hd, dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream)
+                      : launch_attention_backward_dq(tiles, hd, dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream);
+  PYLON_CHECK(dq,
+              "attention_backward: no dq kernel for hd=", hd, " wgmma=", tiles.wgmma, " warps=", tiles.dq_warps, " block_n=", tiles.dq_block_n);
 }
 
 }  // namespace detail

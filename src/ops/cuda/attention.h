@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <vector>
 
 namespace pylon::cuda {
 
@@ -27,8 +28,11 @@ void attention_backward(__nv_bfloat16* dqkv, const __nv_bfloat16* dout, const __
                         void* workspace, size_t workspace_bytes, cudaStream_t stream);
 
 namespace detail {
-// Tile shapes, exposed for bench/attention_bench.cpp to compare; the functions above pick the default.
+// Kernel family and tile shapes, exposed for bench/attention_bench.cpp and the tests; the functions above
+// pick default_attention_tiles. wgmma: Hopper warpgroup kernels (16 rows per warp, 4 warps per group,
+// tiles of 64 in the backward passes); otherwise mma.sync kernels (any sm_80+ GPU).
 struct AttentionTiles {
+  bool wgmma = false;
   int fwd_warps = 4;      // forward: 16 query rows per warp
   int fwd_block_n = 64;   // forward: keys per shared-memory tile
   int dkdv_warps = 4;     // backward dk/dv pass: 16 keys per warp
@@ -36,7 +40,11 @@ struct AttentionTiles {
   int dq_warps = 4;       // backward dq pass: 16 query rows per warp
   int dq_block_n = 64;    // backward dq pass: keys per tile
 };
+// The fastest measured shapes for this head dim on the current device (wgmma on compute capability 9.x).
 AttentionTiles default_attention_tiles(int head_dim);
+// Every compiled shape of this head dim's kernels, each at least once (for the tile sweep and its test);
+// wgmma shapes only where default_attention_tiles picks wgmma.
+std::vector<AttentionTiles> compiled_attention_tiles(int head_dim);
 // Throws pylon::Error for a shape with no compiled kernel.
 void attention_forward_tiled(const AttentionTiles& tiles, __nv_bfloat16* out, float* lse,
                              const __nv_bfloat16* qkv, int B, int T, int D, int H, bool causal,
