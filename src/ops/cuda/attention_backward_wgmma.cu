@@ -2,7 +2,8 @@
 // attention_backward.cu: a key-tile pass owns dk and dv (each warpgroup 64 keys), a query-tile pass owns
 // dq (each warpgroup 64 rows). Products contracting over the head dim read both operands K-major from
 // swizzled shared memory; products contracting over keys or queries take p or ds from registers and
-// read the other operand MN-major.
+// read the other operand MN-major. Independent products are issued together, and the exp of one
+// runs while the tensor cores do the other.
 #include <cmath>
 
 #include "ops/cuda/attention_launch.h"
@@ -83,13 +84,16 @@ __global__ void __launch_bounds__(kGroups * 128)
   const int m_begin = causal ? n0 / kTile : 0;
   const int m_tiles = (T + kTile - 1) / kTile;
 
+  auto load_query_tile = [&](int m, int buf) {  // q, dout, lse, dsum of query tile m
+    wgmma::load_swizzled_tile_async<kTile, kHeadDim, kThreads>(q_s + buf * kTileBytes, q_g, ld, m * kTile, T, tid);
+    wgmma::load_swizzled_tile_async<kTile, kHeadDim, kThreads>(do_s + buf * kTileBytes, do_g, D, m * kTile, T, tid);
+    load_row_stats_async<kTile, kThreads>(lse_s + buf * kTile, lse_g, m * kTile, T, tid);
+    load_row_stats_async<kTile, kThreads>(dsum_s + buf * kTile, dsum_g, m * kTile, T, tid);
+  };
+  // cp.async groups: {k, v, query tile m_begin}, then one per query tile, issued a tile ahead.
   wgmma::load_swizzled_tile_async<kBlockN, kHeadDim, kThreads>(k_s, k_g, ld, n0, T, tid);
-  wgmma::load_swizzled_tile_async<kTile, kHeadDim, kThreads>(q_s, q_g, ld, m_begin * kTile, T, tid);
-  load_row_stats_async<kTile, kThreads>(lse_s, lse_g, m_begin * kTile, T, tid);
-  cp_async_commit();
   wgmma::load_swizzled_tile_async<kBlockN, kHeadDim, kThreads>(v_s, v_g, ld, n0, T, tid);
-  wgmma::load_swizzled_tile_async<kTile, kHeadDim, kThreads>(do_s, do_g, D, m_begin * kTile, T, tid);
-  load_row_stats_async<kTile, kThreads>(dsum_s, dsum_g, m_begin * kTile, T, tid);
+  load_query_tile(m_begin, 0);
   cp_async_commit();
 
   float dk[kColBlocks][8][4] = {}, dv[kColBlocks][8][4] = {};
@@ -98,24 +102,22 @@ __global__ void __launch_bounds__(kGroups * 128)
 
   for (int m = m_begin; m < m_tiles; ++m) {
     const int buf = (m - m_begin) & 1, m0 = m * kTile;
-    const bool has_next = m + 1 < m_tiles;
-    cp_async_wait<1>();  // q tile, lse (and k on the first pass)
+    cp_async_wait<0>();  // query tile m; every warp is done with the buffer the next load overwrites
     wgmma::fence_async_proxy();
     __syncthreads();
-    if (has_next) {
-      wgmma::load_swizzled_tile_async<kTile, kHeadDim, kThreads>(q_s + (buf ^ 1) * kTileBytes, q_g, ld, m0 + kTile,
-                                                                  T, tid);
-      load_row_stats_async<kTile, kThreads>(lse_s + (buf ^ 1) * kTile, lse_g, m0 + kTile, T, tid);
-      cp_async_commit();
-    }
+    if (m + 1 < m_tiles) load_query_tile(m + 1, buf ^ 1);
+    cp_async_commit();
     const uint32_t q_t = q_s + buf * kTileBytes, do_t = do_s + buf * kTileBytes;
-
-    // sᵀ (64 keys, kTile queries) = k · qᵀ, then pᵀ = exp(sᵀ - lse_query), 0 where masked.
-    float st[8][4];
-    product_over_head_dim<kHeadDim, kBlockN, kTile>(st, k_s, group * 64, q_t);
-    wgmma::wait<0>();
-    wgmma::fence_accumulators(st);
     const float* lse_t = lse_s + buf * kTile;
+    const float* dsum_t = dsum_s + buf * kTile;
+
+    // sᵀ (64 keys, kTile queries) = k · qᵀ and dpᵀ = v · doutᵀ, issued together; pᵀ = exp(sᵀ - lse_query)
+    // (0 where masked) is computed while dpᵀ runs.
+    float st[8][4], dpt[8][4];
+    product_over_head_dim<kHeadDim, kBlockN, kTile>(st, k_s, group * 64, q_t);
+    product_over_head_dim<kHeadDim, kBlockN, kTile>(dpt, v_s, group * 64, do_t);
+    wgmma::wait<1>();
+    wgmma::fence_accumulators(st);
     const bool need_mask = m0 + kTile > T || (causal && group_key0 + 63 > m0);
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
@@ -127,39 +129,24 @@ __global__ void __launch_bounds__(kGroups * 128)
         st[nt][e] = need_mask && (query >= T || (causal && key > query)) ? 0.f : p;
       }
     }
-
-    if (has_next) cp_async_wait<1>();
-    else cp_async_wait<0>();
-    wgmma::fence_async_proxy();
-    __syncthreads();  // dout tile and dsum (and v on the first pass)
-    if (has_next) {
-      wgmma::load_swizzled_tile_async<kTile, kHeadDim, kThreads>(do_s + (buf ^ 1) * kTileBytes, do_g, D, m0 + kTile,
-                                                                  T, tid);
-      load_row_stats_async<kTile, kThreads>(dsum_s + (buf ^ 1) * kTile, dsum_g, m0 + kTile, T, tid);
-      cp_async_commit();
-    }
-
-    // dpᵀ (64 keys, kTile) = v · doutᵀ and dv += pᵀ · dout, issued together.
-    float dpt[8][4];
-    product_over_head_dim<kHeadDim, kBlockN, kTile>(dpt, v_s, group * 64, do_t);
-    product_over_tile<kHeadDim>(dv, st, do_t);
     wgmma::wait<0>();
     wgmma::fence_accumulators(dpt);
-#pragma unroll
-    for (int cb = 0; cb < kColBlocks; ++cb) wgmma::fence_accumulators(dv[cb]);
 
-    // dsᵀ = pᵀ ∘ (dpᵀ - dsum_query), then dk += dsᵀ · q.
-    const float* dsum_t = dsum_s + buf * kTile;
+    // dsᵀ = pᵀ ∘ (dpᵀ - dsum_query) in place of dpᵀ; then dv += pᵀ · dout and dk += dsᵀ · q together.
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
       const float2 d = *reinterpret_cast<const float2*>(dsum_t + nt * 8 + 2 * t);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) st[nt][e] *= dpt[nt][e] - ((e & 1) ? d.y : d.x);
+      for (int e = 0; e < 4; ++e) dpt[nt][e] = st[nt][e] * (dpt[nt][e] - ((e & 1) ? d.y : d.x));
     }
-    product_over_tile<kHeadDim>(dk, st, q_t);
+    product_over_tile<kHeadDim>(dv, st, do_t);
+    product_over_tile<kHeadDim>(dk, dpt, q_t);
     wgmma::wait<0>();
 #pragma unroll
-    for (int cb = 0; cb < kColBlocks; ++cb) wgmma::fence_accumulators(dk[cb]);
+    for (int cb = 0; cb < kColBlocks; ++cb) {
+      wgmma::fence_accumulators(dv[cb]);
+      wgmma::fence_accumulators(dk[cb]);
+    }
   }
 
 #pragma unroll
@@ -213,11 +200,14 @@ __global__ void __launch_bounds__(kGroups * 128)
   const int kv_end = causal ? min(T, q0 + kBlockM) : T;
   const int n_tiles = (kv_end + kTile - 1) / kTile;
 
+  auto load_key_tile = [&](int j, int buf) {  // k and v of key tile j
+    wgmma::load_swizzled_tile_async<kTile, kHeadDim, kThreads>(k_s + buf * kTileBytes, k_g, ld, j * kTile, T, tid);
+    wgmma::load_swizzled_tile_async<kTile, kHeadDim, kThreads>(v_s + buf * kTileBytes, v_g, ld, j * kTile, T, tid);
+  };
+  // cp.async groups: {q, dout, key tile 0}, then one per key tile, issued a tile ahead.
   wgmma::load_swizzled_tile_async<kBlockM, kHeadDim, kThreads>(q_s, q_g, ld, q0, T, tid);
   wgmma::load_swizzled_tile_async<kBlockM, kHeadDim, kThreads>(do_s, do_g, D, q0, T, tid);
-  wgmma::load_swizzled_tile_async<kTile, kHeadDim, kThreads>(k_s, k_g, ld, 0, T, tid);
-  cp_async_commit();
-  wgmma::load_swizzled_tile_async<kTile, kHeadDim, kThreads>(v_s, v_g, ld, 0, T, tid);
+  load_key_tile(0, 0);
   cp_async_commit();
 
   const int row_base = q0 + warp * 16 + g;
@@ -232,21 +222,19 @@ __global__ void __launch_bounds__(kGroups * 128)
   float dq[kColBlocks][8][4] = {};
   for (int j = 0; j < n_tiles; ++j) {
     const int buf = j & 1, k0 = j * kTile;
-    const bool has_next = j + 1 < n_tiles;
-    cp_async_wait<1>();  // k tile j (and q, dout on the first pass)
+    cp_async_wait<0>();  // key tile j; every warp is done with the buffer the next load overwrites
     wgmma::fence_async_proxy();
     __syncthreads();
-    if (has_next) {
-      wgmma::load_swizzled_tile_async<kTile, kHeadDim, kThreads>(k_s + (buf ^ 1) * kTileBytes, k_g, ld, k0 + kTile,
-                                                                  T, tid);
-      cp_async_commit();
-    }
+    if (j + 1 < n_tiles) load_key_tile(j + 1, buf ^ 1);
+    cp_async_commit();
     const uint32_t k_t = k_s + buf * kTileBytes, v_t = v_s + buf * kTileBytes;
 
-    // s (64, kTile) = q · kᵀ, then p = exp(s - lse_row), 0 where masked.
-    float s[8][4];
+    // s (64, kTile) = q · kᵀ and dp = dout · vᵀ, issued together; p = exp(s - lse_row) (0 where masked)
+    // is computed while dp runs.
+    float s[8][4], dp[8][4];
     product_over_head_dim<kHeadDim, kBlockM, kTile>(s, q_s, group * 64, k_t);
-    wgmma::wait<0>();
+    product_over_head_dim<kHeadDim, kBlockM, kTile>(dp, do_s, group * 64, v_t);
+    wgmma::wait<1>();
     wgmma::fence_accumulators(s);
     const bool need_mask = k0 + kTile > T || (causal && k0 + kTile - 1 > q0 + group * 64);
 #pragma unroll
@@ -258,27 +246,15 @@ __global__ void __launch_bounds__(kGroups * 128)
         s[nt][e] = need_mask && (col >= T || (causal && col > row)) ? 0.f : p;
       }
     }
-
-    if (has_next) cp_async_wait<1>();
-    else cp_async_wait<0>();
-    wgmma::fence_async_proxy();
-    __syncthreads();  // v tile j
-    if (has_next) {
-      wgmma::load_swizzled_tile_async<kTile, kHeadDim, kThreads>(v_s + (buf ^ 1) * kTileBytes, v_g, ld, k0 + kTile,
-                                                                  T, tid);
-      cp_async_commit();
-    }
-
-    // dp (64, kTile) = dout · vᵀ, ds = p ∘ (dp - dsum_row), dq += ds · k.
-    float dp[8][4];
-    product_over_head_dim<kHeadDim, kBlockM, kTile>(dp, do_s, group * 64, v_t);
     wgmma::wait<0>();
     wgmma::fence_accumulators(dp);
+
+    // ds = p ∘ (dp - dsum_row) in place of dp, then dq += ds · k.
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) s[nt][e] *= dp[nt][e] - row_dsum[e >> 1];
-    product_over_tile<kHeadDim>(dq, s, k_t);
+      for (int e = 0; e < 4; ++e) dp[nt][e] = s[nt][e] * (dp[nt][e] - row_dsum[e >> 1]);
+    product_over_tile<kHeadDim>(dq, dp, k_t);
     wgmma::wait<0>();
 #pragma unroll
     for (int cb = 0; cb < kColBlocks; ++cb) wgmma::fence_accumulators(dq[cb]);

@@ -5,6 +5,7 @@
 
 #include "ops/cuda/attention_launch.h"
 #include "ops/cuda/check.h"
+#include "ops/cuda/flash_softmax.cuh"
 #include "ops/cuda/mma_sm80.cuh"
 
 namespace pylon::cuda {
@@ -82,40 +83,18 @@ __global__ void __launch_bounds__(kWarps * 32)
       }
     }
 
-    if (k0 + kBlockN > T || (causal && k0 + kBlockN - 1 > q0)) {  // tail keys or the diagonal
-#pragma unroll
-      for (int nt = 0; nt < kTilesN; ++nt) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int row = row_base + 8 * (e >> 1), col = k0 + nt * 8 + 2 * t + (e & 1);
-          if (col >= T || (causal && col > row)) s[nt][e] = -INFINITY;
-        }
-      }
-    }
+    if (k0 + kBlockN > T || (causal && k0 + kBlockN - 1 > q0))  // tail keys or the diagonal
+      flash::mask_scores(s, row_base, k0, t, T, causal);
 
-    // Online softmax: rescale what was accumulated to the new row max, then p = exp(s - max).
+    // Online softmax: p = exp(s - max), and what was accumulated shrinks to the new max.
+    float alpha[2];
+    flash::online_softmax(s, row_max, row_sum, alpha, scale_log2);
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float mx = row_max[r];
-#pragma unroll
-      for (int nt = 0; nt < kTilesN; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float mx_scaled = mx == -INFINITY ? 0.f : mx * scale_log2;  // a fully masked row stays 0
-      const float alpha = exp2_approx(row_max[r] * scale_log2 - mx_scaled);
-      row_max[r] = mx;
-      row_sum[r] *= alpha;
-#pragma unroll
-      for (int dt = 0; dt < kTilesD; ++dt) {
-        o[dt][2 * r] *= alpha;
-        o[dt][2 * r + 1] *= alpha;
-      }
-#pragma unroll
-      for (int nt = 0; nt < kTilesN; ++nt) {
-        s[nt][2 * r] = exp2_approx(s[nt][2 * r] * scale_log2 - mx_scaled);
-        s[nt][2 * r + 1] = exp2_approx(s[nt][2 * r + 1] * scale_log2 - mx_scaled);
-        row_sum[r] += s[nt][2 * r] + s[nt][2 * r + 1];
-      }
+    for (int dt = 0; dt < kTilesD; ++dt) {
+      o[dt][0] *= alpha[0];
+      o[dt][1] *= alpha[0];
+      o[dt][2] *= alpha[1];
+      o[dt][3] *= alpha[1];
     }
 
     if (has_next) cp_async_wait<1>();
