@@ -1,7 +1,9 @@
 // Flash-attention forward on Hopper warpgroup MMA (wgmma): each warpgroup owns 64 query rows;
 // s = q·kᵀ reads q and k from swizzled shared memory, o += p·v takes p from registers. Keys and values
-// stream through double-buffered cp.async tiles loaded a tile ahead; the softmax of tile j+1 runs while
-// the tensor cores do p_j·v_j (FlashAttention-3's intra-warpgroup overlap, without its producer warps).
+// stream through double-buffered cp.async tiles; online softmax and logsumexp as in the mma.sync kernel.
+// The softmax of one block overlaps the products of the other block resident on the multiprocessor
+// (overlapping within a warpgroup, FlashAttention-3 style, measured 13% slower here: see
+// bench/attention_notes.md).
 #include <cmath>
 
 #include "ops/cuda/attention_launch.h"
@@ -44,74 +46,75 @@ __global__ void __launch_bounds__(kGroups * 128)
   const int kv_end = causal ? min(T, q0 + kBlockM) : T;
   const int n_tiles = (kv_end + kBlockN - 1) / kBlockN;
 
-  const int row_base = q0 + warp * 16 + g;  // this lane's rows: row_base and row_base + 8
-  const int group_row0 = q0 + group * 64;
-  float o[kColBlocks][8][4] = {};              // unnormalised output, 64 columns per block
-  float row_max[2] = {-INFINITY, -INFINITY};  // running max of raw scores, rows row_base and row_base + 8
-  float row_sum[2] = {0.f, 0.f};              // this lane's share of Σ exp
-  float s[kTilesN][4];                        // scores, then p, of the next tile
-  uint32_t p_frag[kBlockN / 16][4];           // p of the current tile as bf16 A operands
+  wgmma::load_swizzled_tile_async<kBlockM, kHeadDim, kThreads>(q_s, q_g, ld, q0, T, tid);
+  wgmma::load_swizzled_tile_async<kBlockN, kHeadDim, kThreads>(k_s, k_g, ld, 0, T, tid);
+  cp_async_commit();
+  wgmma::load_swizzled_tile_async<kBlockN, kHeadDim, kThreads>(v_s, v_g, ld, 0, T, tid);
+  cp_async_commit();
 
-  auto k_tile = [&](int j) { return k_s + (j & 1) * kTileBytesN; };
-  auto v_tile = [&](int j) { return v_s + (j & 1) * kTileBytesN; };
-  auto load_k = [&](int j) {
-    wgmma::load_swizzled_tile_async<kBlockN, kHeadDim, kThreads>(k_tile(j), k_g, ld, j * kBlockN, T, tid);
-  };
-  auto load_v = [&](int j) {
-    wgmma::load_swizzled_tile_async<kBlockN, kHeadDim, kThreads>(v_tile(j), v_g, ld, j * kBlockN, T, tid);
-  };
-  // s (64, kBlockN) = q · k_jᵀ for this warpgroup's rows, issued asynchronously.
-  auto issue_scores = [&](float (&acc)[kTilesN][4], int j) {
+  float o[kColBlocks][8][4] = {};              // unnormalised output, 64 columns per block
+  float row_max[2] = {-INFINITY, -INFINITY};  // rows g and g+8 of this warp's 16
+  float row_sum[2] = {0.f, 0.f};
+  const int row_base = q0 + warp * 16 + g;
+
+  for (int j = 0; j < n_tiles; ++j) {
+    const int buf = j & 1, k0 = j * kBlockN;
+    const bool has_next = j + 1 < n_tiles;
+    cp_async_wait<1>();  // k tile j (and q on the first pass)
+    wgmma::fence_async_proxy();
+    __syncthreads();
+    if (has_next) {
+      wgmma::load_swizzled_tile_async<kBlockN, kHeadDim, kThreads>(k_s + (buf ^ 1) * kTileBytesN, k_g, ld,
+                                                                    k0 + kBlockN, T, tid);
+      cp_async_commit();
+    }
+
+    // s (64, kBlockN) = q · kᵀ for this warpgroup's rows.
+    const uint32_t k_t = k_s + buf * kTileBytesN;
+    float s[kTilesN][4];
     wgmma::fence();
 #pragma unroll
     for (int ks = 0; ks < kSteps; ++ks) {
       const uint64_t da = wgmma::desc_k_major<kBlockM>(q_s, group * 64, ks);
-      const uint64_t db = wgmma::desc_k_major<kBlockN>(k_tile(j), 0, ks);
-      if constexpr (kBlockN == 64) wgmma::wgmma_m64n64k16_ss(acc, da, db, ks > 0);
-      else wgmma::wgmma_m64n128k16_ss(acc, da, db, ks > 0);
+      const uint64_t db = wgmma::desc_k_major<kBlockN>(k_t, 0, ks);
+      if constexpr (kBlockN == 64) wgmma::wgmma_m64n64k16_ss(s, da, db, ks > 0);
+      else wgmma::wgmma_m64n128k16_ss(s, da, db, ks > 0);
     }
     wgmma::commit();
-  };
-  auto softmax_tile = [&](float (&acc)[kTilesN][4], int j, float (&alpha)[2]) {
-    const int k0 = j * kBlockN;
-    if (k0 + kBlockN > T || (causal && k0 + kBlockN - 1 > group_row0))  // tail keys or the diagonal
-      flash::mask_scores(acc, row_base, k0, t, T, causal);
-    flash::online_softmax(acc, row_max, row_sum, alpha, scale_log2);
-  };
-
-  // cp.async groups: {q, k_0}, then one group {k_{j+1}, v_j} per tile, issued a tile ahead of its use.
-  wgmma::load_swizzled_tile_async<kBlockM, kHeadDim, kThreads>(q_s, q_g, ld, q0, T, tid);
-  load_k(0);
-  cp_async_commit();
-  if (n_tiles > 1) load_k(1);
-  load_v(0);
-  cp_async_commit();
-
-  cp_async_wait<1>();  // q and k_0
-  wgmma::fence_async_proxy();
-  __syncthreads();
-  {
-    float alpha[2];
-    issue_scores(s, 0);
     wgmma::wait<0>();
     wgmma::fence_accumulators(s);
-    softmax_tile(s, 0, alpha);  // nothing accumulated yet: alpha unused
+
+    if (k0 + kBlockN > T || (causal && k0 + kBlockN - 1 > q0 + group * 64))  // tail keys or the diagonal
+      flash::mask_scores(s, row_base, k0, t, T, causal);
+
+    // Online softmax: p = exp(s - max), and what was accumulated shrinks to the new max.
+    float alpha[2];
+    flash::online_softmax(s, row_max, row_sum, alpha, scale_log2);
+#pragma unroll
+    for (int cb = 0; cb < kColBlocks; ++cb)
+#pragma unroll
+      for (int dt = 0; dt < 8; ++dt) {
+        o[cb][dt][0] *= alpha[0];
+        o[cb][dt][1] *= alpha[0];
+        o[cb][dt][2] *= alpha[1];
+        o[cb][dt][3] *= alpha[1];
+      }
+
+    if (has_next) cp_async_wait<1>();
+    else cp_async_wait<0>();
+    wgmma::fence_async_proxy();
+    __syncthreads();  // v tile j
+    if (has_next) {
+      wgmma::load_swizzled_tile_async<kBlockN, kHeadDim, kThreads>(v_s + (buf ^ 1) * kTileBytesN, v_g, ld,
+                                                                    k0 + kBlockN, T, tid);
+      cp_async_commit();
+    }
+
+    // o (64, hd) += p (64, kBlockN) · v (kBlockN, hd), p in registers as bf16.
+    const uint32_t v_t = v_s + buf * kTileBytesN;
+    uint32_t p_frag[kBlockN / 16][4];
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) accum_to_a(p_frag[kk], s[2 * kk], s[2 * kk + 1]);
-  }
-
-  // Tile j: the tensor cores run s_{j+1} = q·k_{j+1}ᵀ, then o += p_j·v_j, while this warpgroup turns
-  // s_{j+1} into p_{j+1} (softmax overlaps the second product).
-  for (int j = 0; j < n_tiles; ++j) {
-    const bool has_next = j + 1 < n_tiles;
-    cp_async_wait<0>();  // k_{j+1} and v_j; every warp is done with the buffers the next loads overwrite
-    wgmma::fence_async_proxy();
-    __syncthreads();
-    if (j + 2 < n_tiles) load_k(j + 2);  // into k_j's buffer (s_j finished last iteration)
-    if (has_next) load_v(j + 1);         // into v_{j-1}'s buffer (o += p_{j-1}·v_{j-1} finished)
-    cp_async_commit();
-
-    if (has_next) issue_scores(s, j + 1);
 #pragma unroll
     for (int cb = 0; cb < kColBlocks; ++cb) wgmma::fence_accumulators(o[cb]);
     wgmma::fence();
@@ -119,31 +122,11 @@ __global__ void __launch_bounds__(kGroups * 128)
     for (int kk = 0; kk < kBlockN / 16; ++kk)
 #pragma unroll
       for (int cb = 0; cb < kColBlocks; ++cb)
-        wgmma::wgmma_m64n64k16_rs_mn(o[cb], p_frag[kk], wgmma::desc_mn_major<kBlockN>(v_tile(j), kk, cb));
+        wgmma::wgmma_m64n64k16_rs_mn(o[cb], p_frag[kk], wgmma::desc_mn_major<kBlockN>(v_t, kk, cb));
     wgmma::commit();
-
-    float alpha[2] = {1.f, 1.f};
-    if (has_next) {
-      wgmma::wait<1>();  // s_{j+1}; o += p_j·v_j may still run
-      wgmma::fence_accumulators(s);
-      softmax_tile(s, j + 1, alpha);
-    }
     wgmma::wait<0>();
 #pragma unroll
     for (int cb = 0; cb < kColBlocks; ++cb) wgmma::fence_accumulators(o[cb]);
-    if (has_next) {
-#pragma unroll
-      for (int cb = 0; cb < kColBlocks; ++cb)
-#pragma unroll
-        for (int dt = 0; dt < 8; ++dt) {
-          o[cb][dt][0] *= alpha[0];
-          o[cb][dt][1] *= alpha[0];
-          o[cb][dt][2] *= alpha[1];
-          o[cb][dt][3] *= alpha[1];
-        }
-#pragma unroll
-      for (int kk = 0; kk < kBlockN / 16; ++kk) accum_to_a(p_frag[kk], s[2 * kk], s[2 * kk + 1]);
-    }
   }
 
   const float scale = scale_log2 * (1.0f / 1.4426950408889634f);
