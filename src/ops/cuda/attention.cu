@@ -1,0 +1,129 @@
+// Host API of the fused attention: argument checks, tile-shape choice, and the order of the passes.
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <utility>
+
+#include "ops/cuda/attention.h"
+#include "ops/cuda/attention_launch.h"
+#include "ops/cuda/check.h"
+
+namespace pylon::cuda {
+namespace {
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// User errors: shapes and pointers the kernels cannot take. Returns hd.
+int check_attention_args(const char* op, int B, int T, int D, int H, std::initializer_list<const void*> ptrs) {
+  PYLON_CHECK(B >= 1 && T >= 1 && H >= 1 && D >= 1, op, ": B, T, D, H must be positive, got B=", B, " T=", T,
+              " D=", D, " H=", H);
+  PYLON_CHECK(D % H == 0, op, ": D=", D, " is not a multiple of H=", H);
+  const int hd = D / H;
+  PYLON_CHECK(hd == 64 || hd == 128, op, ": head dim D/H=", hd, " has no kernel (64 or 128)");
+  PYLON_CHECK(static_cast<int64_t>(B) * H <= 65535, op, ": B*H=", static_cast<int64_t>(B) * H,
+              " exceeds the grid's y limit 65535");
+  for (const void* p : ptrs) PYLON_CHECK(p != nullptr && aligned16(p), op, ": pointers must be 16-byte aligned");
+  return hd;
+}
+
+}  // namespace
+
+namespace detail {
+
+AttentionTiles default_attention_tiles(int head_dim) {
+  AttentionTiles tiles;  // 4 warps and tiles of 64 won every other pass (bench --sweep on the H200)
+#if defined(PYLON_CUDA_SM90A)
+  int device = 0, major = 0;
+  PYLON_CUDA_CHECK(cudaGetDevice(&device));
+  PYLON_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  tiles.wgmma = major == 9;
+  if (tiles.wgmma && head_dim == 128) {  // two warpgroups per backward block: 19% faster at hd 128
+    tiles.dkdv_warps = 8;
+    tiles.dq_warps = 8;
+  }
+#else
+  (void)head_dim;
+#endif
+  return tiles;
+}
+
+std::vector<AttentionTiles> compiled_attention_tiles(int head_dim) {
+  // (warps, block) pairs of each pass, as compiled in attention_{forward,backward}{,_wgmma}.cu.
+  using Pairs = std::vector<std::pair<int, int>>;
+  struct Family {
+    bool wgmma;
+    Pairs fwd, dkdv, dq;
+  };
+  std::vector<Family> families;
+  if (head_dim == 128)
+    families.push_back({false, {{4, 64}, {4, 32}, {8, 64}, {8, 32}}, {{4, 64}, {4, 32}, {8, 64}, {8, 32}},
+                        {{4, 64}, {4, 32}, {8, 64}, {8, 32}}});
+  else
+    families.push_back({false, {{4, 64}, {4, 128}, {8, 64}}, {{4, 64}, {8, 64}}, {{4, 64}, {8, 64}}});
+  if (default_attention_tiles(head_dim).wgmma)
+    families.push_back({true, {{4, 64}, {4, 128}, {8, 64}, {8, 128}}, {{4, 64}, {8, 64}}, {{4, 64}, {8, 64}}});
+  std::vector<AttentionTiles> all;
+  for (const Family& f : families) {
+    const size_t n = std::max({f.fwd.size(), f.dkdv.size(), f.dq.size()});
+    for (size_t i = 0; i < n; ++i) {
+      const auto& [fw, fb] = f.fwd[i % f.fwd.size()];
+      const auto& [kw, kb] = f.dkdv[i % f.dkdv.size()];
+      const auto& [qw, qb] = f.dq[i % f.dq.size()];
+      all.push_back({f.wgmma, fw, fb, kw, kb, qw, qb});
+    }
+  }
+  return all;
+}
+
+void attention_forward_tiled(const AttentionTiles& tiles, __nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv,
+                             int B, int T, int D, int H, bool causal, cudaStream_t stream) {
+  const int hd = check_attention_args("attention_forward", B, T, D, H, {out, lse, qkv});
+  const bool launched = tiles.wgmma ? launch_attention_forward_wgmma(tiles, hd, out, lse, qkv, B, T, D, H, causal, stream)
+                                    : launch_attention_forward(tiles, hd, out, lse, qkv, B, T, D, H, causal, stream);
+  PYLON_CHECK(launched,
+              "attention_forward: no kernel for hd=", hd, " wgmma=", tiles.wgmma, " warps=", tiles.fwd_warps, " block_n=", tiles.fwd_block_n);
+}
+
+void attention_backward_tiled(const AttentionTiles& tiles, __nv_bfloat16* dqkv, const __nv_bfloat16* dout,
+                              const __nv_bfloat16* qkv, const __nv_bfloat16* out, const float* lse, int B, int T,
+                              int D, int H, bool causal, void* workspace, size_t workspace_bytes,
+                              cudaStream_t stream) {
+  const int hd = check_attention_args("attention_backward", B, T, D, H, {dqkv, dout, qkv, out, lse, workspace});
+  PYLON_CHECK(workspace_bytes >= attention_backward_workspace_bytes(B, T, D, H),
+              "attention_backward: workspace of ", workspace_bytes, " bytes, needs ",
+              attention_backward_workspace_bytes(B, T, D, H));
+  auto* dsum = static_cast<float*>(workspace);  // (B, H, T)
+  launch_attention_backward_dsum(dsum, dout, out, B, T, D, H, stream);
+  const bool dkdv = tiles.wgmma
+                        ? launch_attention_backward_dkdv_wgmma(tiles, hd, dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream)
+                        : launch_attention_backward_dkdv(tiles, hd, dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream);
+  PYLON_CHECK(dkdv,
+              "attention_backward: no dk/dv kernel for hd=", hd, " wgmma=", tiles.wgmma, " warps=", tiles.dkdv_warps,
+              " block_m=", tiles.dkdv_block_m);
+  const bool dq = tiles.wgmma
+                      ? launch_attention_backward_dq_wgmma(tiles, hd, dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream)
+                      : launch_attention_backward_dq(tiles, hd, dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream);
+  PYLON_CHECK(dq,
+              "attention_backward: no dq kernel for hd=", hd, " wgmma=", tiles.wgmma, " warps=", tiles.dq_warps, " block_n=", tiles.dq_block_n);
+}
+
+}  // namespace detail
+
+void attention_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv, int B, int T, int D, int H,
+                       bool causal, cudaStream_t stream) {
+  detail::attention_forward_tiled(detail::default_attention_tiles(H > 0 ? D / H : 0), out, lse, qkv, B, T, D, H,
+                                  causal, stream);
+}
+
+size_t attention_backward_workspace_bytes(int B, int T, int /*D*/, int H) {
+  return static_cast<size_t>(B) * H * T * sizeof(float);
+}
+
+void attention_backward(__nv_bfloat16* dqkv, const __nv_bfloat16* dout, const __nv_bfloat16* qkv,
+                        const __nv_bfloat16* out, const float* lse, int B, int T, int D, int H, bool causal,
+                        void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  detail::attention_backward_tiled(detail::default_attention_tiles(H > 0 ? D / H : 0), dqkv, dout, qkv, out, lse,
+                                   B, T, D, H, causal, workspace, workspace_bytes, stream);
+}
+
+}  // namespace pylon::cuda

@@ -1,0 +1,58 @@
+// Fused multi-head attention on CUDA (flash attention: the (T, T) scores never reach device memory).
+// Same semantics as pylon::cpu::attention_forward / attention_backward, in bf16 with fp32 accumulation.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <vector>
+
+namespace pylon::cuda {
+
+// out (B, T, D) = concat_h softmax(q_h k_hᵀ / sqrt(hd) [+ causal mask]) v_h, where qkv (B, T, 3*D) is
+// [q | k | v] with head h at columns h*hd .. h*hd+hd-1 of each third and hd = D / H in {64, 128}.
+// lse (B, H, T) = ln Σ_j exp(q_i·k_j / sqrt(hd)) over the unmasked keys, kept for backward.
+// Any T >= 1; pointers 16-byte aligned. Asynchronous on `stream`.
+void attention_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv, int B, int T, int D, int H,
+                       bool causal, cudaStream_t stream);
+
+// Scratch that attention_backward needs: D_i = Σ_c dout_ic·out_ic, fp32 (B, H, T).
+size_t attention_backward_workspace_bytes(int B, int T, int D, int H);
+
+// dqkv (B, T, 3*D), every element written: the gradient w.r.t. qkv given dout (B, T, D), and the
+// forward's qkv, out (B, T, D) and lse (B, H, T). Deterministic: dk, dv and dq are each summed by one
+// thread block in a fixed order (dq by a second pass over the keys instead of atomic adds).
+void attention_backward(__nv_bfloat16* dqkv, const __nv_bfloat16* dout, const __nv_bfloat16* qkv,
+                        const __nv_bfloat16* out, const float* lse, int B, int T, int D, int H, bool causal,
+                        void* workspace, size_t workspace_bytes, cudaStream_t stream);
+
+namespace detail {
+// Kernel family and tile shapes, exposed for bench/attention_bench.cpp and the tests; the functions above
+// pick default_attention_tiles. wgmma: Hopper warpgroup kernels (16 rows per warp, 4 warps per group,
+// tiles of 64 in the backward passes); otherwise mma.sync kernels (any sm_80+ GPU).
+struct AttentionTiles {
+  bool wgmma = false;
+  int fwd_warps = 4;      // forward: 16 query rows per warp
+  int fwd_block_n = 64;   // forward: keys per shared-memory tile
+  int dkdv_warps = 4;     // backward dk/dv pass: 16 keys per warp
+  int dkdv_block_m = 64;  // backward dk/dv pass: queries per tile
+  int dq_warps = 4;       // backward dq pass: 16 query rows per warp
+  int dq_block_n = 64;    // backward dq pass: keys per tile
+};
+// The fastest measured shapes for this head dim on the current device (wgmma on compute capability 9.x).
+AttentionTiles default_attention_tiles(int head_dim);
+// Every compiled shape of this head dim's kernels, each at least once (for the tile sweep and its test);
+// wgmma shapes only where default_attention_tiles picks wgmma.
+std::vector<AttentionTiles> compiled_attention_tiles(int head_dim);
+// Throws pylon::Error for a shape with no compiled kernel.
+void attention_forward_tiled(const AttentionTiles& tiles, __nv_bfloat16* out, float* lse,
+                             const __nv_bfloat16* qkv, int B, int T, int D, int H, bool causal,
+                             cudaStream_t stream);
+void attention_backward_tiled(const AttentionTiles& tiles, __nv_bfloat16* dqkv, const __nv_bfloat16* dout,
+                              const __nv_bfloat16* qkv, const __nv_bfloat16* out, const float* lse, int B,
+                              int T, int D, int H, bool causal, void* workspace, size_t workspace_bytes,
+                              cudaStream_t stream);
+}  // namespace detail
+
+}  // namespace pylon::cuda

@@ -1,0 +1,430 @@
+// Flash-attention backward on tensor cores, deterministic: dsum = rowsum(dout ∘ out); then one pass
+// over key tiles that owns dk and dv (FlashAttention-2's outer loop), and a second pass over query
+// tiles that owns dq. The second pass recomputes s and dp (two extra products, 7 instead of 5) so that
+// dq is summed in registers in a fixed order instead of by fp32 atomic adds into a scratch buffer.
+#include <cmath>
+
+#include "ops/cuda/attention_launch.h"
+#include "ops/cuda/check.h"
+#include "ops/cuda/mma_sm80.cuh"
+
+namespace pylon::cuda {
+namespace {
+
+using namespace mma;
+constexpr float kLog2e = 1.4426950408889634f;
+
+// dsum (B, H, T) = Σ_c dout[b, t, h*hd + c] · out[b, t, h*hd + c]; kHeadDim/8 lanes per (b, t, h).
+template <int kHeadDim>
+__global__ void attention_backward_dsum(float* __restrict__ dsum, const bf16* __restrict__ dout,
+                                        const bf16* __restrict__ out, int64_t rows, int T, int H) {
+  constexpr int kLanes = kHeadDim / 8;  // each lane reads 8 bf16 of dout and of out
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t row = idx / kLanes;  // = (b*T + t)*H + h: dout and out are (B*T*H, hd)
+  float acc = 0.f;
+  if (row < rows) {
+    const int64_t offset = row * kHeadDim + (idx % kLanes) * 8;
+    const uint4 a = *reinterpret_cast<const uint4*>(dout + offset);
+    const uint4 c = *reinterpret_cast<const uint4*>(out + offset);
+    const __nv_bfloat162* x = reinterpret_cast<const __nv_bfloat162*>(&a);
+    const __nv_bfloat162* y = reinterpret_cast<const __nv_bfloat162*>(&c);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 xf = __bfloat1622float2(x[i]), yf = __bfloat1622float2(y[i]);
+      acc += xf.x * yf.x + xf.y * yf.y;
+    }
+  }
+#pragma unroll
+  for (int off = kLanes / 2; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+  if (row < rows && idx % kLanes == 0) {
+    const int64_t bt = row / H;
+    const int h = static_cast<int>(row % H), t = static_cast<int>(bt % T);
+    const int64_t b = bt / T;
+    dsum[(b * H + h) * T + t] = acc;
+  }
+}
+
+// Each warp owns 16 keys of the block's kBlockN and sums their dk, dv over all query tiles.
+template <int kHeadDim, int kWarps, int kBlockM>
+__global__ void __launch_bounds__(kWarps * 32)
+    flash_attention_backward_dkdv_mma(bf16* __restrict__ dqkv,        // (B, T, 3*D): writes the k, v thirds
+                                      const bf16* __restrict__ dout,  // (B, T, D)
+                                      const bf16* __restrict__ qkv,   // (B, T, 3*D)
+                                      const float* __restrict__ lse,  // (B, H, T)
+                                      const float* __restrict__ dsum, // (B, H, T)
+                                      int T, int D, int H, float scale, float scale_log2, bool causal) {
+  constexpr int kBlockN = 16 * kWarps, kThreads = 32 * kWarps, kStride = kHeadDim + 8;
+  constexpr int kSteps = kHeadDim / 16, kTilesM = kBlockM / 8, kTilesD = kHeadDim / 8;
+  extern __shared__ __align__(16) unsigned char smem[];
+  bf16* k_s = reinterpret_cast<bf16*>(smem);     // (kBlockN, kStride)
+  bf16* v_s = k_s + kBlockN * kStride;           // (kBlockN, kStride)
+  bf16* q_s = v_s + kBlockN * kStride;           // (2, kBlockM, kStride)
+  bf16* do_s = q_s + 2 * kBlockM * kStride;      // (2, kBlockM, kStride)
+  float* lse_s = reinterpret_cast<float*>(do_s + 2 * kBlockM * kStride);  // (2, kBlockM)
+  float* dsum_s = lse_s + 2 * kBlockM;                                    // (2, kBlockM)
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int bh = blockIdx.y, b = bh / H, h = bh % H;
+  const int n0 = blockIdx.x * kBlockN;  // causal: low key tiles see the most queries and start first
+  const int ld = 3 * D;
+  const bf16* q_g = qkv + static_cast<int64_t>(b) * T * ld + h * kHeadDim;
+  const bf16* k_g = q_g + D;
+  const bf16* v_g = q_g + 2 * D;
+  const bf16* do_g = dout + static_cast<int64_t>(b) * T * D + h * kHeadDim;
+  const float* lse_g = lse + static_cast<int64_t>(bh) * T;
+  const float* dsum_g = dsum + static_cast<int64_t>(bh) * T;
+  const int m_begin = causal ? n0 / kBlockM : 0;  // earlier query tiles cannot see these keys
+  const int m_tiles = (T + kBlockM - 1) / kBlockM;
+
+  load_tile_async<kBlockN, kHeadDim, kThreads>(k_s, k_g, ld, n0, T, tid);
+  load_tile_async<kBlockM, kHeadDim, kThreads>(q_s, q_g, ld, m_begin * kBlockM, T, tid);
+  load_row_stats_async<kBlockM, kThreads>(lse_s, lse_g, m_begin * kBlockM, T, tid);
+  cp_async_commit();
+  load_tile_async<kBlockN, kHeadDim, kThreads>(v_s, v_g, ld, n0, T, tid);
+  load_tile_async<kBlockM, kHeadDim, kThreads>(do_s, do_g, D, m_begin * kBlockM, T, tid);
+  load_row_stats_async<kBlockM, kThreads>(dsum_s, dsum_g, m_begin * kBlockM, T, tid);
+  cp_async_commit();
+
+  float dk[kTilesD][4] = {}, dv[kTilesD][4] = {};  // rows: keys g and g+8 of this warp
+  const int key_base = n0 + warp * 16 + g;
+  const bf16* k_w = k_s + warp * 16 * kStride;
+  const bf16* v_w = v_s + warp * 16 * kStride;
+
+  for (int m = m_begin; m < m_tiles; ++m) {
+    const int buf = (m - m_begin) & 1, m0 = m * kBlockM;
+    const bool has_next = m + 1 < m_tiles;
+    cp_async_wait<1>();  // q tile and lse (and k on the first pass) have landed
+    __syncthreads();
+    if (has_next) {
+      load_tile_async<kBlockM, kHeadDim, kThreads>(q_s + (buf ^ 1) * kBlockM * kStride, q_g, ld, m0 + kBlockM, T, tid);
+      load_row_stats_async<kBlockM, kThreads>(lse_s + (buf ^ 1) * kBlockM, lse_g, m0 + kBlockM, T, tid);
+      cp_async_commit();
+    }
+    const bf16* q_t = q_s + buf * kBlockM * kStride;
+    const bf16* do_t = do_s + buf * kBlockM * kStride;
+
+    // sᵀ (16 keys, kBlockM queries) = k · qᵀ, then pᵀ = exp(sᵀ - lse_query), 0 where masked.
+    float st[kTilesM][4] = {};
+#pragma unroll
+    for (int ks = 0; ks < kSteps; ++ks) {
+      uint32_t kf[4];
+      ldmatrix_x4(kf, ldsm_addr_rows(k_w, kStride, ks * 16, lane));
+#pragma unroll
+      for (int np = 0; np < kTilesM / 2; ++np) {
+        uint32_t qf[4];
+        ldmatrix_x4(qf, ldsm_addr_cols(q_t + np * 16 * kStride, kStride, ks * 16, lane));
+        mma_bf16_16816(st[2 * np], kf, qf[0], qf[1]);
+        mma_bf16_16816(st[2 * np + 1], kf, qf[2], qf[3]);
+      }
+    }
+    const float* lse_t = lse_s + buf * kBlockM;
+    const bool need_mask = m0 + kBlockM > T || (causal && n0 + kBlockN - 1 > m0);
+#pragma unroll
+    for (int nt = 0; nt < kTilesM; ++nt) {
+      const float2 l = *reinterpret_cast<const float2*>(lse_t + nt * 8 + 2 * t);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float p = exp2_approx(st[nt][e] * scale_log2 - ((e & 1) ? l.y : l.x) * kLog2e);
+        const int key = key_base + 8 * (e >> 1), query = m0 + nt * 8 + 2 * t + (e & 1);
+        st[nt][e] = need_mask && (query >= T || (causal && key > query)) ? 0.f : p;
+      }
+    }
+
+    if (has_next) cp_async_wait<1>();
+    else cp_async_wait<0>();
+    __syncthreads();  // dout tile and dsum (and v on the first pass) have landed
+    if (has_next) {
+      load_tile_async<kBlockM, kHeadDim, kThreads>(do_s + (buf ^ 1) * kBlockM * kStride, do_g, D, m0 + kBlockM, T, tid);
+      load_row_stats_async<kBlockM, kThreads>(dsum_s + (buf ^ 1) * kBlockM, dsum_g, m0 + kBlockM, T, tid);
+      cp_async_commit();
+    }
+
+    // dpᵀ (16 keys, kBlockM queries) = v · doutᵀ.
+    float dpt[kTilesM][4] = {};
+#pragma unroll
+    for (int ks = 0; ks < kSteps; ++ks) {
+      uint32_t vf[4];
+      ldmatrix_x4(vf, ldsm_addr_rows(v_w, kStride, ks * 16, lane));
+#pragma unroll
+      for (int np = 0; np < kTilesM / 2; ++np) {
+        uint32_t df[4];
+        ldmatrix_x4(df, ldsm_addr_cols(do_t + np * 16 * kStride, kStride, ks * 16, lane));
+        mma_bf16_16816(dpt[2 * np], vf, df[0], df[1]);
+        mma_bf16_16816(dpt[2 * np + 1], vf, df[2], df[3]);
+      }
+    }
+
+    // dv (16 keys, hd) += pᵀ · dout.
+#pragma unroll
+    for (int kk = 0; kk < kBlockM / 16; ++kk) {
+      uint32_t pf[4];
+      accum_to_a(pf, st[2 * kk], st[2 * kk + 1]);
+#pragma unroll
+      for (int dp = 0; dp < kTilesD / 2; ++dp) {
+        uint32_t f[4];
+        ldmatrix_x4_trans(f, ldsm_addr_rows(do_t + kk * 16 * kStride, kStride, dp * 16, lane));
+        mma_bf16_16816(dv[2 * dp], pf, f[0], f[1]);
+        mma_bf16_16816(dv[2 * dp + 1], pf, f[2], f[3]);
+      }
+    }
+
+    // dsᵀ = pᵀ ∘ (dpᵀ - dsum_query), in place of pᵀ.
+    const float* dsum_t = dsum_s + buf * kBlockM;
+#pragma unroll
+    for (int nt = 0; nt < kTilesM; ++nt) {
+      const float2 d = *reinterpret_cast<const float2*>(dsum_t + nt * 8 + 2 * t);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) st[nt][e] *= dpt[nt][e] - ((e & 1) ? d.y : d.x);
+    }
+
+    // dk (16 keys, hd) += dsᵀ · q (the 1/sqrt(hd) factor is applied once at the end).
+#pragma unroll
+    for (int kk = 0; kk < kBlockM / 16; ++kk) {
+      uint32_t sf[4];
+      accum_to_a(sf, st[2 * kk], st[2 * kk + 1]);
+#pragma unroll
+      for (int dp = 0; dp < kTilesD / 2; ++dp) {
+        uint32_t f[4];
+        ldmatrix_x4_trans(f, ldsm_addr_rows(q_t + kk * 16 * kStride, kStride, dp * 16, lane));
+        mma_bf16_16816(dk[2 * dp], sf, f[0], f[1]);
+        mma_bf16_16816(dk[2 * dp + 1], sf, f[2], f[3]);
+      }
+    }
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int key = key_base + 8 * r;
+    if (key >= T) continue;
+    bf16* dst = dqkv + (static_cast<int64_t>(b) * T + key) * ld + D + h * kHeadDim + 2 * t;
+#pragma unroll
+    for (int dt = 0; dt < kTilesD; ++dt) {
+      *reinterpret_cast<__nv_bfloat162*>(dst + dt * 8) =
+          __floats2bfloat162_rn(dk[dt][2 * r] * scale, dk[dt][2 * r + 1] * scale);
+      *reinterpret_cast<__nv_bfloat162*>(dst + D + dt * 8) = __floats2bfloat162_rn(dv[dt][2 * r], dv[dt][2 * r + 1]);
+    }
+  }
+}
+
+// Each warp owns 16 query rows and sums their dq over the key tiles, recomputing p and dp.
+template <int kHeadDim, int kWarps, int kBlockN>
+__global__ void __launch_bounds__(kWarps * 32)
+    flash_attention_backward_dq_mma(bf16* __restrict__ dqkv,        // (B, T, 3*D): writes the q third
+                                    const bf16* __restrict__ dout,  // (B, T, D)
+                                    const bf16* __restrict__ qkv,   // (B, T, 3*D)
+                                    const float* __restrict__ lse,  // (B, H, T)
+                                    const float* __restrict__ dsum, // (B, H, T)
+                                    int T, int D, int H, float scale, float scale_log2, bool causal) {
+  constexpr int kBlockM = 16 * kWarps, kThreads = 32 * kWarps, kStride = kHeadDim + 8;
+  constexpr int kSteps = kHeadDim / 16, kTilesN = kBlockN / 8, kTilesD = kHeadDim / 8;
+  extern __shared__ __align__(16) unsigned char smem[];
+  bf16* q_s = reinterpret_cast<bf16*>(smem);  // (kBlockM, kStride)
+  bf16* do_s = q_s + kBlockM * kStride;       // (kBlockM, kStride)
+  bf16* k_s = do_s + kBlockM * kStride;       // (2, kBlockN, kStride)
+  bf16* v_s = k_s + 2 * kBlockN * kStride;    // (2, kBlockN, kStride)
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int m_block = gridDim.x - 1 - blockIdx.x;  // heaviest causal tiles first
+  const int bh = blockIdx.y, b = bh / H, h = bh % H;
+  const int q0 = m_block * kBlockM;
+  const int ld = 3 * D;
+  const bf16* q_g = qkv + static_cast<int64_t>(b) * T * ld + h * kHeadDim;
+  const bf16* k_g = q_g + D;
+  const bf16* v_g = q_g + 2 * D;
+  const bf16* do_g = dout + static_cast<int64_t>(b) * T * D + h * kHeadDim;
+  const int kv_end = causal ? min(T, q0 + kBlockM) : T;
+  const int n_tiles = (kv_end + kBlockN - 1) / kBlockN;
+
+  load_tile_async<kBlockM, kHeadDim, kThreads>(q_s, q_g, ld, q0, T, tid);
+  load_tile_async<kBlockM, kHeadDim, kThreads>(do_s, do_g, D, q0, T, tid);
+  load_tile_async<kBlockN, kHeadDim, kThreads>(k_s, k_g, ld, 0, T, tid);
+  cp_async_commit();
+  load_tile_async<kBlockN, kHeadDim, kThreads>(v_s, v_g, ld, 0, T, tid);
+  cp_async_commit();
+
+  const int row_base = q0 + warp * 16 + g;
+  float row_lse[2], row_dsum[2];  // rows g and g+8; rows past T compute garbage that is never stored
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = row_base + 8 * r;
+    row_lse[r] = row < T ? lse[static_cast<int64_t>(bh) * T + row] * kLog2e : 0.f;
+    row_dsum[r] = row < T ? dsum[static_cast<int64_t>(bh) * T + row] : 0.f;
+  }
+
+  cp_async_wait<1>();  // q, dout and the first k tile
+  __syncthreads();
+  uint32_t q_frag[kSteps][4];
+#pragma unroll
+  for (int ks = 0; ks < kSteps; ++ks) ldmatrix_x4(q_frag[ks], ldsm_addr_rows(q_s + warp * 16 * kStride, kStride, ks * 16, lane));
+  const bf16* do_w = do_s + warp * 16 * kStride;
+
+  float dq[kTilesD][4] = {};
+  for (int j = 0; j < n_tiles; ++j) {
+    const int buf = j & 1, k0 = j * kBlockN;
+    const bool has_next = j + 1 < n_tiles;
+    if (j > 0) {
+      cp_async_wait<1>();  // k tile j
+      __syncthreads();
+    }
+    if (has_next) {
+      load_tile_async<kBlockN, kHeadDim, kThreads>(k_s + (buf ^ 1) * kBlockN * kStride, k_g, ld, k0 + kBlockN, T, tid);
+      cp_async_commit();
+    }
+    const bf16* k_t = k_s + buf * kBlockN * kStride;
+    const bf16* v_t = v_s + buf * kBlockN * kStride;
+
+    // s (16, kBlockN) = q · kᵀ, then p = exp(s - lse_row), 0 where masked.
+    float s[kTilesN][4] = {};
+#pragma unroll
+    for (int ks = 0; ks < kSteps; ++ks) {
+#pragma unroll
+      for (int np = 0; np < kTilesN / 2; ++np) {
+        uint32_t kf[4];
+        ldmatrix_x4(kf, ldsm_addr_cols(k_t + np * 16 * kStride, kStride, ks * 16, lane));
+        mma_bf16_16816(s[2 * np], q_frag[ks], kf[0], kf[1]);
+        mma_bf16_16816(s[2 * np + 1], q_frag[ks], kf[2], kf[3]);
+      }
+    }
+    const bool need_mask = k0 + kBlockN > T || (causal && k0 + kBlockN - 1 > q0);
+#pragma unroll
+    for (int nt = 0; nt < kTilesN; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float p = exp2_approx(s[nt][e] * scale_log2 - row_lse[e >> 1]);
+        const int row = row_base + 8 * (e >> 1), col = k0 + nt * 8 + 2 * t + (e & 1);
+        s[nt][e] = need_mask && (col >= T || (causal && col > row)) ? 0.f : p;
+      }
+    }
+
+    if (has_next) cp_async_wait<1>();
+    else cp_async_wait<0>();
+    __syncthreads();  // v tile j
+    if (has_next) {
+      load_tile_async<kBlockN, kHeadDim, kThreads>(v_s + (buf ^ 1) * kBlockN * kStride, v_g, ld, k0 + kBlockN, T, tid);
+      cp_async_commit();
+    }
+
+    // dp (16, kBlockN) = dout · vᵀ, then ds = p ∘ (dp - dsum_row) in place of p.
+    float dp[kTilesN][4] = {};
+#pragma unroll
+    for (int ks = 0; ks < kSteps; ++ks) {
+      uint32_t df[4];
+      ldmatrix_x4(df, ldsm_addr_rows(do_w, kStride, ks * 16, lane));
+#pragma unroll
+      for (int np = 0; np < kTilesN / 2; ++np) {
+        uint32_t vf[4];
+        ldmatrix_x4(vf, ldsm_addr_cols(v_t + np * 16 * kStride, kStride, ks * 16, lane));
+        mma_bf16_16816(dp[2 * np], df, vf[0], vf[1]);
+        mma_bf16_16816(dp[2 * np + 1], df, vf[2], vf[3]);
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < kTilesN; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[nt][e] *= dp[nt][e] - row_dsum[e >> 1];
+    }
+
+    // dq (16, hd) += ds · k (the 1/sqrt(hd) factor is applied once at the end).
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+      uint32_t sf[4];
+      accum_to_a(sf, s[2 * kk], s[2 * kk + 1]);
+#pragma unroll
+      for (int dp2 = 0; dp2 < kTilesD / 2; ++dp2) {
+        uint32_t f[4];
+        ldmatrix_x4_trans(f, ldsm_addr_rows(k_t + kk * 16 * kStride, kStride, dp2 * 16, lane));
+        mma_bf16_16816(dq[2 * dp2], sf, f[0], f[1]);
+        mma_bf16_16816(dq[2 * dp2 + 1], sf, f[2], f[3]);
+      }
+    }
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = row_base + 8 * r;
+    if (row >= T) continue;
+    bf16* dst = dqkv + (static_cast<int64_t>(b) * T + row) * ld + h * kHeadDim + 2 * t;
+#pragma unroll
+    for (int dt = 0; dt < kTilesD; ++dt)
+      *reinterpret_cast<__nv_bfloat162*>(dst + dt * 8) =
+          __floats2bfloat162_rn(dq[dt][2 * r] * scale, dq[dt][2 * r + 1] * scale);
+  }
+}
+
+template <int kHeadDim, int kWarps, int kBlockM>
+void launch_dkdv(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* dsum, int B, int T,
+                 int D, int H, bool causal, cudaStream_t stream) {
+  constexpr int kBlockN = 16 * kWarps;
+  constexpr int smem = (2 * kBlockN + 4 * kBlockM) * (kHeadDim + 8) * static_cast<int>(sizeof(bf16)) +
+                       4 * kBlockM * static_cast<int>(sizeof(float));
+  auto kernel = flash_attention_backward_dkdv_mma<kHeadDim, kWarps, kBlockM>;
+  PYLON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const dim3 grid((T + kBlockN - 1) / kBlockN, B * H);
+  const float scale = 1.f / std::sqrt(static_cast<float>(kHeadDim));
+  kernel<<<grid, kWarps * 32, smem, stream>>>(dqkv, dout, qkv, lse, dsum, T, D, H, scale, scale * kLog2e, causal);
+  PYLON_CUDA_CHECK_LAUNCH();
+}
+
+template <int kHeadDim, int kWarps, int kBlockN>
+void launch_dq(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* dsum, int B, int T,
+               int D, int H, bool causal, cudaStream_t stream) {
+  constexpr int kBlockM = 16 * kWarps;
+  constexpr int smem = (2 * kBlockM + 4 * kBlockN) * (kHeadDim + 8) * static_cast<int>(sizeof(bf16));
+  auto kernel = flash_attention_backward_dq_mma<kHeadDim, kWarps, kBlockN>;
+  PYLON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const dim3 grid((T + kBlockM - 1) / kBlockM, B * H);
+  const float scale = 1.f / std::sqrt(static_cast<float>(kHeadDim));
+  kernel<<<grid, kWarps * 32, smem, stream>>>(dqkv, dout, qkv, lse, dsum, T, D, H, scale, scale * kLog2e, causal);
+  PYLON_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void launch_attention_backward_dsum(float* dsum, const bf16* dout, const bf16* out, int B, int T, int D, int H,
+                                    cudaStream_t stream) {
+  const int64_t rows = static_cast<int64_t>(B) * T * H;
+  const int64_t threads = rows * (D / H / 8);
+  const int block = 256;
+  const auto grid = static_cast<unsigned>((threads + block - 1) / block);
+  if (D / H == 64) attention_backward_dsum<64><<<grid, block, 0, stream>>>(dsum, dout, out, rows, T, H);
+  else attention_backward_dsum<128><<<grid, block, 0, stream>>>(dsum, dout, out, rows, T, H);
+  PYLON_CUDA_CHECK_LAUNCH();
+}
+
+bool launch_attention_backward_dkdv(const detail::AttentionTiles& tiles, int head_dim, bf16* dqkv, const bf16* dout,
+                                    const bf16* qkv, const float* lse, const float* dsum, int B, int T, int D, int H,
+                                    bool causal, cudaStream_t stream) {
+#define PYLON_DKDV_CASE(HD, WARPS, BM)                                                    \
+  if (head_dim == HD && tiles.dkdv_warps == WARPS && tiles.dkdv_block_m == BM) {          \
+    launch_dkdv<HD, WARPS, BM>(dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream);   \
+    return true;                                                                          \
+  }
+  PYLON_DKDV_CASE(64, 4, 64)
+  PYLON_DKDV_CASE(64, 8, 64)
+  PYLON_DKDV_CASE(128, 4, 64)
+  PYLON_DKDV_CASE(128, 4, 32)
+  PYLON_DKDV_CASE(128, 8, 64)
+  PYLON_DKDV_CASE(128, 8, 32)
+#undef PYLON_DKDV_CASE
+  return false;
+}
+
+bool launch_attention_backward_dq(const detail::AttentionTiles& tiles, int head_dim, bf16* dqkv, const bf16* dout,
+                                  const bf16* qkv, const float* lse, const float* dsum, int B, int T, int D, int H,
+                                  bool causal, cudaStream_t stream) {
+#define PYLON_DQ_CASE(HD, WARPS, BN)                                                    \
+  if (head_dim == HD && tiles.dq_warps == WARPS && tiles.dq_block_n == BN) {            \
+    launch_dq<HD, WARPS, BN>(dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream);   \
+    return true;                                                                        \
+  }
+  PYLON_DQ_CASE(64, 4, 64)
+  PYLON_DQ_CASE(64, 8, 64)
+  PYLON_DQ_CASE(128, 4, 64)
+  PYLON_DQ_CASE(128, 4, 32)
+  PYLON_DQ_CASE(128, 8, 64)
+  PYLON_DQ_CASE(128, 8, 32)
+#undef PYLON_DQ_CASE
+  return false;
+}
+
+}  // namespace pylon::cuda

@@ -1,0 +1,341 @@
+// Flash-attention backward on Hopper warpgroup MMA (wgmma), the same deterministic two-pass scheme as
+// attention_backward.cu: a key-tile pass owns dk and dv (each warpgroup 64 keys), a query-tile pass owns
+// dq (each warpgroup 64 rows). Products contracting over the head dim read both operands K-major from
+// swizzled shared memory; products contracting over keys or queries take p or ds from registers and
+// read the other operand MN-major. Independent products are issued together, and the exp of one
+// runs while the tensor cores do the other.
+#include <cmath>
+
+#include "ops/cuda/attention_launch.h"
+#include "ops/cuda/check.h"
+#include "ops/cuda/mma_sm80.cuh"
+#include "ops/cuda/wgmma_sm90.cuh"
+
+namespace pylon::cuda {
+namespace {
+
+using namespace mma;
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr int kTile = 64;  // queries per tile of the dk/dv pass, keys per tile of the dq pass
+
+// acc (64, 64) = a_rows (64 of them, K-major) · b_tileᵀ over the head dim, both swizzled in smem.
+template <int kHeadDim, int kRowsA, int kRowsB>
+__device__ __forceinline__ void product_over_head_dim(float (&acc)[8][4], uint32_t a_tile, int a_row0,
+                                                      uint32_t b_tile) {
+  wgmma::fence();
+#pragma unroll
+  for (int ks = 0; ks < kHeadDim / 16; ++ks)
+    wgmma::wgmma_m64n64k16_ss(acc, wgmma::desc_k_major<kRowsA>(a_tile, a_row0, ks),
+                              wgmma::desc_k_major<kRowsB>(b_tile, 0, ks), ks > 0);
+  wgmma::commit();
+}
+
+// acc (64, hd) += x (64, kTile, registers as fp32 accumulators) · tile (kTile, hd), tile read MN-major.
+template <int kHeadDim>
+__device__ __forceinline__ void product_over_tile(float (&acc)[kHeadDim / 64][8][4], const float (&x)[8][4],
+                                                  uint32_t tile) {
+  uint32_t frag[kTile / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < kTile / 16; ++kk) accum_to_a(frag[kk], x[2 * kk], x[2 * kk + 1]);
+#pragma unroll
+  for (int cb = 0; cb < kHeadDim / 64; ++cb) wgmma::fence_accumulators(acc[cb]);
+  wgmma::fence();
+#pragma unroll
+  for (int kk = 0; kk < kTile / 16; ++kk)
+#pragma unroll
+    for (int cb = 0; cb < kHeadDim / 64; ++cb)
+      wgmma::wgmma_m64n64k16_rs_mn(acc[cb], frag[kk], wgmma::desc_mn_major<kTile>(tile, kk, cb));
+  wgmma::commit();
+}
+
+// Each warpgroup owns 64 keys of the block's 64*kGroups and sums their dk, dv over all query tiles.
+template <int kHeadDim, int kGroups>
+__global__ void __launch_bounds__(kGroups * 128)
+    flash_attention_backward_dkdv_wgmma(bf16* __restrict__ dqkv,        // (B, T, 3*D): k, v thirds
+                                        const bf16* __restrict__ dout,  // (B, T, D)
+                                        const bf16* __restrict__ qkv,   // (B, T, 3*D)
+                                        const float* __restrict__ lse,  // (B, H, T)
+                                        const float* __restrict__ dsum, // (B, H, T)
+                                        int T, int D, int H, float scale, float scale_log2, bool causal) {
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  __trap();
+#else
+  constexpr int kBlockN = 64 * kGroups, kThreads = 128 * kGroups, kColBlocks = kHeadDim / 64;
+  constexpr int kTileBytes = kTile * kHeadDim * 2;
+  extern __shared__ unsigned char smem[];
+  const uint32_t k_s = (smem_addr(smem) + 1023) & ~1023u;  // (kBlockN, hd) swizzled
+  const uint32_t v_s = k_s + kBlockN * kHeadDim * 2;       // (kBlockN, hd)
+  const uint32_t q_s = v_s + kBlockN * kHeadDim * 2;       // 2 x (kTile, hd)
+  const uint32_t do_s = q_s + 2 * kTileBytes;              // 2 x (kTile, hd)
+  float* lse_s = reinterpret_cast<float*>(smem + (do_s + 2 * kTileBytes - smem_addr(smem)));  // (2, kTile)
+  float* dsum_s = lse_s + 2 * kTile;                                                          // (2, kTile)
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int group = warp / 4;
+  const int bh = blockIdx.y, b = bh / H, h = bh % H;
+  const int n0 = blockIdx.x * kBlockN;
+  const int ld = 3 * D;
+  const bf16* q_g = qkv + static_cast<int64_t>(b) * T * ld + h * kHeadDim;
+  const bf16* k_g = q_g + D;
+  const bf16* v_g = q_g + 2 * D;
+  const bf16* do_g = dout + static_cast<int64_t>(b) * T * D + h * kHeadDim;
+  const float* lse_g = lse + static_cast<int64_t>(bh) * T;
+  const float* dsum_g = dsum + static_cast<int64_t>(bh) * T;
+  const int m_begin = causal ? n0 / kTile : 0;
+  const int m_tiles = (T + kTile - 1) / kTile;
+
+  auto load_query_tile = [&](int m, int buf) {  // q, dout, lse, dsum of query tile m
+    wgmma::load_swizzled_tile_async<kTile, kHeadDim, kThreads>(q_s + buf * kTileBytes, q_g, ld, m * kTile, T, tid);
+    wgmma::load_swizzled_tile_async<kTile, kHeadDim, kThreads>(do_s + buf * kTileBytes, do_g, D, m * kTile, T, tid);
+    load_row_stats_async<kTile, kThreads>(lse_s + buf * kTile, lse_g, m * kTile, T, tid);
+    load_row_stats_async<kTile, kThreads>(dsum_s + buf * kTile, dsum_g, m * kTile, T, tid);
+  };
+  // cp.async groups: {k, v, query tile m_begin}, then one per query tile, issued a tile ahead.
+  wgmma::load_swizzled_tile_async<kBlockN, kHeadDim, kThreads>(k_s, k_g, ld, n0, T, tid);
+  wgmma::load_swizzled_tile_async<kBlockN, kHeadDim, kThreads>(v_s, v_g, ld, n0, T, tid);
+  load_query_tile(m_begin, 0);
+  cp_async_commit();
+
+  float dk[kColBlocks][8][4] = {}, dv[kColBlocks][8][4] = {};
+  const int key_base = n0 + warp * 16 + g;  // this lane's keys: key_base and key_base + 8
+  const int group_key0 = n0 + group * 64;
+
+  for (int m = m_begin; m < m_tiles; ++m) {
+    const int buf = (m - m_begin) & 1, m0 = m * kTile;
+    cp_async_wait<0>();  // query tile m; every warp is done with the buffer the next load overwrites
+    wgmma::fence_async_proxy();
+    __syncthreads();
+    if (m + 1 < m_tiles) load_query_tile(m + 1, buf ^ 1);
+    cp_async_commit();
+    const uint32_t q_t = q_s + buf * kTileBytes, do_t = do_s + buf * kTileBytes;
+    const float* lse_t = lse_s + buf * kTile;
+    const float* dsum_t = dsum_s + buf * kTile;
+
+    // sᵀ (64 keys, kTile queries) = k · qᵀ and dpᵀ = v · doutᵀ, issued together; pᵀ = exp(sᵀ - lse_query)
+    // (0 where masked) is computed while dpᵀ runs.
+    float st[8][4], dpt[8][4];
+    product_over_head_dim<kHeadDim, kBlockN, kTile>(st, k_s, group * 64, q_t);
+    product_over_head_dim<kHeadDim, kBlockN, kTile>(dpt, v_s, group * 64, do_t);
+    wgmma::wait<1>();
+    wgmma::fence_accumulators(st);
+    const bool need_mask = m0 + kTile > T || (causal && group_key0 + 63 > m0);
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      const float2 l = *reinterpret_cast<const float2*>(lse_t + nt * 8 + 2 * t);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float p = exp2_approx(st[nt][e] * scale_log2 - ((e & 1) ? l.y : l.x) * kLog2e);
+        const int key = key_base + 8 * (e >> 1), query = m0 + nt * 8 + 2 * t + (e & 1);
+        st[nt][e] = need_mask && (query >= T || (causal && key > query)) ? 0.f : p;
+      }
+    }
+    wgmma::wait<0>();
+    wgmma::fence_accumulators(dpt);
+
+    // dsᵀ = pᵀ ∘ (dpᵀ - dsum_query) in place of dpᵀ; then dv += pᵀ · dout and dk += dsᵀ · q together.
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      const float2 d = *reinterpret_cast<const float2*>(dsum_t + nt * 8 + 2 * t);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dpt[nt][e] = st[nt][e] * (dpt[nt][e] - ((e & 1) ? d.y : d.x));
+    }
+    product_over_tile<kHeadDim>(dv, st, do_t);
+    product_over_tile<kHeadDim>(dk, dpt, q_t);
+    wgmma::wait<0>();
+#pragma unroll
+    for (int cb = 0; cb < kColBlocks; ++cb) {
+      wgmma::fence_accumulators(dv[cb]);
+      wgmma::fence_accumulators(dk[cb]);
+    }
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int key = key_base + 8 * r;
+    if (key >= T) continue;
+    bf16* dst = dqkv + (static_cast<int64_t>(b) * T + key) * ld + D + h * kHeadDim + 2 * t;
+#pragma unroll
+    for (int cb = 0; cb < kColBlocks; ++cb)
+#pragma unroll
+      for (int dt = 0; dt < 8; ++dt) {
+        *reinterpret_cast<__nv_bfloat162*>(dst + cb * 64 + dt * 8) =
+            __floats2bfloat162_rn(dk[cb][dt][2 * r] * scale, dk[cb][dt][2 * r + 1] * scale);
+        *reinterpret_cast<__nv_bfloat162*>(dst + D + cb * 64 + dt * 8) =
+            __floats2bfloat162_rn(dv[cb][dt][2 * r], dv[cb][dt][2 * r + 1]);
+      }
+  }
+#endif
+}
+
+// Each warpgroup owns 64 query rows and sums their dq over the key tiles, recomputing p and dp.
+template <int kHeadDim, int kGroups>
+__global__ void __launch_bounds__(kGroups * 128)
+    flash_attention_backward_dq_wgmma(bf16* __restrict__ dqkv,        // (B, T, 3*D): q third
+                                      const bf16* __restrict__ dout,  // (B, T, D)
+                                      const bf16* __restrict__ qkv,   // (B, T, 3*D)
+                                      const float* __restrict__ lse,  // (B, H, T)
+                                      const float* __restrict__ dsum, // (B, H, T)
+                                      int T, int D, int H, float scale, float scale_log2, bool causal) {
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  __trap();
+#else
+  constexpr int kBlockM = 64 * kGroups, kThreads = 128 * kGroups, kColBlocks = kHeadDim / 64;
+  constexpr int kTileBytes = kTile * kHeadDim * 2;
+  extern __shared__ unsigned char smem[];
+  const uint32_t q_s = (smem_addr(smem) + 1023) & ~1023u;  // (kBlockM, hd) swizzled
+  const uint32_t do_s = q_s + kBlockM * kHeadDim * 2;      // (kBlockM, hd)
+  const uint32_t k_s = do_s + kBlockM * kHeadDim * 2;      // 2 x (kTile, hd)
+  const uint32_t v_s = k_s + 2 * kTileBytes;               // 2 x (kTile, hd)
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int group = warp / 4;
+  const int m_block = gridDim.x - 1 - blockIdx.x;
+  const int bh = blockIdx.y, b = bh / H, h = bh % H;
+  const int q0 = m_block * kBlockM;
+  const int ld = 3 * D;
+  const bf16* q_g = qkv + static_cast<int64_t>(b) * T * ld + h * kHeadDim;
+  const bf16* k_g = q_g + D;
+  const bf16* v_g = q_g + 2 * D;
+  const bf16* do_g = dout + static_cast<int64_t>(b) * T * D + h * kHeadDim;
+  const int kv_end = causal ? min(T, q0 + kBlockM) : T;
+  const int n_tiles = (kv_end + kTile - 1) / kTile;
+
+  auto load_key_tile = [&](int j, int buf) {  // k and v of key tile j
+    wgmma::load_swizzled_tile_async<kTile, kHeadDim, kThreads>(k_s + buf * kTileBytes, k_g, ld, j * kTile, T, tid);
+    wgmma::load_swizzled_tile_async<kTile, kHeadDim, kThreads>(v_s + buf * kTileBytes, v_g, ld, j * kTile, T, tid);
+  };
+  // cp.async groups: {q, dout, key tile 0}, then one per key tile, issued a tile ahead.
+  wgmma::load_swizzled_tile_async<kBlockM, kHeadDim, kThreads>(q_s, q_g, ld, q0, T, tid);
+  wgmma::load_swizzled_tile_async<kBlockM, kHeadDim, kThreads>(do_s, do_g, D, q0, T, tid);
+  load_key_tile(0, 0);
+  cp_async_commit();
+
+  const int row_base = q0 + warp * 16 + g;
+  float row_lse[2], row_dsum[2];  // rows past T compute values that are never stored
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = row_base + 8 * r;
+    row_lse[r] = row < T ? lse[static_cast<int64_t>(bh) * T + row] * kLog2e : 0.f;
+    row_dsum[r] = row < T ? dsum[static_cast<int64_t>(bh) * T + row] : 0.f;
+  }
+
+  float dq[kColBlocks][8][4] = {};
+  for (int j = 0; j < n_tiles; ++j) {
+    const int buf = j & 1, k0 = j * kTile;
+    cp_async_wait<0>();  // key tile j; every warp is done with the buffer the next load overwrites
+    wgmma::fence_async_proxy();
+    __syncthreads();
+    if (j + 1 < n_tiles) load_key_tile(j + 1, buf ^ 1);
+    cp_async_commit();
+    const uint32_t k_t = k_s + buf * kTileBytes, v_t = v_s + buf * kTileBytes;
+
+    // s (64, kTile) = q · kᵀ and dp = dout · vᵀ, issued together; p = exp(s - lse_row) (0 where masked)
+    // is computed while dp runs.
+    float s[8][4], dp[8][4];
+    product_over_head_dim<kHeadDim, kBlockM, kTile>(s, q_s, group * 64, k_t);
+    product_over_head_dim<kHeadDim, kBlockM, kTile>(dp, do_s, group * 64, v_t);
+    wgmma::wait<1>();
+    wgmma::fence_accumulators(s);
+    const bool need_mask = k0 + kTile > T || (causal && k0 + kTile - 1 > q0 + group * 64);
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float p = exp2_approx(s[nt][e] * scale_log2 - row_lse[e >> 1]);
+        const int row = row_base + 8 * (e >> 1), col = k0 + nt * 8 + 2 * t + (e & 1);
+        s[nt][e] = need_mask && (col >= T || (causal && col > row)) ? 0.f : p;
+      }
+    }
+    wgmma::wait<0>();
+    wgmma::fence_accumulators(dp);
+
+    // ds = p ∘ (dp - dsum_row) in place of dp, then dq += ds · k.
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dp[nt][e] = s[nt][e] * (dp[nt][e] - row_dsum[e >> 1]);
+    product_over_tile<kHeadDim>(dq, dp, k_t);
+    wgmma::wait<0>();
+#pragma unroll
+    for (int cb = 0; cb < kColBlocks; ++cb) wgmma::fence_accumulators(dq[cb]);
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = row_base + 8 * r;
+    if (row >= T) continue;
+    bf16* dst = dqkv + (static_cast<int64_t>(b) * T + row) * ld + h * kHeadDim + 2 * t;
+#pragma unroll
+    for (int cb = 0; cb < kColBlocks; ++cb)
+#pragma unroll
+      for (int dt = 0; dt < 8; ++dt)
+        *reinterpret_cast<__nv_bfloat162*>(dst + cb * 64 + dt * 8) =
+            __floats2bfloat162_rn(dq[cb][dt][2 * r] * scale, dq[cb][dt][2 * r + 1] * scale);
+  }
+#endif
+}
+
+template <int kHeadDim, int kGroups>
+void launch_dkdv_wgmma(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* dsum, int B,
+                       int T, int D, int H, bool causal, cudaStream_t stream) {
+  constexpr int kBlockN = 64 * kGroups;
+  constexpr int smem = (2 * kBlockN + 4 * kTile) * kHeadDim * static_cast<int>(sizeof(bf16)) +
+                       4 * kTile * static_cast<int>(sizeof(float)) + 1024;  // + alignment
+  auto kernel = flash_attention_backward_dkdv_wgmma<kHeadDim, kGroups>;
+  PYLON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const dim3 grid((T + kBlockN - 1) / kBlockN, B * H);
+  const float scale = 1.f / std::sqrt(static_cast<float>(kHeadDim));
+  kernel<<<grid, kGroups * 128, smem, stream>>>(dqkv, dout, qkv, lse, dsum, T, D, H, scale, scale * kLog2e, causal);
+  PYLON_CUDA_CHECK_LAUNCH();
+}
+
+template <int kHeadDim, int kGroups>
+void launch_dq_wgmma(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* dsum, int B,
+                     int T, int D, int H, bool causal, cudaStream_t stream) {
+  constexpr int kBlockM = 64 * kGroups;
+  constexpr int smem = (2 * kBlockM + 4 * kTile) * kHeadDim * static_cast<int>(sizeof(bf16)) + 1024;
+  auto kernel = flash_attention_backward_dq_wgmma<kHeadDim, kGroups>;
+  PYLON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const dim3 grid((T + kBlockM - 1) / kBlockM, B * H);
+  const float scale = 1.f / std::sqrt(static_cast<float>(kHeadDim));
+  kernel<<<grid, kGroups * 128, smem, stream>>>(dqkv, dout, qkv, lse, dsum, T, D, H, scale, scale * kLog2e, causal);
+  PYLON_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+bool launch_attention_backward_dkdv_wgmma(const detail::AttentionTiles& tiles, int head_dim, bf16* dqkv,
+                                          const bf16* dout, const bf16* qkv, const float* lse, const float* dsum,
+                                          int B, int T, int D, int H, bool causal, cudaStream_t stream) {
+  if (tiles.dkdv_block_m != kTile) return false;
+#define PYLON_DKDV_CASE(HD, WARPS)                                                                   \
+  if (head_dim == HD && tiles.dkdv_warps == WARPS) {                                                 \
+    launch_dkdv_wgmma<HD, WARPS / 4>(dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream);        \
+    return true;                                                                                     \
+  }
+  PYLON_DKDV_CASE(64, 4)
+  PYLON_DKDV_CASE(64, 8)
+  PYLON_DKDV_CASE(128, 4)
+  PYLON_DKDV_CASE(128, 8)
+#undef PYLON_DKDV_CASE
+  return false;
+}
+
+bool launch_attention_backward_dq_wgmma(const detail::AttentionTiles& tiles, int head_dim, bf16* dqkv,
+                                        const bf16* dout, const bf16* qkv, const float* lse, const float* dsum,
+                                        int B, int T, int D, int H, bool causal, cudaStream_t stream) {
+  if (tiles.dq_block_n != kTile) return false;
+#define PYLON_DQ_CASE(HD, WARPS)                                                                   \
+  if (head_dim == HD && tiles.dq_warps == WARPS) {                                                 \
+    launch_dq_wgmma<HD, WARPS / 4>(dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream);        \
+    return true;                                                                                   \
+  }
+  PYLON_DQ_CASE(64, 4)
+  PYLON_DQ_CASE(64, 8)
+  PYLON_DQ_CASE(128, 4)
+  PYLON_DQ_CASE(128, 8)
+#undef PYLON_DQ_CASE
+  return false;
+}
+
+}  // namespace pylon::cuda
