@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds Pylon with CUDA, runs every Cuda* test suite in its own process (a crash stays in its
-# suite), the small-size suites again under compute-sanitizer memcheck, then the kernel benchmark.
+# suite), the small-size suites again under compute-sanitizer memcheck, then the kernel benchmark
+# and, where PyTorch is installed, the same ops in PyTorch eager.
 # Full logs go to $OUT (or ./cuda-logs); a short summary is printed last.
 set -u
 out=${OUT:-cuda-logs}
@@ -24,9 +25,14 @@ if command -v compute-sanitizer > /dev/null; then
   echo "memcheck exit $?" >> "$out/memcheck.txt"
 fi
 timeout 200 ./build/bench/pylon_bench_kernels > "$out/bench.txt" 2>&1
+if python3 -c 'import torch' 2> /dev/null; then
+  timeout 200 python3 bench/torch_kernels_bench.py > "$out/torch.txt" 2>&1
+fi
 echo "== gpu"; cat "$out/gpu.txt"
 echo "== build warnings: $(grep -c 'warning' "$out/build.txt")"; grep -m5 'warning' "$out/build.txt"
 echo "== tests: $(grep -c '^\[       OK \]' "$out/tests.txt") passed, $(grep -c '^\[  FAILED  \] Cuda.*)$' "$out/tests.txt") failed, $(grep -c '^\[  SKIPPED \]' "$out/tests.txt") skipped"
 grep -E '^\[  FAILED  \] Cuda.*\)$|SUITE FAILED|Actual: false|exception|what\(\)' "$out/tests.txt" | cut -c1-300 | head -40
 echo "== memcheck"; grep -E 'ERROR SUMMARY|memcheck exit|Invalid|FAILED' "$out/memcheck.txt" | head -20
+grep -h '^\[ gemm diag \]' "$out/tests.txt" | cut -c1-140 | head -24
 echo "== bench"; cat "$out/bench.txt"
+[ -f "$out/torch.txt" ] && { echo "== PyTorch $(python3 -c 'import torch; print(torch.__version__)')"; tail -25 "$out/torch.txt"; }

@@ -1,9 +1,9 @@
 // Cross-entropy forward+backward, one block of 512 threads per row. Pass 1 reads the row from HBM
 // (16-byte loads, 4 in flight per thread) into shared memory and takes the block max; pass 2 sums
-// exp(z − max) from shared memory; pass 3 writes scale·(p − onehot) over the logits. One HBM read
-// and one write of the logits; a V = 32000 row takes 64 KB, so 3 rows share an SM and one's
-// memory phases overlap another's exp and reduction phases. Rows too long for shared memory
-// (V > ~110K) are read from HBM in every pass instead.
+// exp(z − max) from shared memory; pass 3 writes scale·p over the logits, then the target's
+// scale·(p − 1). One HBM read and one write of the logits; a V = 32000 row takes 64 KB, so 3 rows
+// share an SM and one's memory phases overlap another's exp and reduction phases. Rows too long
+// for shared memory (V > ~110K) are read from HBM in every pass instead.
 #include "core/error.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/cross_entropy.h"
@@ -15,6 +15,7 @@ namespace {
 
 constexpr int kThreads = 512;
 constexpr int kBlocksPerSm = 3;
+constexpr float kLog2e = 1.4426950408889634f;
 
 template <int VEC, bool kCached>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm) cross_entropy_kernel(
@@ -39,29 +40,31 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) cross_entropy_kernel(
   }
   mx = detail::block_max(mx);  // its barriers also publish the cache
 
+  // exp(z − max) = 2^(z·log2 e − max·log2 e): one FFMA and one MUFU.EX2 per element.
+  const float mx_log2 = mx * kLog2e;
   float sum = 0.f;
 #pragma unroll 4
   for (int j = threadIdx.x; j < nvec; j += kThreads) {
     float f[VEC];
     load(j, f);
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) sum += expf(f[e] - mx);
+    for (int e = 0; e < VEC; ++e) sum += exp2f(fmaf(f[e], kLog2e, -mx_log2));
   }
   sum = detail::block_sum(sum);
   if (threadIdx.x == 0) losses[blockIdx.x] = logf(sum) + mx - target_logit;
 
-  const float inv_sum = 1.f / sum;
+  const float scale_over_sum = scale / sum;
 #pragma unroll 4
   for (int j = threadIdx.x; j < nvec; j += kThreads) {
     float f[VEC], d[VEC];
     load(j, f);
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) {
-      d[e] = scale * (expf(f[e] - mx) * inv_sum);
-      if (j * VEC + e == target) d[e] -= scale;
-    }
+    for (int e = 0; e < VEC; ++e) d[e] = exp2f(fmaf(f[e], kLog2e, -mx_log2)) * scale_over_sum;
     detail::store_bf16<VEC>(z + j * VEC, d);
   }
+  __syncthreads();  // the target's scale·p above is written before it is replaced here
+  if (threadIdx.x == 0)
+    z[target] = __float2bfloat16_rn(exp2f(fmaf(target_logit, kLog2e, -mx_log2)) * scale_over_sum - scale);
 }
 
 template <int VEC>

@@ -33,6 +33,9 @@ class Gemm {
 
   // op(A): (M, K), op(B): (K, N), C: (M, N); lda/ldb/ldc are the row strides (elements) of the
   // stored matrices, as in cpu::gemm. C's dtype is `out`; bias (N) only with GemmOut::kBf16.
+  // With a bf16 C and beta != 0, cuBLASLt rounds alpha·op(A)·op(B) to bf16 before adding beta·C
+  // (seen on the H200 with every algorithm its heuristic offered): accumulate into an fp32 C where
+  // that matters (weight gradients).
   void run(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
            const __nv_bfloat16* A /* (M, K) or (K, M) if trans_a */, int lda,
            const __nv_bfloat16* B /* (K, N) or (N, K) if trans_b */, int ldb, float beta,
