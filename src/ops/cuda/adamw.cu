@@ -1,0 +1,96 @@
+// AdamW: one elementwise pass, 4 parameters per thread step with 16-byte accesses to p, m, v, g
+// (and an 8-byte bf16 store) when the buffers are aligned; bias corrections come from the host
+// exactly as train/adamw.cpp computes them (fp64, rounded to fp32).
+#include <cmath>
+
+#include "ops/cuda/adamw.h"
+#include "ops/cuda/check.h"
+#include "ops/cuda/kernel_util.cuh"
+
+namespace pylon::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+struct AdamWStep {
+  float beta1, beta2, eps, step_size, decay, bc2_sqrt;
+};
+
+__device__ __forceinline__ void adamw_element(float& p, float& m, float& v, float g, const AdamWStep& s) {
+  m = s.beta1 * m + (1.f - s.beta1) * g;
+  v = s.beta2 * v + (1.f - s.beta2) * g * g;
+  const float denom = sqrtf(v) / s.bc2_sqrt + s.eps;
+  p = p * s.decay - s.step_size * m / denom;
+}
+
+template <int VEC>
+__global__ void adamw_kernel(float* params, float* m, float* v, const float* grads, __nv_bfloat16* params_bf16,
+                             int64_t n, AdamWStep s, const float* grad_scale) {
+  const float gs = grad_scale ? *grad_scale : 1.f;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x * VEC;
+  for (int64_t i = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * VEC; i < n; i += stride) {
+    if (VEC == 1 || i + VEC <= n) {
+      float p[VEC], mv[VEC], vv[VEC], g[VEC];
+      detail::load_f32<VEC>(p, params + i);
+      detail::load_f32<VEC>(mv, m + i);
+      detail::load_f32<VEC>(vv, v + i);
+      detail::load_f32<VEC>(g, grads + i);
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) adamw_element(p[e], mv[e], vv[e], g[e] * gs, s);
+      detail::store_f32<VEC>(params + i, p);
+      detail::store_f32<VEC>(m + i, mv);
+      detail::store_f32<VEC>(v + i, vv);
+      if (params_bf16) {
+        if constexpr (VEC == 4) {
+          uint2 packed;
+          reinterpret_cast<__nv_bfloat162*>(&packed)[0] = __floats2bfloat162_rn(p[0], p[1]);
+          reinterpret_cast<__nv_bfloat162*>(&packed)[1] = __floats2bfloat162_rn(p[2], p[3]);
+          *reinterpret_cast<uint2*>(params_bf16 + i) = packed;
+        } else {
+          params_bf16[i] = __float2bfloat16_rn(p[0]);
+        }
+      }
+    } else {
+      for (int64_t j = i; j < n; ++j) {
+        adamw_element(params[j], m[j], v[j], grads[j] * gs, s);
+        if (params_bf16) params_bf16[j] = __float2bfloat16_rn(params[j]);
+      }
+    }
+  }
+}
+
+__global__ void clip_coefficient_kernel(float* coef, const float* sumsq_total, float max_norm) {
+  // Like torch.nn.utils.clip_grad_norm_: clamp(max_norm / (norm + 1e-6), max=1).
+  *coef = max_norm > 0.f ? fminf(1.f, max_norm / (sqrtf(*sumsq_total) + 1e-6f)) : 1.f;
+}
+
+}  // namespace
+
+void clip_coefficient(float* coef, const float* sumsq_total, float max_norm, cudaStream_t stream) {
+  clip_coefficient_kernel<<<1, 1, 0, stream>>>(coef, sumsq_total, max_norm);
+  PYLON_CUDA_CHECK_LAUNCH();
+}
+
+void adamw_update(float* params, float* m, float* v, const float* grads, __nv_bfloat16* params_bf16,
+                  int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
+                  int64_t step, const float* grad_scale, cudaStream_t stream) {
+  if (n <= 0) return;
+  const double t = static_cast<double>(step);
+  AdamWStep s{};
+  s.beta1 = beta1, s.beta2 = beta2, s.eps = eps;
+  s.step_size = lr / static_cast<float>(1.0 - std::pow(static_cast<double>(beta1), t));
+  s.bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(beta2), t)));
+  s.decay = 1.f - lr * weight_decay;
+  const bool vec = detail::aligned16(params) && detail::aligned16(m) && detail::aligned16(v) &&
+                   detail::aligned16(grads) && (reinterpret_cast<uintptr_t>(params_bf16) & 7) == 0;
+  if (vec) {
+    const unsigned blocks = detail::grid_size(detail::ceil_div(n, 4), kThreads);
+    adamw_kernel<4><<<blocks, kThreads, 0, stream>>>(params, m, v, grads, params_bf16, n, s, grad_scale);
+  } else {
+    adamw_kernel<1><<<detail::grid_size(n, kThreads), kThreads, 0, stream>>>(params, m, v, grads, params_bf16,
+                                                                             n, s, grad_scale);
+  }
+  PYLON_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace pylon::cuda

@@ -1,0 +1,25 @@
+// The optimizer step on the GPU: gradient-clipping coefficient and AdamW over one flat fp32 buffer
+// (PyTorch's torch.optim.AdamW semantics, identical to pylon::adamw_update in train/adamw.h).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace pylon::cuda {
+
+// coef (1) = min(1, max_norm / (sqrt(sumsq_total) + 1e-6)), or 1 when max_norm <= 0
+// (torch.nn.utils.clip_grad_norm_); on the device, no synchronisation.
+void clip_coefficient(float* coef /* (1) */, const float* sumsq_total /* (1) */, float max_norm,
+                      cudaStream_t stream);
+
+// One AdamW step (1-based `step`) over n parameters, g = grads · (*grad_scale) when grad_scale is
+// given:  p -= lr·wd·p;  m = β1·m + (1−β1)·g;  v = β2·v + (1−β2)·g²;
+//         p -= lr/(1−β1ᵗ) · m / (sqrt(v)/sqrt(1−β2ᵗ) + eps);  p_bf16 = bf16(p) when given.
+void adamw_update(float* params /* (n) */, float* m /* (n) */, float* v /* (n) */,
+                  const float* grads /* (n) */, __nv_bfloat16* params_bf16 /* (n) or nullptr */,
+                  int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
+                  int64_t step, const float* grad_scale /* (1) or nullptr */, cudaStream_t stream);
+
+}  // namespace pylon::cuda

@@ -1,0 +1,17 @@
+// SiLU activation x·sigmoid(x) on bf16 activations, math in fp32.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace pylon::cuda {
+
+void silu_forward(__nv_bfloat16* out /* (n) */, const __nv_bfloat16* in /* (n) */, int64_t n,
+                  cudaStream_t stream);
+// din = dout · σ(x)·(1 + x·(1 − σ(x))); din may alias dout.
+void silu_backward(__nv_bfloat16* din /* (n) */, const __nv_bfloat16* dout /* (n) */,
+                   const __nv_bfloat16* in /* (n) */, int64_t n, cudaStream_t stream);
+
+}  // namespace pylon::cuda

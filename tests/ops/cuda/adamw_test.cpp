@@ -1,0 +1,94 @@
+// AdamW, the deterministic sum of squares and the clipping coefficient against train/adamw.cpp.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "ops/cuda/adamw.h"
+#include "ops/cuda/reduce.h"
+#include "support/cuda_test_util.h"
+#include "train/adamw.h"
+
+namespace pylon::cuda {
+namespace {
+
+using namespace pylon::cuda::testing;
+
+// offset 1 leaves the buffers 4-byte aligned: the scalar path.
+void check_adamw(size_t n, size_t offset, int64_t step, bool scaled, bool bf16_copy, uint64_t seed) {
+  std::vector<float> p = random_f32_values(n + offset, seed), m = random_f32_values(n + offset, seed + 1, 0.1f);
+  std::vector<float> v = random_f32_values(n + offset, seed + 2, 0.01f), g = random_f32_values(n + offset, seed + 3);
+  for (float& x : v) x = std::fabs(x);
+  const float grad_scale = 0.37f;
+  const AdamWConfig c{1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f};
+  DeviceArray<float> d_p(p), d_m(m), d_v(v), d_g(g), d_scale(std::vector<float>{grad_scale});
+  DeviceArray<bf16> d_pb(n + offset);
+  d_pb.poison();
+  adamw_update(d_p.get() + offset, d_m.get() + offset, d_v.get() + offset, d_g.get() + offset,
+               bf16_copy ? d_pb.get() + offset : nullptr, static_cast<int64_t>(n), c.lr, c.beta1, c.beta2, c.eps,
+               c.weight_decay, step, scaled ? d_scale.get() : nullptr, nullptr);
+
+  if (scaled)
+    for (float& x : g) x *= grad_scale;
+  pylon::adamw_update(p.data() + offset, g.data() + offset, m.data() + offset, v.data() + offset, static_cast<int64_t>(n),
+               c.lr, c, step);
+  auto tail = [&](std::vector<float> x) { return std::vector<float>(x.begin() + static_cast<long>(offset), x.end()); };
+  const std::string what = " n=" + std::to_string(n) + " step=" + std::to_string(step) + (offset ? " unaligned" : "");
+  EXPECT_TRUE(all_close(tail(d_p.download()), tail(p), kF32Tol, "params" + what));
+  EXPECT_TRUE(all_close(tail(d_m.download()), tail(m), kF32Tol, "m" + what));
+  EXPECT_TRUE(all_close(tail(d_v.download()), tail(v), kF32Tol, "v" + what));
+  if (bf16_copy) {
+    std::vector<float> want = tail(p);
+    for (float& x : want) x = round_bf16(x);
+    EXPECT_TRUE(all_close(tail(to_float(d_pb.download())), want, kBf16Tol, "params_bf16" + what));
+  }
+}
+
+TEST(CudaAdamW, MatchesCpu) {
+  PYLON_SKIP_WITHOUT_CUDA();
+  check_adamw(7, 0, 1, false, true, 1);
+  check_adamw(1000003, 0, 1, true, true, 2);
+  check_adamw(1000003, 0, 10, false, false, 3);
+  check_adamw(1000003, 1, 3, true, true, 4);
+  check_adamw(size_t{1} << 24, 0, 100, true, true, 5);
+}
+
+TEST(CudaAdamW, SumOfSquares) {
+  PYLON_SKIP_WITHOUT_CUDA();
+  for (size_t n : {size_t{7}, size_t{1000003}, size_t{1} << 26}) {
+    const std::vector<float> x = random_f32_values(n + 1, n);
+    DeviceArray<float> d_x(x), d_out(1);
+    DeviceArray<char> ws(reduce_workspace_bytes(static_cast<int64_t>(n)));
+    for (size_t offset : {size_t{0}, size_t{1}}) {
+      d_out.poison();
+      sum_of_squares(d_out.get(), d_x.get() + offset, static_cast<int64_t>(n), ws.get(), nullptr);
+      const std::vector<float> got = d_out.download();
+      const double ref = pylon::sum_of_squares(x.data() + offset, static_cast<int64_t>(n));
+      EXPECT_TRUE(all_close(got, std::vector<double>{ref}, kF32Tol,
+                            "sum_of_squares n=" + std::to_string(n) + (offset ? " unaligned" : "")));
+      sum_of_squares(d_out.get(), d_x.get() + offset, static_cast<int64_t>(n), ws.get(), nullptr);
+      EXPECT_TRUE(bitwise_equal(got, d_out.download())) << "sum_of_squares is not deterministic";
+    }
+    // accumulate: two buffers into one total.
+    sum_of_squares(d_out.get(), d_x.get(), static_cast<int64_t>(n), ws.get(), nullptr);
+    sum_of_squares(d_out.get(), d_x.get(), static_cast<int64_t>(n), ws.get(), nullptr, true);
+    const double ref2 = 2 * pylon::sum_of_squares(x.data(), static_cast<int64_t>(n));
+    EXPECT_TRUE(all_close(d_out.download(), std::vector<double>{ref2}, kF32Tol, "sum_of_squares accumulate"));
+  }
+}
+
+TEST(CudaAdamW, ClipCoefficient) {
+  PYLON_SKIP_WITHOUT_CUDA();
+  struct Case {
+    float sumsq, max_norm;
+  };
+  for (const Case& k : {Case{4.f, 1.f}, Case{0.25f, 1.f}, Case{4.f, 0.f}, Case{1e6f, 5.f}}) {
+    DeviceArray<float> d_sumsq(std::vector<float>{k.sumsq}), d_coef(1);
+    d_coef.poison();
+    clip_coefficient(d_coef.get(), d_sumsq.get(), k.max_norm, nullptr);
+    const double want = k.max_norm > 0 ? std::min(1.0, k.max_norm / (std::sqrt(double{k.sumsq}) + 1e-6)) : 1.0;
+    EXPECT_TRUE(all_close(d_coef.download(), std::vector<double>{want}, kF32Tol, "clip_coefficient"));
+  }
+}
+
+}  // namespace
+}  // namespace pylon::cuda
