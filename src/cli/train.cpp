@@ -51,7 +51,7 @@ int run_train(int argc, char** argv) {
   args.add("tokenizer", &o.tokenizer, "SentencePiece model stored with checkpoints");
   args.add("init-from", &o.init_from, "initial weights (.safetensors with PyTorch names)");
   args.add_choice("device", &device, {"cpu", "cuda"}, "compute device");
-  args.add_choice("dtype", &dtype, {"fp32", "bf16"}, "compute dtype (bf16: CUDA only)");
+  args.add_choice("dtype", &dtype, {"fp32", "bf16"}, "compute dtype (cpu: fp32; cuda: bf16, the default there)");
   args.add("nproc-per-node", &nproc, "ranks to spawn on this machine");
   args.add("save", &o.save_dir, "checkpoint directory (written at the end)");
   args.add("save-every", &o.save_every, "also checkpoint every K steps");
@@ -63,8 +63,10 @@ int run_train(int argc, char** argv) {
     std::fputs(args.help().c_str(), stdout);
     return 0;
   }
-  PYLON_CHECK(device == "cpu", "--device cuda: this build has no CUDA backend yet (use --device cpu)");
-  PYLON_CHECK(dtype == "fp32", "--dtype bf16 needs --device cuda; the CPU path computes in fp32");
+  if (!args.given("dtype") && device == "cuda") dtype = "bf16";
+  PYLON_CHECK(device == "cuda" || dtype == "fp32", "--dtype bf16 needs --device cuda; the CPU path computes in fp32");
+  PYLON_CHECK(device == "cpu" || dtype == "bf16", "--device cuda computes in bf16 (--dtype bf16); fp32 on CUDA is not built yet");
+  o.device = device;
   PYLON_CHECK(nproc == 1, "--nproc-per-node ", nproc, ": multi-rank training is not built yet");
   PYLON_CHECK(profile.empty(), "--profile: the profiler is not built yet");
   PYLON_CHECK(seed >= 0, "--seed must be non-negative");

@@ -16,6 +16,9 @@
 #include "train/checkpoint.h"
 #include "train/data_loader.h"
 #include "train/evaluate.h"
+#ifdef PYLON_HAVE_CUDA
+#include "train/cuda/trainer_cuda.h"
+#endif
 
 namespace pylon {
 namespace {
@@ -58,6 +61,13 @@ nlohmann::json options_json(const TrainOptions& o) {
 }  // namespace
 
 TrainResult train(const TrainOptions& o) {
+  if (o.device == "cuda") {
+#ifdef PYLON_HAVE_CUDA
+    return train_cuda(o);
+#else
+    throw Error("--device cuda: this build has no CUDA backend (install the CUDA toolkit and rebuild)");
+#endif
+  }
   PYLON_CHECK(o.batch > 0 && o.seq > 0, "--batch and --seq must be positive");
   PYLON_CHECK(o.steps > 0, "--steps must be positive, got ", o.steps);
   PYLON_CHECK(o.grad_accum > 0, "--grad-accum must be positive, got ", o.grad_accum);

@@ -13,6 +13,7 @@ namespace pylon {
 
 struct TrainOptions {
   ModelConfig model;
+  std::string device = "cpu";  // cpu | cuda
   int batch = 8;        // rows per micro-step
   int seq = 256;        // tokens per row
   int64_t steps = 100;  // optimizer steps (total, including any resumed ones)

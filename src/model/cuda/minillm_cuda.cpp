@@ -1,0 +1,160 @@
+// The bf16 MiniLLM step on a CUDA stream, told as a story. Saved per block: its input x, qkv
+// (after RoPE), the attention output and log-sum-exp, x_mid and the FFN pre-activation f1; the
+// normalised inputs and SiLU(f1) are recomputed in backward (cheap, and saves 6·N·D bytes a block).
+#include "model/cuda/minillm_cuda.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "ops/cuda/attention.h"
+#include "ops/cuda/column_sum.h"
+#include "ops/cuda/cross_entropy.h"
+#include "ops/cuda/elementwise.h"
+#include "ops/cuda/embedding.h"
+#include "ops/cuda/rmsnorm.h"
+#include "ops/cuda/rope.h"
+#include "ops/cuda/silu.h"
+
+namespace pylon::cuda {
+namespace {
+
+// Carves aligned slices from one allocation: first a sizing pass (base == nullptr), then real.
+class Carver {
+ public:
+  explicit Carver(char* base) : base_(base) {}
+  template <typename T>
+  T* take(size_t count) {
+    offset_ = (offset_ + 255) & ~size_t(255);
+    T* p = base_ ? reinterpret_cast<T*>(base_ + offset_) : nullptr;
+    offset_ += count * sizeof(T);
+    return p;
+  }
+  size_t used() const { return offset_; }
+
+ private:
+  char* base_;
+  size_t offset_ = 0;
+};
+
+}  // namespace
+
+MiniLLMCuda::MiniLLMCuda(const ModelConfig& config, int B, int T)
+    : config_(config), table_(param_table(config)), B_(B), T_(T), N_(B * T) {
+  config_.validate();
+  const size_t N = N_, D = config.dim, V = config.vocab, H = config.heads;
+  const int L = config.layers;
+  workspace_bytes_ = std::max({embedding_backward_workspace_bytes(N_, config.dim, config.vocab),
+                               rmsnorm_backward_workspace_bytes(N_, config.dim),
+                               bias_backward_workspace_bytes(N_, 3 * config.dim),
+                               loss_mean_workspace_bytes(N_),
+                               attention_backward_workspace_bytes(B, T, config.dim, config.heads)});
+  auto plan = [&](Carver& c) {
+    layers_.assign(static_cast<size_t>(L), Layer{});
+    for (auto& l : layers_) {
+      l.x = c.take<bf16>(N * D), l.qkv = c.take<bf16>(N * 3 * D), l.att = c.take<bf16>(N * D);
+      l.x_mid = c.take<bf16>(N * D), l.f1 = c.take<bf16>(N * 4 * D);
+      l.rstd1 = c.take<float>(N), l.rstd2 = c.take<float>(N), l.lse = c.take<float>(B * H * T);
+    }
+    x_last_ = c.take<bf16>(N * D), logits_ = c.take<bf16>(N * V);
+    h_ = c.take<bf16>(N * D), wide_ = c.take<bf16>(N * 4 * D), tmp_ = c.take<bf16>(N * D);
+    dx_ = c.take<bf16>(N * D), dx_mid_ = c.take<bf16>(N * D), dh_ = c.take<bf16>(N * D);
+    datt_ = c.take<bf16>(N * D), dqkv_ = c.take<bf16>(N * 3 * D);
+    losses_ = c.take<float>(N), rstd_tmp_ = c.take<float>(N), loss_tmp_ = c.take<float>(1);
+    workspace_ = c.take<char>(workspace_bytes_);
+  };
+  Carver sizing(nullptr);
+  plan(sizing);
+  arena_ = DeviceBuffer(sizing.used());
+  Carver real(arena_.as<char>());
+  plan(real);
+}
+
+void MiniLLMCuda::linear_forward(bf16* out, const bf16* in, const bf16* W, const bf16* b, int I,
+                                 int O, cudaStream_t s) {
+  gemm_.run(false, true, N_, O, I, 1.f, in, I, W, I, 0.f, out, GemmOut::kBf16, O, b, s);
+}
+
+void MiniLLMCuda::linear_backward(bf16* din, float* dW, float* db, const bf16* dout, const bf16* in,
+                                  const bf16* W, int I, int O, float beta, cudaStream_t s) {
+  gemm_.run(true, false, O, I, N_, 1.f, dout, O, in, I, beta, dW, GemmOut::kF32, I, nullptr, s);
+  if (db) bias_backward(db, dout, N_, O, workspace_, s);
+  if (din) gemm_.run(false, false, N_, I, O, 1.f, dout, O, W, I, 0.f, din, GemmOut::kBf16, I, nullptr, s);
+}
+
+void MiniLLMCuda::forward(const std::vector<const bf16*>& P, const int32_t* inputs,
+                          const int32_t* targets, float* loss_sum, cudaStream_t s) {
+  const int D = config_.dim, H = config_.heads, V = config_.vocab, L = config_.layers;
+  const float eps = config_.norm_eps;
+  inputs_ = inputs;
+  const int64_t N = N_;
+  embedding_forward(L ? layers_[0].x : x_last_, inputs, P[0], N_, D, s);
+  // h = RMSNorm1(x_0); later blocks get it fused with the previous block's residual add.
+  if (L) residual_rmsnorm_forward(nullptr, h_, layers_[0].rstd1, layers_[0].x, nullptr, P[1], N_, D, eps, s);
+  for (int l = 0; l < L; ++l) {
+    const size_t p = 1 + static_cast<size_t>(l) * 8;  // norm1, in_w, in_b, out_w, out_b, norm2, ffn0, ffn2
+    Layer& a = layers_[l];
+    linear_forward(a.qkv, h_, P[p + 1], P[p + 2], D, 3 * D, s);                  // (N, 3D)
+    if (config_.causal()) rope_forward(a.qkv, B_, T_, D, H, config_.rope_theta, 0, s);
+    attention_forward(a.att, a.lse, a.qkv, B_, T_, D, H, config_.causal(), s);  // (N, D)
+    linear_forward(tmp_, a.att, P[p + 3], P[p + 4], D, D, s);
+    // x_mid = x + proj; h = RMSNorm2(x_mid)
+    residual_rmsnorm_forward(a.x_mid, h_, a.rstd2, a.x, tmp_, P[p + 5], N_, D, eps, s);
+    linear_forward(a.f1, h_, P[p + 6], nullptr, D, 4 * D, s);                    // (N, 4D)
+    silu_forward(wide_, a.f1, N * 4 * D, s);
+    linear_forward(tmp_, wide_, P[p + 7], nullptr, 4 * D, D, s);
+    if (l + 1 < L) {  // x_{l+1} = x_mid + ffn; h = RMSNorm1_{l+1}(x_{l+1})
+      residual_rmsnorm_forward(layers_[l + 1].x, h_, layers_[l + 1].rstd1, a.x_mid, tmp_,
+                               P[p + 8], N_, D, eps, s);
+    } else {
+      residual_add(x_last_, a.x_mid, tmp_, N * D, s);
+    }
+  }
+  linear_forward(logits_, x_last_, P.back(), nullptr, D, V, s);  // (N, V)
+  // Loss per position; the logits become d(loss_scale·Σ loss)/d(logits) in place.
+  cross_entropy_forward_backward(losses_, logits_, targets, N_, V, loss_scale_, s);
+  loss_mean(loss_tmp_, losses_, N_, workspace_, s);
+  add_scalar(loss_sum, loss_tmp_, s);
+}
+
+void MiniLLMCuda::backward(const std::vector<const bf16*>& P, const std::vector<float*>& G,
+                           bool accumulate, cudaStream_t s) {
+  const int D = config_.dim, H = config_.heads, V = config_.vocab, L = config_.layers;
+  const float eps = config_.norm_eps;
+  const int64_t N = N_;
+  const float beta = accumulate ? 1.f : 0.f;
+  if (!accumulate) {  // gradients that kernels add into: embedding, norms, biases
+    for (size_t i = 0; i < table_.params.size(); ++i) {
+      const ParamInfo& p = table_.params[i];
+      const bool gemm_written = p.shape.size() == 2 && p.name != "embed.weight";
+      if (!gemm_written)
+        PYLON_CUDA_CHECK(cudaMemsetAsync(G[i], 0, static_cast<size_t>(p.numel) * sizeof(float), s));
+    }
+  }
+  // Head: dx = dlogits·W_head; dW_head += dlogitsᵀ·x_L.
+  linear_backward(dx_, G.back(), nullptr, logits_, x_last_, P.back(), D, V, beta, s);
+  for (int l = L - 1; l >= 0; --l) {
+    const size_t p = 1 + static_cast<size_t>(l) * 8;
+    Layer& a = layers_[l];
+    // FFN branch: x_out = x_mid + W2·SiLU(W1·h2), h2 = RMSNorm2(x_mid).
+    silu_forward(wide_, a.f1, N * 4 * D, s);  // recompute SiLU(f1)
+    gemm_.run(true, false, D, 4 * D, N_, 1.f, dx_, D, wide_, 4 * D, beta, G[p + 7], GemmOut::kF32,
+                 4 * D, nullptr, s);                                               // dW2 += dxᵀ·a
+    gemm_.run(false, false, N_, 4 * D, D, 1.f, dx_, D, P[p + 7], 4 * D, 0.f, wide_, GemmOut::kBf16,
+                 4 * D, nullptr, s);                                               // da = dx·W2
+    silu_backward(wide_, wide_, a.f1, N * 4 * D, s);                                // df1
+    residual_rmsnorm_forward(nullptr, h_, rstd_tmp_, a.x_mid, nullptr, P[p + 5], N_, D, eps, s);
+    linear_backward(dh_, G[p + 6], nullptr, wide_, h_, P[p + 6], D, 4 * D, beta, s);
+    rmsnorm_backward(dx_mid_, G[p + 5], dh_, dx_, a.x_mid, P[p + 5], a.rstd2, N_, D, workspace_, s);
+    // Attention branch: x_mid = x + W_out·att + b_out.
+    linear_backward(datt_, G[p + 3], G[p + 4], dx_mid_, a.att, P[p + 3], D, D, beta, s);
+    attention_backward(dqkv_, datt_, a.qkv, a.att, a.lse, B_, T_, D, H, config_.causal(), workspace_,
+                       workspace_bytes_, s);
+    if (config_.causal()) rope_backward(dqkv_, B_, T_, D, H, config_.rope_theta, 0, s);
+    residual_rmsnorm_forward(nullptr, h_, rstd_tmp_, a.x, nullptr, P[p], N_, D, eps, s);
+    linear_backward(dh_, G[p + 1], G[p + 2], dqkv_, h_, P[p + 1], D, 3 * D, beta, s);
+    rmsnorm_backward(dx_, G[p], dh_, dx_mid_, a.x, P[p], a.rstd1, N_, D, workspace_, s);
+  }
+  embedding_backward(G[0], dx_, inputs_, N_, D, V, workspace_, s);
+}
+
+}  // namespace pylon::cuda

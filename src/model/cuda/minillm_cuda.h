@@ -1,0 +1,67 @@
+// MiniLLM forward and backward on one CUDA device in bf16 (fp32 accumulation, fp32 parameter
+// gradients). Weights are read through per-parameter device pointers, so the caller decides where
+// they live (one flat buffer, or FSDP's gathered unit buffers).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "model/config.h"
+#include "model/params.h"
+#include "ops/cuda/gemm.h"
+#include "ops/cuda/runtime.h"
+
+namespace pylon::cuda {
+
+using bf16 = __nv_bfloat16;
+
+class MiniLLMCuda {
+ public:
+  // Plans every activation and workspace buffer for micro-batches of (B, T) up front.
+  MiniLLMCuda(const ModelConfig& config, int B, int T);
+
+  const ModelConfig& config() const { return config_; }
+  const ParamTable& table() const { return table_; }
+  size_t activation_bytes() const { return arena_.bytes(); }
+
+  // params[i]: device pointer to parameter i of table() in bf16. inputs/targets: device (B, T).
+  // Enqueues on `stream`; writes the per-position losses and adds their mean into *loss_sum.
+  void forward(const std::vector<const bf16*>& params, const int32_t* inputs, const int32_t* targets,
+               float* loss_sum, cudaStream_t stream);
+  // grads[i]: device fp32 gradient of parameter i += d(loss_scale·Σ loss) when `accumulate`,
+  // else = (the weight-gradient GEMMs write with beta 0, so the caller need not zero 4 bytes per
+  // parameter first; only the small kernel-accumulated gradients are zeroed here).
+  // The softmax gradient is formed during forward(), so loss_scale is given there too.
+  void backward(const std::vector<const bf16*>& params, const std::vector<float*>& grads,
+                bool accumulate, cudaStream_t stream);
+  void set_loss_scale(float s) { loss_scale_ = s; }
+
+ private:
+  struct Layer {  // saved for backward; N = B*T rows
+    bf16 *x, *qkv, *att, *x_mid, *f1;
+    float *rstd1, *rstd2, *lse;
+  };
+  void linear_forward(bf16* out, const bf16* in, const bf16* W, const bf16* b, int I, int O,
+                      cudaStream_t s);
+  // din (N, I) = dout·W (skipped when din is null); dW (O, I) += doutᵀ·in; db += Σ rows of dout.
+  void linear_backward(bf16* din, float* dW, float* db, const bf16* dout, const bf16* in,
+                       const bf16* W, int I, int O, float beta, cudaStream_t s);
+
+  ModelConfig config_;
+  ParamTable table_;
+  int B_, T_, N_;
+  float loss_scale_ = 1.f;
+  Gemm gemm_;
+  DeviceBuffer arena_;  // every buffer below lives in it
+  std::vector<Layer> layers_;
+  bf16 *x_last_, *logits_, *h_, *wide_, *tmp_, *dx_, *dx_mid_, *dh_, *datt_, *dqkv_;
+  float *losses_, *rstd_tmp_, *loss_tmp_;
+  void* workspace_;
+  size_t workspace_bytes_ = 0;
+  const int32_t* inputs_ = nullptr;
+};
+
+}  // namespace pylon::cuda
