@@ -15,32 +15,15 @@
 #include "core/error.h"
 #include "dist/gloo_communicator.h"
 #include "dist/rendezvous.h"
+#include "support/thread_ranks.h"
 
 namespace pylon {
 namespace {
 
 using std::chrono::milliseconds;
 
-// Runs body(comm) on `world` threads, one communicator each; rethrows the first failure.
 void run_ranks(int world, milliseconds timeout, const std::function<void(Communicator&)>& body) {
-  const int port = pick_free_port();
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(static_cast<size_t>(world));
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        DistEnv env;
-        env.rank = r, env.world = world, env.local_rank = r, env.local_world = world;
-        env.master_port = port;
-        auto comm = make_communicator(env, timeout);
-        body(*comm);
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < world; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
+  testing::run_thread_ranks(world, body, timeout);
 }
 
 // A value only rank r and index i produce, exact in fp32 sums of a few terms.
@@ -111,7 +94,7 @@ TEST(Communicator, HungPeerTimesOutWithAClearMessage) {
     DistEnv env;
     env.rank = 1, env.world = 2, env.local_rank = 1, env.local_world = 2, env.master_port = port;
     auto comm = make_communicator(env, milliseconds(500));
-    std::this_thread::sleep_for(milliseconds(2500));  // never joins the collective in time
+    std::this_thread::sleep_for(milliseconds(1500));  // never joins the collective in time
   });
   {
     DistEnv env;
@@ -129,7 +112,7 @@ TEST(Communicator, HungPeerTimesOutWithAClearMessage) {
   }
   hung.join();
   EXPECT_EQ(error, "rank 0: collective all_gather timed out after 0.5 s (a peer died or hung)");
-  EXPECT_LT(waited, 2.0);
+  EXPECT_LT(waited, 1.4);
 }
 
 TEST(Communicator, VanishedPeerFailsFast) {
