@@ -114,6 +114,7 @@ int run_train(int argc, char** argv) {
     return launch_ranks(l);
   }
   const DistEnv env = dist_env_from_environment(master_addr, master_port);
+  share_cores_among_local_ranks(env.local_world);
   const auto comm = make_communicator(
       env, std::chrono::milliseconds(static_cast<int64_t>(dist_timeout * 1000.0)));
   const TrainResult r = train(o, *comm);

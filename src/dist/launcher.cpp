@@ -21,6 +21,11 @@
 #include <utility>
 #include <thread>
 
+#include <omp.h>
+#ifdef PYLON_HAVE_BLAS
+#include <cblas.h>
+#endif
+
 #include "core/error.h"
 #include "dist/rendezvous.h"
 #include "dist/socket.h"
@@ -173,6 +178,15 @@ std::vector<char*> c_strings(std::vector<std::string>& v) {
 }
 
 }  // namespace
+
+void share_cores_among_local_ranks(int local_world) {
+  if (local_world <= 1) return;
+  const int share = std::max(1, cpu_count() / local_world);
+  if (!std::getenv("OMP_NUM_THREADS")) omp_set_num_threads(share);
+#ifdef PYLON_HAVE_BLAS
+  if (!std::getenv("OPENBLAS_NUM_THREADS")) openblas_set_num_threads(share);
+#endif
+}
 
 std::vector<std::string> strip_flags(int argc, char** argv, int first,
                                      const std::vector<std::string>& names) {

@@ -26,6 +26,12 @@ struct LaunchOptions {
 // Throws pylon::Error naming the first rank that failed.
 int launch_ranks(const LaunchOptions& options);
 
+// For ranks that another launcher started (torchrun, mpirun, srun): unless OMP_NUM_THREADS /
+// OPENBLAS_NUM_THREADS say otherwise, use this rank's share of the cores, cores / local_world
+// (at least 1), so that ranks sharing a machine do not oversubscribe it. (`--nproc-per-node`
+// passes the same share to its ranks through those variables.)
+void share_cores_among_local_ranks(int local_world);
+
 // argv[first..argc) without the named flags and their values ("--name v" or "--name=v").
 std::vector<std::string> strip_flags(int argc, char** argv, int first,
                                      const std::vector<std::string>& names);

@@ -18,6 +18,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -269,9 +270,10 @@ TEST_F(FsdpCli, TorchrunStyleVariables) {
   ASSERT_EQ(run(train(1, 12, 4, "--metrics " + file("one.jsonl"))).exit_code, 0);
   const std::string port = std::to_string(pick_free_port());
   const auto runs = run_together({
-      {"RANK=0 LOCAL_RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port,
+      {"RANK=0 LOCAL_RANK=0 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port,
        train(1, 6, 4, "--metrics " + file("two.jsonl"))},
-      {"RANK=1 LOCAL_RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port, train(1, 6, 4, "")},
+      {"RANK=1 LOCAL_RANK=1 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port,
+       train(1, 6, 4, "")},
   });
   ASSERT_EQ(runs[0].exit_code, 0) << runs[0].err;
   ASSERT_EQ(runs[1].exit_code, 0) << runs[1].err;
@@ -283,8 +285,10 @@ TEST_F(FsdpCli, TwoNodesOverLoopback) {
   ASSERT_EQ(run(train(1, 12, 4, "--metrics " + file("one.jsonl"))).exit_code, 0);
   const std::string node = " --nnodes 2 --nproc-per-node 1 --master-addr 127.0.0.1 --master-port " +
                            std::to_string(pick_free_port());
-  const auto runs = run_together({{"", train(1, 6, 4, "--node-rank 0 --metrics " + file("nodes.jsonl") + node)},
-                                  {"", train(1, 6, 4, "--node-rank 1" + node)}});
+  // The two "nodes" share this machine's cores: one thread each, as on a shared box.
+  const std::string threads = "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1";
+  const auto runs = run_together({{threads, train(1, 6, 4, "--node-rank 0 --metrics " + file("nodes.jsonl") + node)},
+                                  {threads, train(1, 6, 4, "--node-rank 1" + node)}});
   ASSERT_EQ(runs[0].exit_code, 0) << runs[0].err;
   ASSERT_EQ(runs[1].exit_code, 0) << runs[1].err;
   EXPECT_NE(runs[0].out.find("2 ranks"), std::string::npos) << runs[0].out;
@@ -303,6 +307,40 @@ TEST_F(FsdpCli, MpirunLaunch) {
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << slurp(tmp.file("err"));
   EXPECT_NE(slurp(tmp.file("out")).find("2 ranks"), std::string::npos);
   expect_same_curve(metrics(file("mpi.jsonl")), metrics(file("one.jsonl")), 0, "mpirun");
+}
+
+// Processes whose command line mentions `needle` (the test's unique temporary folder).
+int processes_mentioning(const std::string& needle) {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmd = slurp((e.path() / "cmdline").string());
+    for (auto& c : cmd) c = c == '\0' ? ' ' : c;
+    n += cmd.find(needle) != std::string::npos && cmd.find("bash -c") == std::string::npos;
+  }
+  return n;
+}
+
+// Ctrl-C (SIGINT to the launcher) stops every rank and exits 130; a launcher killed outright
+// takes its ranks with it (PR_SET_PDEATHSIG).
+TEST_F(FsdpCli, InterruptedOrKilledLauncherLeavesNoRanks) {
+  for (const char* sig : {"INT", "KILL"}) {
+    const std::string script = std::string(PYLON_EXE) + " " + train(3, 4, 1000000, "") +
+                               " >/dev/null 2>" + file("err") + " & pid=$!; sleep 1.5; kill -" + sig +
+                               " $pid; wait $pid; echo $? >" + file("rc");
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(std::system(("timeout -k 5 60 bash -c '" + script + "'").c_str()), 0);
+    const int rc = std::atoi(slurp(file("rc")).c_str());
+    EXPECT_EQ(rc, std::string(sig) == "INT" ? 130 : 137) << sig << ": " << slurp(file("err"));
+    int left = 1;
+    for (int i = 0; i < 50 && left; ++i) {
+      left = processes_mentioning(file("data.bin"));
+      if (left) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_EQ(left, 0) << sig << ": ranks outlived their launcher";
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 20);
+  }
 }
 
 TEST_F(FsdpCli, BadLaunchesAreClearErrors) {
