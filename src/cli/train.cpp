@@ -106,6 +106,7 @@ int run_train(int argc, char** argv) {
   o.reshard_after_forward = !no_reshard;
 
   if (nproc > 1 || nnodes > 1) {  // the launcher: the ranks re-run this command line
+    check_train_options(o);        // bad input: one error here rather than one per rank
     LaunchOptions l;
     l.nproc_per_node = nproc, l.nnodes = nnodes, l.node_rank = node_rank;
     l.master_addr = master_addr, l.master_port = master_port;

@@ -117,6 +117,9 @@ std::string save_checkpoint(const std::string& dir, const CheckpointMeta& meta, 
 }
 
 CheckpointInfo read_checkpoint_info(const std::string& dir) {
+  PYLON_CHECK(!fs::exists(fs::path(dir) / "model.safetensors") || fs::exists(fs::path(dir) / "layout.json"),
+              dir, ": has model.safetensors but no layout.json: weights, or a checkpoint from before "
+              "sharded checkpoints; start from its weights with --init-from ", dir, "/model.safetensors");
   const fs::path folder = resolve_step_folder(dir, "layout.json");
   CheckpointInfo c;
   c.folder = folder.string();
@@ -135,6 +138,10 @@ CheckpointInfo read_checkpoint_info(const std::string& dir) {
   }
   c.config.validate();
   PYLON_CHECK(c.world >= 1, where, ": world size ", c.world);
+  for (int q = 0; q < c.world; ++q) {
+    const fs::path shard = folder / shard_file_name(q, c.world);
+    PYLON_CHECK(fs::exists(shard), shard.string(), ": missing: the checkpoint is incomplete");
+  }
   PYLON_CHECK(c.step >= 0, (folder / "trainer.json").string(), ": negative step");
   if (fs::exists(folder / "tokenizer.model")) c.tokenizer_path = (folder / "tokenizer.model").string();
   return c;

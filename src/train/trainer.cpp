@@ -79,7 +79,7 @@ double evaluate_sharded(MiniLLM& model, FsdpModel& fsdp, const TokenFile& data, 
 
 }  // namespace
 
-TrainResult train(const TrainOptions& o, Communicator& comm) {
+CheckpointInfo check_train_options(const TrainOptions& o) {
   PYLON_CHECK(o.batch > 0 && o.seq > 0, "--batch and --seq must be positive");
   PYLON_CHECK(o.steps > 0, "--steps must be positive, got ", o.steps);
   PYLON_CHECK(o.grad_accum > 0, "--grad-accum must be positive, got ", o.grad_accum);
@@ -87,28 +87,43 @@ TrainResult train(const TrainOptions& o, Communicator& comm) {
   PYLON_CHECK(o.adamw.lr > 0, "--lr must be positive");
   PYLON_CHECK(o.adamw.beta1 >= 0 && o.adamw.beta1 < 1 && o.adamw.beta2 >= 0 && o.adamw.beta2 < 1,
               "--beta1 and --beta2 must be in [0, 1)");
+  PYLON_CHECK(o.eval_steps > 0 || o.eval_every == 0 || o.val_data.empty(), "--eval-steps must be positive");
   PYLON_CHECK(o.init_from.empty() || o.resume_dir.empty(), "--init-from and --resume exclude each other");
   PYLON_CHECK(!o.data.empty(), "no training data (--data FILE)");
-  const int rank = comm.rank(), world = comm.world();
-  const bool lead = rank == 0;
-
-  // The model, its shards on this rank, and their values: resumed, loaded, or from the seed.
-  ModelConfig config = o.model;
-  int64_t start_step = 0;
-  std::string tokenizer = o.tokenizer;
+  o.model.validate();
+  const TokenFile data(o.data);  // exists and is a token file (the vocab scan comes with training)
+  if (!o.val_data.empty()) {
+    const TokenFile val(o.val_data);
+  }
   CheckpointInfo resume;
   if (!o.resume_dir.empty()) {
     resume = read_checkpoint_info(o.resume_dir);
     const ModelConfig& c = resume.config;
-    PYLON_CHECK(c.dim == config.dim && c.layers == config.layers && c.heads == config.heads &&
-                    c.vocab == config.vocab && c.preset == config.preset,
+    const ModelConfig& m = o.model;
+    PYLON_CHECK(c.dim == m.dim && c.layers == m.layers && c.heads == m.heads && c.vocab == m.vocab &&
+                    c.preset == m.preset,
                 o.resume_dir, ": checkpoint model (", preset_name(c.preset), " V", c.vocab, " D",
                 c.dim, " L", c.layers, " H", c.heads, ") differs from the requested one");
-    start_step = resume.step;
-    if (tokenizer.empty()) tokenizer = resume.tokenizer_path;
-    PYLON_CHECK(start_step < o.steps, o.resume_dir, ": already at step ", start_step,
+    PYLON_CHECK(resume.step < o.steps, o.resume_dir, ": already at step ", resume.step,
                 ", nothing to do for --steps ", o.steps);
   }
+  if (!o.init_from.empty()) {
+    const SafetensorsReader file(o.init_from);
+    const ParamTable table = param_table(o.model);
+    for (const auto& p : table.params) file.read_f32_range(p.name, p.shape, 0, 0, nullptr);  // names, shapes
+  }
+  return resume;
+}
+
+TrainResult train(const TrainOptions& o, Communicator& comm) {
+  const CheckpointInfo resume = check_train_options(o);
+  const int rank = comm.rank(), world = comm.world();
+  const bool lead = rank == 0;
+
+  // The model, its shards on this rank, and their values: resumed, loaded, or from the seed.
+  const ModelConfig config = o.model;
+  const int64_t start_step = o.resume_dir.empty() ? 0 : resume.step;
+  const std::string tokenizer = o.tokenizer.empty() ? resume.tokenizer_path : o.tokenizer;
   MiniLLM model(config);
   const ShardLayout layout(model.table(), world);
   FsdpModel fsdp(layout, comm, {o.reshard_after_forward, o.check_reshard});

@@ -10,6 +10,7 @@
 #include "dist/communicator.h"
 #include "model/config.h"
 #include "train/adamw.h"
+#include "train/checkpoint.h"
 #include "train/schedule.h"
 
 namespace pylon {
@@ -39,6 +40,12 @@ struct TrainResult {
   double final_val_loss = -1;  // < 0 when no validation ran
   double seconds = 0;
 };
+
+// The checks train() starts with, without building the model: options, that the data and
+// validation files open, that a --resume checkpoint or --init-from file fits the model. The
+// launcher runs them once before starting ranks, so bad input is one error line, not one per
+// rank. Returns the checkpoint's metadata when resuming. Throws pylon::Error.
+CheckpointInfo check_train_options(const TrainOptions& options);
 
 // Collective: every rank of comm calls it with the same options. Only rank 0 prints and writes
 // metrics. Throws pylon::Error (bad options, data, checkpoints; divergence; a failed peer).

@@ -11,6 +11,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -344,8 +345,10 @@ TEST_F(FsdpCli, InterruptedOrKilledLauncherLeavesNoRanks) {
 }
 
 TEST_F(FsdpCli, BadLaunchesAreClearErrors) {
+  // Checked before any rank starts: one line, exit code 1.
   auto expect_error = [](const Outcome& r, const std::string& needle) {
     EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr: " << r.err;
   };
   expect_error(run(train(1, 6, 2, "--nnodes 2 --node-rank 0")), "needs --master-addr and --master-port");

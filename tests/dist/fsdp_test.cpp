@@ -171,6 +171,7 @@ TEST(Fsdp, CheckpointsReloadExactlyAtAnyWorldSize) {
     EXPECT_NE(std::string(e.what()).find("a different model"), std::string::npos) << e.what();
   }
   std::filesystem::remove(info.folder + "/" + shard_file_name(1, 3));
+  EXPECT_THROW(read_checkpoint_info(dir), Error);
   try {
     load_checkpoint_shards(info, ShardLayout(table, 2), 0, shards);
     FAIL() << "a missing shard loaded";
