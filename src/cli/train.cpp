@@ -65,7 +65,7 @@ int run_train(int argc, char** argv) {
   args.add("nnodes", &nnodes, "machines in the job");
   args.add("node-rank", &node_rank, "this machine's index in 0..nnodes-1");
   args.add("master-addr", &master_addr, "rank 0's host (default: $MASTER_ADDR, else 127.0.0.1 on one node)");
-  args.add("master-port", &master_port, "rendezvous port on rank 0's host (default: $MASTER_PORT, else a free one)");
+  args.add("master-port", &master_port, "rendezvous port on rank 0's host (0: $MASTER_PORT, else a free one on one node)");
   args.add("dist-timeout", &dist_timeout, "seconds a collective may wait for its peers");
   args.add_switch("no-reshard", &no_reshard, "keep units gathered from forward to backward (ZeRO-2)");
   args.add_switch("no-sync", &o.no_sync, "accumulate gradients over micro-steps, reduce once per step");

@@ -262,9 +262,11 @@ int launch_ranks(const LaunchOptions& o) {
     if (pid == 0) {  // the rank: only async-signal-safe calls until exec
       ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // the launcher dying (even by SIGKILL) ends the rank
       if (::getppid() != launcher) ::_exit(1);
-      if (write_end) {
-        ::dup2(write_end.get(), STDOUT_FILENO);
-        ::dup2(write_end.get(), STDERR_FILENO);
+      if (write_end && (::dup2(write_end.get(), STDOUT_FILENO) < 0 ||
+                        ::dup2(write_end.get(), STDERR_FILENO) < 0)) {
+        const char msg[] = "pylon launcher: dup2 of a rank's output pipe failed\n";
+        [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, msg, sizeof msg - 1);
+        ::_exit(127);
       }
       ::execve("/proc/self/exe", argv.data(), envp.data());
       const char msg[] = "pylon launcher: execve(/proc/self/exe) failed\n";
