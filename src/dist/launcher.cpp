@@ -18,8 +18,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
-#include <utility>
 #include <thread>
+#include <utility>
 
 #include <omp.h>
 #ifdef PYLON_HAVE_BLAS

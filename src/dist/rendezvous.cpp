@@ -150,12 +150,8 @@ class TcpStore::Server {
       const int rc = ::poll(fds.data(), fds.size(), 1000);
       if (rc < 0 && errno != EINTR) return;  // cannot happen with valid fds; clients then time out
       if (rc <= 0) continue;
-      if (fds[1].revents & POLLIN) {
-        Fd c(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
-        if (c) clients.push_back(std::move(c));
-      }
       std::vector<Fd> alive;
-      for (size_t i = 0; i < clients.size(); ++i) {
+      for (size_t i = 0; i < clients.size(); ++i) {  // the polled ones: fds[2..]
         bool keep = true;
         if (fds[i + 2].revents & (POLLIN | POLLHUP | POLLERR)) {
           try {
@@ -167,6 +163,10 @@ class TcpStore::Server {
         if (keep) alive.push_back(std::move(clients[i]));
       }
       clients = std::move(alive);
+      if (fds[1].revents & POLLIN) {
+        Fd c(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+        if (c) clients.push_back(std::move(c));  // a failed accept: that client retries
+      }
     }
   }
 
