@@ -108,7 +108,7 @@ void FsdpModel::free_params(int unit) {
     const size_t b = static_cast<size_t>(p.flat_offset), e = b + static_cast<size_t>(p.numel);
     if (options_.poison_resharded)
       std::fill(params_.data() + b, params_.data() + e, std::numeric_limits<float>::quiet_NaN());
-    else
+    else if (options_.return_memory)
       params_.release(b, e);
   }
   gathered_[i] = false;
@@ -127,8 +127,13 @@ void FsdpModel::reduce_grads(int unit) {
   comm_.reduce_scatter_sum(staging_.data(), reduced_.data(), static_cast<size_t>(u.shard));
   float* g = shards_[i].grad.data();
   for (size_t k = 0; k < reduced_.size(); ++k) g[k] += reduced_[k];
-  for (const UnitParam& p : u.params)
-    grads_.release(static_cast<size_t>(p.flat_offset), static_cast<size_t>(p.flat_offset + p.numel));
+  for (const UnitParam& p : u.params) {  // the slots start the next backward at zero
+    const size_t b = static_cast<size_t>(p.flat_offset), e = b + static_cast<size_t>(p.numel);
+    if (options_.return_memory)
+      grads_.release(b, e);
+    else
+      std::fill(grads_.data() + b, grads_.data() + e, 0.f);
+  }
 }
 
 void FsdpModel::before_forward(int unit) { gather(unit); }

@@ -21,6 +21,11 @@ namespace pylon {
 struct FsdpOptions {
   bool reshard_after_forward = true;  // false: ZeRO-2, a unit stays gathered from forward to backward
   bool poison_resharded = false;      // debug: freed parameter slots hold NaN instead of zeros
+  // Freed slots' pages go back to the OS (PagedBuffer::release), so a rank's resident memory is
+  // its shards plus the units in flight; the price is page faults at the next gather (~12 µs a
+  // page on a paravirtualised VM). Off: freed slots stay resident, as the blocks of a caching
+  // allocator would (a world of one shards nothing, so freeing would only cost time).
+  bool return_memory = true;
 };
 
 // One unit's state on this rank; each vector has ShardUnit::shard elements (padding included).

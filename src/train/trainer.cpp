@@ -126,7 +126,11 @@ TrainResult train(const TrainOptions& o, Communicator& comm) {
   const std::string tokenizer = o.tokenizer.empty() ? resume.tokenizer_path : o.tokenizer;
   MiniLLM model(config);
   const ShardLayout layout(model.table(), world);
-  FsdpModel fsdp(layout, comm, {o.reshard_after_forward, o.check_reshard});
+  FsdpOptions fsdp_options;
+  fsdp_options.reshard_after_forward = o.reshard_after_forward;
+  fsdp_options.poison_resharded = o.check_reshard;
+  fsdp_options.return_memory = world > 1;  // see FsdpOptions
+  FsdpModel fsdp(layout, comm, fsdp_options);
   if (!o.resume_dir.empty()) {
     load_checkpoint_shards(resume, layout, rank, fsdp.shards());
   } else if (!o.init_from.empty()) {
