@@ -19,7 +19,8 @@ class Communicator {
   // out (world·n) = concatenation over ranks of in (n): rank r's in lands at out[r·n, (r+1)·n).
   virtual void all_gather(const float* in, float* out, size_t n) = 0;
   // out (n) = Σ over ranks of their in[rank()·n, (rank()+1)·n); in has world·n elements and is
-  // left unchanged. Every rank gets the same bits for a given world size (fixed summation order).
+  // left unchanged. Deterministic: a fixed summation order per world size, so reruns (and resumed
+  // runs) get the same bits.
   virtual void reduce_scatter_sum(const float* in, float* out, size_t n) = 0;
   // data (n) = Σ over ranks of data, in place; identical bits on every rank.
   virtual void all_reduce_sum(float* data, size_t n) = 0;
