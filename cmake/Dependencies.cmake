@@ -2,6 +2,9 @@
 find_package(Threads REQUIRED)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 find_package(nlohmann_json 3.10 REQUIRED)  # nlohmann-json3-dev
+# Gloo: the CPU collectives of the distributed (FSDP) layer (libgloo-dev; CMake package Gloo,
+# imported target `gloo`).
+find_package(Gloo REQUIRED)
 
 # CBLAS for the CPU reference GEMMs (libopenblas-dev). Without it, reference loops.
 set(PYLON_HAVE_BLAS OFF)

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(cmake ninja-build g++ pkg-config libopenblas-dev libsentencepiece-dev nlohmann-json3-dev
-          libgtest-dev fortunes)
+          libgtest-dev fortunes libgloo-dev libopenmpi-dev openmpi-bin)
 [[ "${1:-}" == "--with-torch" ]] && packages+=(python3-torch libopenblas0-pthread)
 
 missing=()

@@ -1,11 +1,17 @@
-// pylon train: flags -> TrainOptions -> train(). Without --data it trains on the default English
-// text (Debian's fortunes), tokenized on first use.
+// pylon train: flags -> TrainOptions -> train() on this rank's communicator, or, with
+// --nproc-per-node / --nnodes, the launcher that starts the ranks. Without --data it trains on the
+// default English text (Debian's fortunes), tokenized on first use.
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/timer.h"
+#include "dist/gloo_communicator.h"
+#include "dist/launcher.h"
+#include "dist/rendezvous.h"
 #include "io/default_data.h"
 #include "io/tokenizer.h"
 #include "train/trainer.h"
@@ -15,7 +21,11 @@ namespace pylon {
 int run_train(int argc, char** argv) {
   TrainOptions o;
   std::string preset = "causal", schedule = "cosine", device = "cpu", dtype = "fp32";
-  int vocab = 32000, dim = 256, layers = 4, heads = 4, nproc = 1;
+  int vocab = 32000, dim = 256, layers = 4, heads = 4, nproc = 1, nnodes = 1, node_rank = 0;
+  int master_port = 0;
+  std::string master_addr;
+  double dist_timeout = 300;
+  bool no_reshard = false;
   int64_t warmup = 0;
   int64_t seed = 0;
   o.batch = 16, o.seq = 128, o.steps = 300, o.adamw.lr = 1e-3f, o.adamw.weight_decay = 0.1f;
@@ -30,7 +40,7 @@ int run_train(int argc, char** argv) {
   args.add("dim", &dim, "model width D");
   args.add("layers", &layers, "transformer blocks L");
   args.add("heads", &heads, "attention heads H (D divisible by H)");
-  args.add("batch", &o.batch, "rows per micro-step B");
+  args.add("batch", &o.batch, "rows per rank per micro-step B");
   args.add("seq", &o.seq, "tokens per row T");
   args.add("steps", &o.steps, "optimizer steps");
   args.add("grad-accum", &o.grad_accum, "micro-steps per optimizer step");
@@ -52,7 +62,16 @@ int run_train(int argc, char** argv) {
   args.add("init-from", &o.init_from, "initial weights (.safetensors with PyTorch names)");
   args.add_choice("device", &device, {"cpu", "cuda"}, "compute device");
   args.add_choice("dtype", &dtype, {"fp32", "bf16"}, "compute dtype (cpu: fp32; cuda: bf16, the default there)");
-  args.add("nproc-per-node", &nproc, "ranks to spawn on this machine");
+  args.add("nproc-per-node", &nproc, "ranks to start on this machine (like torchrun)");
+  args.add("nnodes", &nnodes, "machines in the job");
+  args.add("node-rank", &node_rank, "this machine's index in 0..nnodes-1");
+  args.add("master-addr", &master_addr, "rank 0's host (default: $MASTER_ADDR, else 127.0.0.1 on one node)");
+  args.add("master-port", &master_port, "rendezvous port on rank 0's host (0: $MASTER_PORT, else a free one on one node)");
+  args.add("dist-timeout", &dist_timeout, "seconds a collective may wait for its peers");
+  args.add_switch("no-reshard", &no_reshard, "keep units gathered from forward to backward (ZeRO-2)");
+  args.add_switch("no-sync", &o.no_sync, "accumulate gradients over micro-steps, reduce once per step");
+  args.add_switch("check-reshard", &o.check_reshard,
+                  "debug: fill freed parameter slots with NaN (a read of a resharded unit shows)");
   args.add("save", &o.save_dir, "checkpoint directory (written at the end)");
   args.add("save-every", &o.save_every, "also checkpoint every K steps");
   args.add("resume", &o.resume_dir, "continue from a checkpoint directory");
@@ -67,7 +86,10 @@ int run_train(int argc, char** argv) {
   PYLON_CHECK(device == "cuda" || dtype == "fp32", "--dtype bf16 needs --device cuda; the CPU path computes in fp32");
   PYLON_CHECK(device == "cpu" || dtype == "bf16", "--device cuda computes in bf16 (--dtype bf16); fp32 on CUDA is not built yet");
   o.device = device;
-  PYLON_CHECK(nproc == 1, "--nproc-per-node ", nproc, ": multi-rank training is not built yet");
+  PYLON_CHECK(nproc >= 1 && nnodes >= 1, "--nproc-per-node and --nnodes must be >= 1");
+  PYLON_CHECK(device == "cpu" || (nproc == 1 && nnodes == 1 && !std::getenv("WORLD_SIZE")),
+              "--device cuda runs on one GPU for now; sharding over NCCL is not built yet");
+  PYLON_CHECK(dist_timeout > 0, "--dist-timeout must be positive");
   PYLON_CHECK(profile.empty(), "--profile: the profiler is not built yet");
   PYLON_CHECK(seed >= 0, "--seed must be non-negative");
   PYLON_CHECK(warmup >= 0, "--warmup must be non-negative");
@@ -86,12 +108,35 @@ int run_train(int argc, char** argv) {
   o.schedule.lr = o.adamw.lr;
   o.schedule.warmup = warmup;
   o.seed = static_cast<uint64_t>(seed);
+  o.reshard_after_forward = !no_reshard;
 
-  const TrainResult r = train(o);
+  if (nproc > 1 || nnodes > 1) {  // the launcher: the ranks re-run this command line
+    check_train_options(o);        // bad input: one error here rather than one per rank
+    LaunchOptions l;
+    l.nproc_per_node = nproc, l.nnodes = nnodes, l.node_rank = node_rank;
+    l.master_addr = master_addr, l.master_port = master_port;
+    l.args = strip_flags(argc, argv, 1,
+                         {"nproc-per-node", "nnodes", "node-rank", "master-addr", "master-port"});
+    return launch_ranks(l);
+  }
+  TrainResult r;
+  int world = 1;
+  if (o.device == "cuda") {
+    r = train(o);  // one GPU, no communicator yet
+  } else {
+    const DistEnv env = dist_env_from_environment(master_addr, master_port);
+    share_cores_among_local_ranks(env.local_world);
+    const auto comm = make_communicator(
+        env, std::chrono::milliseconds(static_cast<int64_t>(dist_timeout * 1000.0)));
+    r = train(o, *comm);
+    if (comm->rank() != 0) return 0;
+    world = env.world;
+  }
   std::printf("trained %lld steps in %s: final loss %.4f", static_cast<long long>(r.steps_done),
               format_duration(r.seconds).c_str(), static_cast<double>(r.final_loss));
   if (r.final_val_loss >= 0) std::printf(", val loss %.4f", r.final_val_loss);
-  std::printf("\n");
+  std::printf("; peak memory %.0f MiB%s\n", static_cast<double>(r.peak_mem_bytes) / (1 << 20),
+              world > 1 ? " (max over ranks)" : "");
   return 0;
 }
 

@@ -202,21 +202,30 @@ const TensorView* SafetensorsReader::find(const std::string& name) const {
 
 void SafetensorsReader::read_f32(const std::string& name, const std::vector<int64_t>& shape,
                                  float* out) const {
+  int64_t numel = 1;
+  for (auto d : shape) numel *= d;
+  read_f32_range(name, shape, 0, numel, out);
+}
+
+void SafetensorsReader::read_f32_range(const std::string& name, const std::vector<int64_t>& shape,
+                                       int64_t begin, int64_t end, float* out) const {
   const TensorView* t = find(name);
   PYLON_CHECK(t, path(), ": tensor ", name, " is missing");
   PYLON_CHECK(t->shape == shape, path(), ": tensor ", name, " has shape ", shape_text(t->shape),
               ", expected ", shape_text(shape));
-  const size_t n = static_cast<size_t>(t->numel());
+  PYLON_ASSERT(0 <= begin && begin <= end && end <= t->numel(), "range [", begin, ", ", end,
+               ") of ", name);
+  const size_t first = static_cast<size_t>(begin), n = static_cast<size_t>(end - begin);
   switch (t->dtype) {
     case DType::f32:
-      if (n) std::memcpy(out, t->data, n * 4);
+      if (n) std::memcpy(out, t->data + 4 * first, n * 4);
       return;
     case DType::f16:
     case DType::bf16: {
       const bool is_f16 = t->dtype == DType::f16;
       for (size_t i = 0; i < n; ++i) {
         uint16_t bits = 0;
-        std::memcpy(&bits, t->data + 2 * i, 2);
+        std::memcpy(&bits, t->data + 2 * (first + i), 2);
         out[i] = is_f16 ? f16_to_f32(bits) : bf16_to_f32(bits);
       }
       return;

@@ -42,6 +42,9 @@ class SafetensorsReader {
   // Copies tensor `name` to fp32 (from F32, F16 or BF16), checking that its shape is `shape`.
   // Throws pylon::Error: "<file>: tensor <name> is missing" / "has shape (a, b), expected (c, d)".
   void read_f32(const std::string& name, const std::vector<int64_t>& shape, float* out) const;
+  // The same for the flat elements [begin, end) of the tensor (row-major), into out[0, end-begin).
+  void read_f32_range(const std::string& name, const std::vector<int64_t>& shape, int64_t begin,
+                      int64_t end, float* out) const;
 
  private:
   MappedFile file_;

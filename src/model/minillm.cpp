@@ -32,7 +32,7 @@ void MiniLLM::resize(int B, int T) {
 }
 
 float MiniLLM::forward(const float* params, const int32_t* inputs, const int32_t* targets, int B,
-                       int T) {
+                       int T, UnitHooks* hooks) {
   PYLON_ASSERT(B > 0 && T > 0);
   resize(B, T);
   const int N = B * T, D = config_.dim, H = config_.heads, V = config_.vocab;
@@ -45,8 +45,10 @@ float MiniLLM::forward(const float* params, const int32_t* inputs, const int32_t
     PYLON_CHECK(inputs[n] >= 0 && inputs[n] < V, "token id ", inputs[n], " is outside the vocab ",
                 V);
   float* x = x_.data();
+  if (hooks) hooks->before_forward(-1);
   cpu::embedding_forward(x, inputs, P + table_.params.front().offset, N, D);
   for (int l = 0; l < config_.layers; ++l) {
+    if (hooks) hooks->before_forward(l);
     const BlockOffsets o = block_offsets(table_, l);
     Layer& a = layers_[l];
     float* x_out = x + static_cast<size_t>(N) * D;
@@ -66,8 +68,10 @@ float MiniLLM::forward(const float* params, const int32_t* inputs, const int32_t
     cpu::linear_forward(x_out, a.f1_act.data(), P + o.ffn2, nullptr, N, 4 * D, D);
     for (size_t i = 0; i < static_cast<size_t>(N) * D; ++i) x_out[i] += a.x_mid[i];
     x = x_out;
+    if (hooks) hooks->after_forward(l);
   }
   cpu::linear_forward(logits_.data(), x, P + table_.params.back().offset, nullptr, N, D, V);
+  if (hooks) hooks->after_forward(-1);
   if (!has_targets_) return 0.f;
   for (int n = 0; n < N; ++n)
     PYLON_CHECK(targets[n] >= 0 && targets[n] < V, "target id ", targets[n], " is outside the vocab ",
@@ -77,7 +81,7 @@ float MiniLLM::forward(const float* params, const int32_t* inputs, const int32_t
   return static_cast<float>(sum / N);
 }
 
-void MiniLLM::backward(const float* params, float* grads, float loss_scale) {
+void MiniLLM::backward(const float* params, float* grads, float loss_scale, UnitHooks* hooks) {
   PYLON_ASSERT(has_targets_, "backward() needs a forward() with targets");
   const int B = B_, T = T_, N = B * T, D = config_.dim, H = config_.heads, V = config_.vocab;
   const float* P = params;
@@ -85,9 +89,11 @@ void MiniLLM::backward(const float* params, float* grads, float loss_scale) {
   // dlogits (N, V) in place of the probabilities; dx = dlogits·W_head, dW_head += dlogitsᵀ·x_L.
   cpu::cross_entropy_backward(logits_.data(), logits_.data(), targets_.data(), N, V, loss_scale);
   const float* x_last = x_.data() + static_cast<size_t>(config_.layers) * N * D;
+  if (hooks) hooks->before_backward(-1);
   cpu::linear_backward(dx_.data(), grads + head.offset, nullptr, logits_.data(), x_last,
                        P + head.offset, N, D, V);
   for (int l = config_.layers - 1; l >= 0; --l) {
+    if (hooks) hooks->before_backward(l);
     const BlockOffsets o = block_offsets(table_, l);
     Layer& a = layers_[l];
     const float* x_in = x_.data() + static_cast<size_t>(l) * N * D;
@@ -110,8 +116,10 @@ void MiniLLM::backward(const float* params, float* grads, float loss_scale) {
     cpu::rmsnorm_backward(datt_.data(), grads + o.norm1, dh_.data(), x_in, P + o.norm1,
                           a.rstd1.data(), N, D);
     for (size_t i = 0; i < dx_.size(); ++i) dx_[i] += datt_[i];  // dx now = d(x_in)
+    if (hooks) hooks->after_backward(l);
   }
   cpu::embedding_backward(grads + table_.params.front().offset, dx_.data(), inputs_.data(), N, D);
+  if (hooks) hooks->after_backward(-1);
   has_targets_ = false;  // the probabilities became gradients: a second backward would be wrong
 }
 

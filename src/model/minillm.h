@@ -10,6 +10,21 @@
 
 namespace pylon {
 
+// Called by MiniLLM around each unit's use of its parameters: unit −1 is the root (embedding and
+// head), 0..L−1 the blocks. forward: before/after_forward(−1) enclose the whole pass (the root is
+// used first by the embedding and last by the head), blocks in order in between. backward:
+// before_backward(−1) first (the head), blocks L−1..0, after_backward(−1) last (the embedding),
+// so a unit's gradient slots are final when its after_backward runs. FSDP gathers parameters in
+// before_*, frees them and reduce-scatters gradients in after_*; a null hooks pointer does nothing.
+class UnitHooks {
+ public:
+  virtual ~UnitHooks() = default;
+  virtual void before_forward(int unit) = 0;
+  virtual void after_forward(int unit) = 0;
+  virtual void before_backward(int unit) = 0;
+  virtual void after_backward(int unit) = 0;
+};
+
 class MiniLLM {
  public:
   explicit MiniLLM(const ModelConfig& config);
@@ -19,10 +34,13 @@ class MiniLLM {
 
   // inputs, targets: (B, T) token ids. Keeps the activations for backward() and returns the mean
   // cross-entropy over the B*T positions. With targets == nullptr only logits() are computed.
-  float forward(const float* params, const int32_t* inputs, const int32_t* targets, int B, int T);
+  // A unit's slots of params are read only between its hooks' before_forward and after_forward.
+  float forward(const float* params, const int32_t* inputs, const int32_t* targets, int B, int T,
+                UnitHooks* hooks = nullptr);
   // grads (flat, table().total) += d(loss_scale * Σ_positions loss) / d(params), for the last
-  // forward() (which must have had targets).
-  void backward(const float* params, float* grads, float loss_scale);
+  // forward() (which must have had targets). A unit's slots of params and grads are used only
+  // between its before_backward and after_backward.
+  void backward(const float* params, float* grads, float loss_scale, UnitHooks* hooks = nullptr);
 
   const float* logits() const { return logits_.data(); }  // (B, T, V) after forward(no targets)
   const float* losses() const { return losses_.data(); }  // (B, T) after forward(targets)

@@ -1,9 +1,11 @@
+// Sharded checkpoints: collective save through a temporary folder, and loading at any world size
+// by reading the overlapping ranges of the old shard files.
 #include "train/checkpoint.h"
-
-#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
+#include <map>
+#include <memory>
 
 #include "core/error.h"
 #include "io/atomic_file.h"
@@ -21,94 +23,181 @@ std::string step_folder_name(int64_t step) {
   return buf;
 }
 
-fs::path resolve_step_folder(const std::string& dir) {
+// The step folder of a save directory (via latest) or the folder itself; `marker` must exist in it.
+fs::path resolve_step_folder(const std::string& dir, const char* marker) {
   const fs::path p(dir);
   PYLON_CHECK(fs::exists(p), dir, ": no such checkpoint directory");
-  if (fs::exists(p / "model.safetensors")) return p;
-  PYLON_CHECK(fs::exists(p / "latest"), dir, ": not a checkpoint (no latest file, no model.safetensors)");
+  if (fs::exists(p / marker)) return p;
+  PYLON_CHECK(fs::exists(p / "latest"), dir, ": not a checkpoint (no latest file, no ", marker, ")");
   std::string name = read_text_file((p / "latest").string());
   while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
   PYLON_CHECK(!name.empty() && name.find('/') == std::string::npos, (p / "latest").string(),
               ": malformed (expected a step folder name)");
-  PYLON_CHECK(fs::exists(p / name / "model.safetensors"), (p / "latest").string(), " names ", name,
-              ", which has no model.safetensors");
+  PYLON_CHECK(fs::exists(p / name / marker), (p / "latest").string(), " names ", name,
+              ", which has no ", marker);
   return p / name;
 }
 
+nlohmann::json read_json(const fs::path& path) {
+  const std::string text = read_text_file(path.string());
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path.string() + ": malformed JSON: " + e.what());
+  }
+}
+
+std::string tensor_name(const ShardUnit& u, const char* what) { return u.name + "." + what; }
+
 }  // namespace
 
-std::string save_checkpoint(const std::string& dir, const CheckpointData& c) {
-  const ParamTable table = param_table(c.config);
-  PYLON_ASSERT(static_cast<int64_t>(c.params.size()) == table.total);
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  PYLON_CHECK(!ec, dir, ": cannot create checkpoint directory: ", ec.message());
-  const std::string name = step_folder_name(c.step);
-  const fs::path final_path = fs::path(dir) / name;
-  const fs::path tmp = fs::path(dir) / ("." + name + ".tmp." + std::to_string(getpid()));
-  fs::remove_all(tmp, ec);
-  fs::create_directories(tmp, ec);
-  PYLON_CHECK(!ec, tmp.string(), ": cannot create: ", ec.message());
+std::string shard_file_name(int rank, int world) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "shard-%05d-of-%05d.safetensors", rank, world);
+  return buf;
+}
 
-  auto meta = c.config.to_metadata();
-  meta["pylon.step"] = std::to_string(c.step);
-  write_safetensors((tmp / "model.safetensors").string(), weight_tensors(table, c.params.data()), meta);
-  if (!c.m.empty()) {
-    auto tensors = weight_tensors(table, c.m.data(), "exp_avg.");
-    auto vs = weight_tensors(table, c.v.data(), "exp_avg_sq.");
-    tensors.insert(tensors.end(), vs.begin(), vs.end());
-    write_safetensors((tmp / "optimizer.safetensors").string(), tensors, meta);
+std::string save_checkpoint(const std::string& dir, const CheckpointMeta& meta, FsdpModel& model) {
+  Communicator& comm = model.comm();
+  const ShardLayout& layout = model.layout();
+  const int rank = comm.rank(), world = comm.world();
+  const std::string name = step_folder_name(meta.step);
+  const fs::path final_path = fs::path(dir) / name, tmp = fs::path(dir) / ("." + name + ".tmp");
+  std::error_code ec;
+  if (rank == 0) {
+    fs::create_directories(dir, ec);
+    PYLON_CHECK(!ec, dir, ": cannot create checkpoint directory: ", ec.message());
+    fs::remove_all(tmp, ec);
+    fs::create_directories(tmp, ec);
+    PYLON_CHECK(!ec, tmp.string(), ": cannot create: ", ec.message());
   }
-  nlohmann::json trainer = c.trainer;
-  trainer["step"] = c.step;
-  write_file_atomic((tmp / "trainer.json").string(), trainer.dump(2) + "\n");
-  if (!c.tokenizer_path.empty()) {
-    fs::copy_file(c.tokenizer_path, tmp / "tokenizer.model", fs::copy_options::overwrite_existing, ec);
-    PYLON_CHECK(!ec, c.tokenizer_path, ": cannot copy tokenizer into checkpoint: ", ec.message());
+  comm.barrier();  // the temporary folder exists
+
+  auto metadata = meta.config.to_metadata();
+  metadata["pylon.step"] = std::to_string(meta.step);
+  {
+    std::vector<TensorToWrite> tensors;
+    for (size_t i = 0; i < layout.units().size(); ++i) {
+      const ShardUnit& u = layout.units()[i];
+      const UnitShards& s = model.shards()[i];
+      tensors.push_back({tensor_name(u, "param"), DType::f32, {u.shard}, s.param.data()});
+      tensors.push_back({tensor_name(u, "exp_avg"), DType::f32, {u.shard}, s.m.data()});
+      tensors.push_back({tensor_name(u, "exp_avg_sq"), DType::f32, {u.shard}, s.v.data()});
+    }
+    auto shard_meta = metadata;
+    shard_meta["pylon.rank"] = std::to_string(rank);
+    shard_meta["pylon.world"] = std::to_string(world);
+    write_safetensors((tmp / shard_file_name(rank, world)).string(), tensors, shard_meta);
   }
-  fs::remove_all(final_path, ec);  // a re-save of the same step replaces it
-  fs::rename(tmp, final_path, ec);
-  PYLON_CHECK(!ec, final_path.string(), ": cannot rename checkpoint into place: ", ec.message());
-  write_file_atomic((fs::path(dir) / "latest").string(), name + "\n");
+  const std::vector<float> full = model.gather_full_params(0);  // collective; full on rank 0
+  if (rank == 0) {
+    write_safetensors((tmp / "model.safetensors").string(), weight_tensors(layout.table(), full.data()),
+                      metadata);
+    nlohmann::json l = layout.to_json();
+    l["model"] = meta.config.to_metadata();
+    write_file_atomic((tmp / "layout.json").string(), l.dump(1) + "\n");
+    nlohmann::json trainer = meta.trainer;
+    trainer["step"] = meta.step;
+    trainer["world"] = world;
+    write_file_atomic((tmp / "trainer.json").string(), trainer.dump(2) + "\n");
+    if (!meta.tokenizer_path.empty()) {
+      fs::copy_file(meta.tokenizer_path, tmp / "tokenizer.model", fs::copy_options::overwrite_existing, ec);
+      PYLON_CHECK(!ec, meta.tokenizer_path, ": cannot copy tokenizer into checkpoint: ", ec.message());
+    }
+  }
+  comm.barrier();  // every shard is written
+  if (rank == 0) {
+    fs::remove_all(final_path, ec);  // a re-save of the same step replaces it
+    fs::rename(tmp, final_path, ec);
+    PYLON_CHECK(!ec, final_path.string(), ": cannot rename checkpoint into place: ", ec.message());
+    write_file_atomic((fs::path(dir) / "latest").string(), name + "\n");
+  }
+  comm.barrier();  // no rank returns before the checkpoint is in place
   return final_path.string();
 }
 
-CheckpointData load_checkpoint(const std::string& dir) {
-  const fs::path folder = resolve_step_folder(dir);
-  CheckpointData c;
-  const SafetensorsReader model((folder / "model.safetensors").string());
-  c.config = config_from_weights(model, c.config, false, false);
-  PYLON_CHECK(model.metadata().count("pylon.heads"), model.path(),
-              ": lacks pylon.* metadata: not a Pylon checkpoint (use --init-from for plain weights)");
-  const ParamTable table = param_table(c.config);
-  c.params.resize(table.total);
-  load_weights(model, table, c.params.data());
-
-  const fs::path opt = folder / "optimizer.safetensors";
-  PYLON_CHECK(fs::exists(opt), opt.string(), ": missing: cannot resume the optimizer");
-  const SafetensorsReader optimizer(opt.string());
-  c.m.resize(table.total), c.v.resize(table.total);
-  for (const auto& p : table.params) {
-    optimizer.read_f32("exp_avg." + p.name, p.shape, c.m.data() + p.offset);
-    optimizer.read_f32("exp_avg_sq." + p.name, p.shape, c.v.data() + p.offset);
-  }
-  const std::string text = read_text_file((folder / "trainer.json").string());
+CheckpointInfo read_checkpoint_info(const std::string& dir) {
+  PYLON_CHECK(!fs::exists(fs::path(dir) / "model.safetensors") || fs::exists(fs::path(dir) / "layout.json"),
+              dir, ": has model.safetensors but no layout.json: weights, or a checkpoint from before "
+              "sharded checkpoints; start from its weights with --init-from ", dir, "/model.safetensors");
+  const fs::path folder = resolve_step_folder(dir, "layout.json");
+  CheckpointInfo c;
+  c.folder = folder.string();
+  c.layout = read_json(folder / "layout.json");
+  c.trainer = read_json(folder / "trainer.json");
+  const std::string where = (folder / "layout.json").string();
   try {
-    c.trainer = nlohmann::json::parse(text);
+    std::map<std::string, std::string> model;
+    for (const auto& [k, v] : c.layout.at("model").items()) model[k] = v.get<std::string>();
+    c.config.update_from_metadata(model);
+    PYLON_CHECK(model.count("pylon.heads") && model.count("pylon.dim"), where, ": no model config");
+    c.world = c.layout.at("world").get<int>();
     c.step = c.trainer.at("step").get<int64_t>();
   } catch (const nlohmann::json::exception& e) {
-    throw Error((folder / "trainer.json").string() + ": malformed: " + e.what());
+    throw Error(where + " or trainer.json: missing or malformed field: " + e.what());
+  }
+  c.config.validate();
+  PYLON_CHECK(c.world >= 1, where, ": world size ", c.world);
+  for (int q = 0; q < c.world; ++q) {
+    const fs::path shard = folder / shard_file_name(q, c.world);
+    PYLON_CHECK(fs::exists(shard), shard.string(), ": missing: the checkpoint is incomplete");
   }
   PYLON_CHECK(c.step >= 0, (folder / "trainer.json").string(), ": negative step");
   if (fs::exists(folder / "tokenizer.model")) c.tokenizer_path = (folder / "tokenizer.model").string();
   return c;
 }
 
+void load_checkpoint_shards(const CheckpointInfo& c, const ShardLayout& to, int rank,
+                            std::vector<UnitShards>& out) {
+  const std::string where = c.folder + "/layout.json";
+  const nlohmann::json& units = c.layout.at("units");
+  PYLON_CHECK(units.size() == to.units().size(), c.folder, ": checkpoint has ", units.size(),
+              " units, this model ", to.units().size(), " (a different model)");
+  std::map<int, std::unique_ptr<SafetensorsReader>> files;  // old rank -> its shard file
+  auto file = [&](int q) -> const SafetensorsReader& {
+    auto& f = files[q];
+    if (!f) {
+      const std::string path = c.folder + "/" + shard_file_name(q, c.world);
+      PYLON_CHECK(fs::exists(path), path, ": missing: the checkpoint is incomplete");
+      f = std::make_unique<SafetensorsReader>(path);
+    }
+    return *f;
+  };
+  out.resize(to.units().size());
+  const nlohmann::json wanted = to.to_json()["units"];
+  for (size_t i = 0; i < to.units().size(); ++i) {
+    const ShardUnit& u = to.units()[i];
+    const nlohmann::json& old = units[i];
+    // The same parameters at the same places, else the optimizer state means nothing here.
+    const nlohmann::json& want = wanted[i];
+    for (const char* key : {"name", "params", "numel"})
+      PYLON_CHECK(old.at(key) == want.at(key), where, ": unit ", i, " (", old.value("name", "?"),
+                  ") differs from this model's ", u.name, " in its ", key, " (a different model)");
+    const int64_t old_shard = old.at("shard").get<int64_t>();
+    PYLON_CHECK(old_shard > 0 && old_shard * c.world >= u.numel, where, ": unit ", u.name,
+                " has a bad shard size ", old_shard);
+    UnitShards& s = out[i];
+    for (auto* v : {&s.param, &s.m, &s.v}) v->assign(static_cast<size_t>(u.shard), 0.f);
+    const int64_t begin = u.begin(rank), end = std::min(u.end(rank), u.numel);
+    for (int64_t at = begin; at < end;) {
+      const int q = static_cast<int>(at / old_shard);
+      const int64_t stop = std::min(end, (q + 1) * old_shard);
+      const SafetensorsReader& f = file(q);
+      const std::vector<int64_t> shape{old_shard};
+      const int64_t b = at - q * old_shard, e = stop - q * old_shard;
+      f.read_f32_range(tensor_name(u, "param"), shape, b, e, s.param.data() + (at - begin));
+      f.read_f32_range(tensor_name(u, "exp_avg"), shape, b, e, s.m.data() + (at - begin));
+      f.read_f32_range(tensor_name(u, "exp_avg_sq"), shape, b, e, s.v.data() + (at - begin));
+      at = stop;
+    }
+  }
+}
+
 std::string resolve_model_path(const std::string& arg, std::string* tokenizer) {
   PYLON_CHECK(fs::exists(arg), arg, ": no such file or directory");
   if (tokenizer) tokenizer->clear();
   if (!fs::is_directory(arg)) return arg;
-  const fs::path folder = resolve_step_folder(arg);
+  const fs::path folder = resolve_step_folder(arg, "model.safetensors");
   if (tokenizer && fs::exists(folder / "tokenizer.model"))
     *tokenizer = (folder / "tokenizer.model").string();
   return (folder / "model.safetensors").string();

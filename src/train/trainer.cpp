@@ -1,5 +1,6 @@
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -9,10 +10,12 @@
 
 #include "core/error.h"
 #include "core/timer.h"
+#include "dist/fault_injection.h"
+#include "dist/fsdp.h"
+#include "dist/shard_layout.h"
 #include "io/safetensors.h"
 #include "io/token_file.h"
 #include "model/minillm.h"
-#include "model/weights.h"
 #include "train/checkpoint.h"
 #include "train/data_loader.h"
 #include "train/evaluate.h"
@@ -55,19 +58,32 @@ nlohmann::json options_json(const TrainOptions& o) {
           {"beta2", o.adamw.beta2}, {"adam_eps", o.adamw.eps}, {"grad_clip", o.grad_clip},
           {"lr_schedule", o.schedule.kind == LrSchedule::cosine ? "cosine" : "constant"},
           {"warmup", o.schedule.warmup}, {"min_lr_frac", o.schedule.min_lr_frac},
-          {"seed", o.seed}, {"data", o.data}};
+          {"seed", o.seed}, {"data", o.data}, {"reshard_after_forward", o.reshard_after_forward},
+          {"no_sync", o.no_sync}};
+}
+
+// Mean validation loss over `steps` micro-steps in the training order (DESIGN §2): the global
+// micro-batch of W·B rows is split across the ranks as in training, so the value equals that of
+// one rank with batch W·B.
+double evaluate_sharded(MiniLLM& model, FsdpModel& fsdp, const TokenFile& data, int batch, int seq,
+                        int64_t steps) {
+  Communicator& comm = fsdp.comm();
+  const DataLoader loader(data, batch, seq, comm.rank(), comm.world());
+  std::vector<int32_t> inputs(static_cast<size_t>(batch) * seq), targets(inputs.size());
+  double sum = 0;
+  fsdp.set_forward_only(true);
+  for (int64_t m = 0; m < steps; ++m) {
+    loader.load(m, inputs.data(), targets.data());
+    sum += model.forward(fsdp.params(), inputs.data(), targets.data(), batch, seq, &fsdp);
+  }
+  fsdp.set_forward_only(false);
+  comm.all_reduce_sum(&sum, 1);
+  return sum / static_cast<double>(steps * comm.world());
 }
 
 }  // namespace
 
-TrainResult train(const TrainOptions& o) {
-  if (o.device == "cuda") {
-#ifdef PYLON_HAVE_CUDA
-    return train_cuda(o);
-#else
-    throw Error("--device cuda: this build has no CUDA backend (install the CUDA toolkit and rebuild)");
-#endif
-  }
+CheckpointInfo check_train_options(const TrainOptions& o) {
   PYLON_CHECK(o.batch > 0 && o.seq > 0, "--batch and --seq must be positive");
   PYLON_CHECK(o.steps > 0, "--steps must be positive, got ", o.steps);
   PYLON_CHECK(o.grad_accum > 0, "--grad-accum must be positive, got ", o.grad_accum);
@@ -75,43 +91,58 @@ TrainResult train(const TrainOptions& o) {
   PYLON_CHECK(o.adamw.lr > 0, "--lr must be positive");
   PYLON_CHECK(o.adamw.beta1 >= 0 && o.adamw.beta1 < 1 && o.adamw.beta2 >= 0 && o.adamw.beta2 < 1,
               "--beta1 and --beta2 must be in [0, 1)");
+  PYLON_CHECK(o.eval_steps > 0 || o.eval_every == 0 || o.val_data.empty(), "--eval-steps must be positive");
   PYLON_CHECK(o.init_from.empty() || o.resume_dir.empty(), "--init-from and --resume exclude each other");
-
-  // Parameters and optimizer state: resumed, loaded, or initialised from the seed.
-  ModelConfig config = o.model;
-  std::vector<float> params, m, v;
-  int64_t start_step = 0;
-  std::string tokenizer = o.tokenizer;
+  PYLON_CHECK(!o.data.empty(), "no training data (--data FILE)");
+  o.model.validate();
+  const TokenFile data(o.data);  // exists and is a token file (the vocab scan comes with training)
+  if (!o.val_data.empty()) {
+    const TokenFile val(o.val_data);
+  }
+  CheckpointInfo resume;
   if (!o.resume_dir.empty()) {
-    CheckpointData c = load_checkpoint(o.resume_dir);
-    PYLON_CHECK(c.config.dim == config.dim && c.config.layers == config.layers &&
-                    c.config.heads == config.heads && c.config.vocab == config.vocab &&
-                    c.config.preset == config.preset,
-                o.resume_dir, ": checkpoint model (", preset_name(c.config.preset), " V", c.config.vocab,
-                " D", c.config.dim, " L", c.config.layers, " H", c.config.heads,
-                ") differs from the requested one");
-    params = std::move(c.params), m = std::move(c.m), v = std::move(c.v);
-    start_step = c.step;
-    if (tokenizer.empty()) tokenizer = c.tokenizer_path;
-    PYLON_CHECK(start_step < o.steps, o.resume_dir, ": already at step ", start_step,
+    resume = read_checkpoint_info(o.resume_dir);
+    const ModelConfig& c = resume.config;
+    const ModelConfig& m = o.model;
+    PYLON_CHECK(c.dim == m.dim && c.layers == m.layers && c.heads == m.heads && c.vocab == m.vocab &&
+                    c.preset == m.preset,
+                o.resume_dir, ": checkpoint model (", preset_name(c.preset), " V", c.vocab, " D",
+                c.dim, " L", c.layers, " H", c.heads, ") differs from the requested one");
+    PYLON_CHECK(resume.step < o.steps, o.resume_dir, ": already at step ", resume.step,
                 ", nothing to do for --steps ", o.steps);
   }
-  MiniLLM model(config);
-  const ParamTable& table = model.table();
-  const int64_t n = table.total;
-  if (params.empty()) {
-    params.resize(n);
-    if (!o.init_from.empty()) {
-      const SafetensorsReader file(o.init_from);
-      load_weights(file, table, params.data());
-    } else {
-      init_params(table, o.seed, params.data());
-    }
-    m.assign(n, 0.f), v.assign(n, 0.f);
+  if (!o.init_from.empty()) {
+    const SafetensorsReader file(o.init_from);
+    const ParamTable table = param_table(o.model);
+    for (const auto& p : table.params) file.read_f32_range(p.name, p.shape, 0, 0, nullptr);  // names, shapes
   }
-  std::vector<float> grads(n);
+  return resume;
+}
 
-  PYLON_CHECK(!o.data.empty(), "no training data (--data FILE)");
+TrainResult train(const TrainOptions& o, Communicator& comm) {
+  const CheckpointInfo resume = check_train_options(o);
+  const int rank = comm.rank(), world = comm.world();
+  const bool lead = rank == 0;
+
+  // The model, its shards on this rank, and their values: resumed, loaded, or from the seed.
+  const ModelConfig config = o.model;
+  const int64_t start_step = o.resume_dir.empty() ? 0 : resume.step;
+  const std::string tokenizer = o.tokenizer.empty() ? resume.tokenizer_path : o.tokenizer;
+  MiniLLM model(config);
+  const ShardLayout layout(model.table(), world);
+  FsdpOptions fsdp_options;
+  fsdp_options.reshard_after_forward = o.reshard_after_forward;
+  fsdp_options.poison_resharded = o.check_reshard;
+  fsdp_options.return_memory = world > 1;  // see FsdpOptions
+  FsdpModel fsdp(layout, comm, fsdp_options);
+  if (!o.resume_dir.empty()) {
+    load_checkpoint_shards(resume, layout, rank, fsdp.shards());
+  } else if (!o.init_from.empty()) {
+    fsdp.load_params(SafetensorsReader(o.init_from));
+  } else {
+    fsdp.init_params(o.seed);
+  }
+
   const TokenFile data(o.data);
   data.check_vocab(config.vocab);
   std::unique_ptr<TokenFile> val;
@@ -119,65 +150,86 @@ TrainResult train(const TrainOptions& o) {
     val = std::make_unique<TokenFile>(o.val_data);
     val->check_vocab(config.vocab);
   }
-  const DataLoader loader(data, o.batch, o.seq);
+  const DataLoader loader(data, o.batch, o.seq, rank, world);
   const size_t rows = static_cast<size_t>(o.batch) * o.seq;
   std::vector<int32_t> inputs(rows), targets(rows);
-  const int64_t tokens_per_step = loader.tokens_per_micro_step() * o.grad_accum;
+  const int64_t tokens_per_step = loader.tokens_per_micro_step() * o.grad_accum;  // all ranks
   const float loss_scale = 1.f / static_cast<float>(tokens_per_step);
+  const int64_t global_rows = static_cast<int64_t>(o.batch) * world * o.grad_accum;
+  if (lead && !o.resume_dir.empty() && resume.trainer.contains("global_batch_rows") &&
+      resume.trainer["global_batch_rows"] != global_rows)
+    std::printf("warning: %s was trained with %lld rows per step, this run uses %lld: the data "
+                "order and the loss curve change\n",
+                o.resume_dir.c_str(), resume.trainer["global_batch_rows"].get<long long>(),
+                static_cast<long long>(global_rows));
 
-  std::printf("model: %s preset, %lld parameters (V=%d D=%d L=%d H=%d); batch %d x %d tokens x %d "
-              "accum = %lld tokens/step; data %s (%lld tokens)%s\n",
-              preset_name(config.preset), static_cast<long long>(n), config.vocab, config.dim,
-              config.layers, config.heads, o.batch, o.seq, o.grad_accum,
-              static_cast<long long>(tokens_per_step), o.data.c_str(),
-              static_cast<long long>(data.size()),
-              start_step ? (", resumed at step " + std::to_string(start_step)).c_str() : "");
-  std::fflush(stdout);
+  if (lead) {
+    std::printf("model: %s preset, %lld parameters (V=%d D=%d L=%d H=%d); %d rank%s x batch %d x %d "
+                "tokens x %d accum = %lld tokens/step; data %s (%lld tokens)%s\n",
+                preset_name(config.preset), static_cast<long long>(layout.table().total),
+                config.vocab, config.dim, config.layers, config.heads, world, world > 1 ? "s" : "",
+                o.batch, o.seq, o.grad_accum, static_cast<long long>(tokens_per_step),
+                o.data.c_str(), static_cast<long long>(data.size()),
+                start_step ? (", resumed at step " + std::to_string(start_step)).c_str() : "");
+    std::fflush(stdout);
+  }
 
-  MetricsLog metrics(o.metrics_path, start_step > 0);
+  MetricsLog metrics(lead ? o.metrics_path : "", start_step > 0);
   auto save = [&](int64_t step_done) {
-    CheckpointData c{config, step_done, params, m, v, {{"options", options_json(o)}}, tokenizer};
-    const std::string path = save_checkpoint(o.save_dir, c);
-    std::printf("saved checkpoint %s\n", path.c_str());
+    nlohmann::json trainer = {{"options", options_json(o)}, {"global_batch_rows", global_rows}};
+    const std::string path = save_checkpoint(o.save_dir, {config, step_done, trainer, tokenizer}, fsdp);
+    if (lead) std::printf("saved checkpoint %s\n", path.c_str());
   };
 
   TrainResult result;
   const Stopwatch run_clock;
   double train_seconds = 0;
+  // Per step, one all-reduce of: Σ micro-step losses, Σ grad², and each rank's peak memory.
+  std::vector<double> scalars(2 + static_cast<size_t>(world));
   for (int64_t step = start_step; step < o.steps; ++step) {
+    inject_test_faults(rank, step + 1);
     const Stopwatch step_clock;
-    std::fill(grads.begin(), grads.end(), 0.f);
-    double loss = 0;
+    fsdp.zero_grad();
+    double local_loss = 0;
     for (int a = 0; a < o.grad_accum; ++a) {
       loader.load(step * o.grad_accum + a, inputs.data(), targets.data());
-      loss += model.forward(params.data(), inputs.data(), targets.data(), o.batch, o.seq);
-      model.backward(params.data(), grads.data(), loss_scale);
+      fsdp.set_reduce_grads(!o.no_sync || a + 1 == o.grad_accum);
+      local_loss += model.forward(fsdp.params(), inputs.data(), targets.data(), o.batch, o.seq, &fsdp);
+      model.backward(fsdp.params(), fsdp.grads(), loss_scale, &fsdp);
     }
-    loss /= o.grad_accum;
-    const double grad_norm = std::sqrt(sum_of_squares(grads.data(), n));
+    std::fill(scalars.begin(), scalars.end(), 0.0);
+    scalars[0] = local_loss;
+    scalars[1] = fsdp.local_grad_sum_of_squares();
+    scalars[2 + static_cast<size_t>(rank)] = static_cast<double>(peak_rss_bytes());
+    comm.all_reduce_sum(scalars.data(), scalars.size());
+    const double loss = scalars[0] / (world * o.grad_accum);  // every rank scored as many tokens
+    const double grad_norm = std::sqrt(scalars[1]);
     PYLON_CHECK(std::isfinite(loss) && std::isfinite(grad_norm), "training diverged at step ",
                 step + 1, ": loss ", loss, ", grad norm ", grad_norm, " (lower --lr?)");
     if (o.grad_clip > 0 && grad_norm > o.grad_clip)  // torch.nn.utils.clip_grad_norm_
-      scale_in_place(grads.data(), n, static_cast<float>(o.grad_clip / (grad_norm + 1e-6)));
+      fsdp.scale_grads(static_cast<float>(o.grad_clip / (grad_norm + 1e-6)));
     const float lr = lr_at(o.schedule, step, o.steps);
-    adamw_update(params.data(), grads.data(), m.data(), v.data(), n, lr, o.adamw, step + 1);
+    fsdp.adamw_step(lr, o.adamw, step + 1);
     const double dt = step_clock.seconds();
     train_seconds += dt;
 
     const int64_t done = step + 1;
     const double tok_s = static_cast<double>(tokens_per_step) / dt;
+    std::vector<int64_t> mem_per_rank(static_cast<size_t>(world));
+    for (int r = 0; r < world; ++r) mem_per_rank[static_cast<size_t>(r)] = static_cast<int64_t>(scalars[2 + r]);
+    const int64_t peak_mem = *std::max_element(mem_per_rank.begin(), mem_per_rank.end());
     nlohmann::json row = {{"step", done}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
-                          {"tokens_per_s", tok_s}, {"peak_mem_bytes", peak_rss_bytes()},
-                          {"step_s", dt}};
+                          {"tokens_per_s", tok_s}, {"peak_mem_bytes", peak_mem},
+                          {"step_s", dt}, {"world", world}};
+    if (world > 1) row["peak_mem_bytes_per_rank"] = mem_per_rank;
     const bool last = done == o.steps;
     if (val && o.eval_every > 0 && (done % o.eval_every == 0 || last)) {
-      const EvalResult e = evaluate(model, params.data(), *val, o.batch, o.seq, o.eval_steps);
-      row["val_loss"] = e.loss;
-      result.final_val_loss = e.loss;
+      row["val_loss"] = result.final_val_loss =
+          evaluate_sharded(model, fsdp, *val, o.batch, o.seq, o.eval_steps);
     }
     metrics.write(row);
-    if (done == start_step + 1 || last || (o.log_every > 0 && done % o.log_every == 0) ||
-        row.contains("val_loss")) {
+    if (lead && (done == start_step + 1 || last || (o.log_every > 0 && done % o.log_every == 0) ||
+                 row.contains("val_loss"))) {
       const double eta = train_seconds / static_cast<double>(done - start_step) *
                          static_cast<double>(o.steps - done);
       std::printf("step %6lld/%lld  loss %.4f%s  lr %.2e  norm %.3f  %.0f tok/s  eta %s\n",
@@ -191,10 +243,24 @@ TrainResult train(const TrainOptions& o) {
     if (!o.save_dir.empty() && o.save_every > 0 && done % o.save_every == 0 && !last) save(done);
     result.final_loss = static_cast<float>(loss);
     result.steps_done = done;
+    result.peak_mem_bytes = peak_mem;
   }
   if (!o.save_dir.empty()) save(o.steps);
+  comm.barrier();  // nobody tears down its connections while a peer may still need them
   result.seconds = run_clock.seconds();
   return result;
+}
+
+TrainResult train(const TrainOptions& options) {
+  if (options.device == "cuda") {
+#ifdef PYLON_HAVE_CUDA
+    return train_cuda(options);
+#else
+    throw Error("--device cuda: this build has no CUDA backend (install the CUDA toolkit and rebuild)");
+#endif
+  }
+  const auto comm = make_single_rank_communicator();
+  return train(options, *comm);
 }
 
 }  // namespace pylon

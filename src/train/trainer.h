@@ -1,20 +1,24 @@
-// The training loop on one CPU rank: data -> forward/backward over K micro-steps -> clip ->
-// AdamW -> metrics, progress, evaluation and checkpoints.
+// The training loop, one for every world size: data -> forward/backward over K micro-steps with
+// FSDP's gathers and reduce-scatters around each unit -> global-norm clip -> AdamW on the shards
+// -> metrics, progress (rank 0), evaluation and sharded checkpoints. World 1 is the same code
+// with the single-rank communicator.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
+#include "dist/communicator.h"
 #include "model/config.h"
 #include "train/adamw.h"
+#include "train/checkpoint.h"
 #include "train/schedule.h"
 
 namespace pylon {
 
 struct TrainOptions {
   ModelConfig model;
-  std::string device = "cpu";  // cpu | cuda
-  int batch = 8;        // rows per micro-step
+  std::string device = "cpu";  // cpu | cuda (one GPU for now)
+  int batch = 8;        // rows per rank per micro-step
   int seq = 256;        // tokens per row
   int64_t steps = 100;  // optimizer steps (total, including any resumed ones)
   int grad_accum = 1;   // micro-steps per optimizer step
@@ -25,15 +29,29 @@ struct TrainOptions {
   std::string data, val_data, tokenizer;
   std::string init_from, save_dir, resume_dir, metrics_path;
   int64_t save_every = 0, eval_every = 0, eval_steps = 8, log_every = 10;
+  bool reshard_after_forward = true;  // false: ZeRO-2 (units stay gathered until their backward)
+  bool no_sync = false;               // accumulate gradients locally, reduce at the last micro-step
+  bool check_reshard = false;         // debug: NaN in freed parameter slots (see FsdpOptions)
 };
 
 struct TrainResult {
   int64_t steps_done = 0;
-  float final_loss = 0;
+  float final_loss = 0;          // global mean
+  int64_t peak_mem_bytes = 0;    // max over ranks
   double final_val_loss = -1;  // < 0 when no validation ran
   double seconds = 0;
 };
 
+// The checks train() starts with, without building the model: options, that the data and
+// validation files open, that a --resume checkpoint or --init-from file fits the model. The
+// launcher runs them once before starting ranks, so bad input is one error line, not one per
+// rank. Returns the checkpoint's metadata when resuming. Throws pylon::Error.
+CheckpointInfo check_train_options(const TrainOptions& options);
+
+// Collective: every rank of comm calls it with the same options. Only rank 0 prints and writes
+// metrics. Throws pylon::Error (bad options, data, checkpoints; divergence; a failed peer).
+TrainResult train(const TrainOptions& options, Communicator& comm);
+// A world of one.
 TrainResult train(const TrainOptions& options);
 
 }  // namespace pylon

@@ -66,8 +66,8 @@ TEST(Trainer, ResumeIsBitIdentical) {
   for (int i = 0; i < 3; ++i) EXPECT_EQ(a[3 + i], b[i]) << "step " << 4 + i;  // bitwise
   EXPECT_EQ(bytes(tmp.file("full/step_000006/model.safetensors")),
             bytes(tmp.file("resumed/step_000006/model.safetensors")));
-  EXPECT_EQ(bytes(tmp.file("full/step_000006/optimizer.safetensors")),
-            bytes(tmp.file("resumed/step_000006/optimizer.safetensors")));
+  EXPECT_EQ(bytes(tmp.file("full/step_000006/shard-00000-of-00001.safetensors")),
+            bytes(tmp.file("resumed/step_000006/shard-00000-of-00001.safetensors")));
 }
 
 TEST(Trainer, GradAccumulationEqualsLargerBatch) {
@@ -93,18 +93,19 @@ TEST(Trainer, CheckpointLeavesNoTemporaryFiles) {
   train(o);
   for (const auto& e : std::filesystem::directory_iterator(o.save_dir))
     EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
-  const CheckpointData c = load_checkpoint(o.save_dir);
+  const CheckpointInfo c = read_checkpoint_info(o.save_dir);
   EXPECT_EQ(c.step, 2);
   EXPECT_EQ(c.config.dim, 16);
+  EXPECT_EQ(c.world, 1);
 }
 
 TEST(Trainer, BadCheckpointsAreClearErrors) {
   testing::TempDir tmp;
-  EXPECT_THROW(load_checkpoint(tmp.file("missing")), Error);
+  EXPECT_THROW(read_checkpoint_info(tmp.file("missing")), Error);
   std::filesystem::create_directories(tmp.file("empty"));
-  EXPECT_THROW(load_checkpoint(tmp.file("empty")), Error);
+  EXPECT_THROW(read_checkpoint_info(tmp.file("empty")), Error);
   std::ofstream(tmp.file("empty/latest")) << "step_000009\n";  // names a folder that is not there
-  EXPECT_THROW(load_checkpoint(tmp.file("empty")), Error);
+  EXPECT_THROW(read_checkpoint_info(tmp.file("empty")), Error);
 }
 
 TEST(Trainer, TokenIdsOutsideTheVocabAreRejected) {

@@ -1,5 +1,6 @@
 #include "train/cuda/trainer_cuda.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -8,6 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "dist/communicator.h"
+#include "dist/fsdp.h"
+#include "dist/shard_layout.h"
 #include "core/timer.h"
 #include "io/safetensors.h"
 #include "io/token_file.h"
@@ -39,6 +43,54 @@ class PinnedArray {
   size_t n_;
 };
 
+// The optimizer state in table order, as the device holds it; on disk it is the sharded format
+// (train/checkpoint.h) of a world of one, so CPU and GPU runs resume each other's checkpoints.
+struct HostState {
+  int64_t step = 0;
+  std::vector<float> params, m, v;
+  std::string tokenizer;
+};
+
+void copy_units(const ShardLayout& layout, std::vector<UnitShards>& shards, HostState& flat,
+                bool to_shards) {
+  for (size_t u = 0; u < layout.units().size(); ++u)
+    for (const UnitParam& p : layout.units()[u].params) {
+      float* unit_side[3] = {shards[u].param.data(), shards[u].m.data(), shards[u].v.data()};
+      float* flat_side[3] = {flat.params.data(), flat.m.data(), flat.v.data()};
+      for (int k = 0; k < 3; ++k) {
+        float* a = unit_side[k] + p.unit_offset;
+        float* b = flat_side[k] + p.flat_offset;
+        std::copy_n(to_shards ? b : a, p.numel, to_shards ? a : b);
+      }
+    }
+}
+
+HostState load_state(const std::string& dir, const ModelConfig& config) {
+  const CheckpointInfo info = read_checkpoint_info(dir);
+  PYLON_CHECK(info.config.dim == config.dim && info.config.layers == config.layers &&
+                  info.config.heads == config.heads && info.config.vocab == config.vocab &&
+                  info.config.preset == config.preset,
+              dir, ": checkpoint model differs from the requested one");
+  const ShardLayout layout(param_table(config), 1);
+  std::vector<UnitShards> shards;
+  load_checkpoint_shards(info, layout, 0, shards);
+  HostState s;
+  s.step = info.step, s.tokenizer = info.tokenizer_path;
+  const int64_t n = layout.table().total;
+  s.params.resize(n), s.m.resize(n), s.v.resize(n);
+  copy_units(layout, shards, s, /*to_shards=*/false);
+  return s;
+}
+
+std::string save_state(const std::string& dir, const ModelConfig& config, HostState& s,
+                       const nlohmann::json& options) {
+  const auto comm = make_single_rank_communicator();
+  const ShardLayout layout(param_table(config), 1);
+  FsdpModel host(layout, *comm, FsdpOptions{});
+  copy_units(layout, host.shards(), s, /*to_shards=*/true);
+  return save_checkpoint(dir, CheckpointMeta{config, s.step, {{"options", options}}, s.tokenizer}, host);
+}
+
 size_t free_device_bytes() {
   size_t free = 0, total = 0;
   PYLON_CUDA_CHECK(cudaMemGetInfo(&free, &total));
@@ -59,18 +111,12 @@ TrainResult train_cuda(const TrainOptions& o) {
 
   // Host copies of the initial state (resumed, loaded or initialised), then on to the device.
   ModelConfig config = o.model;
-  CheckpointData state;
-  state.config = config;
-  std::string tokenizer = o.tokenizer;
+  HostState state;
   if (!o.resume_dir.empty()) {
-    state = load_checkpoint(o.resume_dir);
-    PYLON_CHECK(state.config.dim == config.dim && state.config.layers == config.layers &&
-                    state.config.heads == config.heads && state.config.vocab == config.vocab &&
-                    state.config.preset == config.preset,
-                o.resume_dir, ": checkpoint model differs from the requested one");
+    state = load_state(o.resume_dir, config);
     PYLON_CHECK(state.step < o.steps, o.resume_dir, ": already at step ", state.step);
-    if (tokenizer.empty()) tokenizer = state.tokenizer_path;
   }
+  if (!o.tokenizer.empty()) state.tokenizer = o.tokenizer;
   cuda::MiniLLMCuda model(config, o.batch, o.seq);
   const ParamTable& table = model.table();
   const int64_t n = table.total;
@@ -159,6 +205,7 @@ TrainResult train_cuda(const TrainOptions& o) {
     }
     result.final_loss = static_cast<float>(loss);
     result.steps_done = done;
+    result.peak_mem_bytes = static_cast<int64_t>(peak_used);
   };
 
   for (int64_t step = state.step; step < o.steps; ++step) {
@@ -188,12 +235,14 @@ TrainResult train_cuda(const TrainOptions& o) {
     report(step + 1, lr);
     if (!o.save_dir.empty() && ((o.save_every > 0 && (step + 1) % o.save_every == 0) || step + 1 == o.steps)) {
       PYLON_CUDA_CHECK(cudaStreamSynchronize(s));  // explicit: a checkpoint is outside the step
-      CheckpointData c{config, step + 1, std::vector<float>(n), std::vector<float>(n),
-                       std::vector<float>(n), {}, tokenizer};
+      HostState c{step + 1, std::vector<float>(n), std::vector<float>(n), std::vector<float>(n),
+                  state.tokenizer};
       PYLON_CUDA_CHECK(cudaMemcpy(c.params.data(), master.get(), fbytes, cudaMemcpyDeviceToHost));
       PYLON_CUDA_CHECK(cudaMemcpy(c.m.data(), m.get(), fbytes, cudaMemcpyDeviceToHost));
       PYLON_CUDA_CHECK(cudaMemcpy(c.v.data(), v.get(), fbytes, cudaMemcpyDeviceToHost));
-      std::printf("saved checkpoint %s\n", save_checkpoint(o.save_dir, c).c_str());
+      const nlohmann::json options = {{"device", "cuda"}, {"batch", o.batch}, {"seq", o.seq},
+                                      {"grad_accum", o.grad_accum}, {"lr", o.adamw.lr}};
+      std::printf("saved checkpoint %s\n", save_state(o.save_dir, config, c, options).c_str());
     }
   }
   if (metrics) std::fclose(metrics);

@@ -1,0 +1,187 @@
+// FSDP on one rank: gather, free and reduce-scatter per unit around MiniLLM's hooks; the
+// optimizer and clipping on shards.
+#include "dist/fsdp.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <set>
+
+#include "core/error.h"
+
+namespace pylon {
+
+PagedBuffer::PagedBuffer(size_t n) : n_(n) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  bytes_ = std::max<size_t>((n * sizeof(float) + page - 1) / page * page, page);
+  void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  data_ = static_cast<float*>(p);  // zero-filled by the kernel, no memory until touched
+}
+
+PagedBuffer::~PagedBuffer() {
+  if (data_) ::munmap(data_, bytes_);
+}
+
+void PagedBuffer::release(size_t begin, size_t end) {
+  PYLON_ASSERT(begin <= end && end <= n_);
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  auto* base = reinterpret_cast<char*>(data_);
+  const size_t b = begin * sizeof(float), e = end * sizeof(float);
+  const size_t first_page = (b + page - 1) / page * page, last_page = e / page * page;
+  if (first_page >= last_page) {
+    std::memset(base + b, 0, e - b);
+    return;
+  }
+  std::memset(base + b, 0, first_page - b);
+  std::memset(base + last_page, 0, e - last_page);
+  PYLON_CHECK(::madvise(base + first_page, last_page - first_page, MADV_DONTNEED) == 0,
+              "madvise(MADV_DONTNEED) of ", last_page - first_page, " bytes failed: ", std::strerror(errno));
+}
+
+FsdpModel::FsdpModel(const ShardLayout& layout, Communicator& comm, FsdpOptions options)
+    : layout_(layout),
+      comm_(comm),
+      options_(options),
+      params_(static_cast<size_t>(layout.table().total)),
+      grads_(static_cast<size_t>(layout.table().total)),
+      gathered_(layout.units().size(), false) {
+  PYLON_CHECK(comm.world() == layout.world(), "layout for ", layout.world(), " ranks, communicator has ",
+              comm.world());
+  shards_.resize(layout.units().size());
+  int64_t most = 0;
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    const size_t s = static_cast<size_t>(layout.units()[i].shard);
+    shards_[i].param.assign(s, 0.f), shards_[i].grad.assign(s, 0.f);
+    shards_[i].m.assign(s, 0.f), shards_[i].v.assign(s, 0.f);
+    most = std::max(most, layout.units()[i].padded);
+  }
+  staging_.resize(static_cast<size_t>(most));
+  if (options_.poison_resharded)
+    for (const ShardUnit& u : layout.units()) free_params(u.id);
+}
+
+void FsdpModel::init_params(uint64_t seed) {
+  for (size_t i = 0; i < shards_.size(); ++i)
+    init_shard(layout_, layout_.units()[i], comm_.rank(), seed, shards_[i].param.data());
+}
+
+void FsdpModel::load_params(const SafetensorsReader& file) {
+  const ParamTable& table = layout_.table();
+  std::set<std::string> expected;
+  for (const auto& p : table.params) expected.insert(p.name);
+  for (const auto& t : file.tensors())
+    PYLON_CHECK(expected.count(t.name), file.path(), ": unexpected tensor ", t.name,
+                " (not a parameter of this MiniLLM)");
+  const int r = comm_.rank();
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    const ShardUnit& u = layout_.units()[i];
+    float* out = shards_[i].param.data();
+    std::fill(out, out + u.shard, 0.f);
+    for_each_overlap(u, u.begin(r), u.end(r), [&](const UnitParam& p, int64_t b, int64_t e, int64_t at) {
+      const ParamInfo& info = table.params[static_cast<size_t>(p.param)];
+      file.read_f32_range(info.name, info.shape, b, e, out + at);
+    });
+  }
+}
+
+void FsdpModel::gather(int unit) {
+  const size_t i = static_cast<size_t>(unit + 1);
+  if (gathered_[i]) return;
+  const ShardUnit& u = layout_.units()[i];
+  // (padded) <- every rank's (shard); then each parameter to its slots in the flat buffer.
+  comm_.all_gather(shards_[i].param.data(), staging_.data(), static_cast<size_t>(u.shard));
+  for (const UnitParam& p : u.params)
+    std::memcpy(params_.data() + p.flat_offset, staging_.data() + p.unit_offset,
+                static_cast<size_t>(p.numel) * sizeof(float));
+  gathered_[i] = true;
+}
+
+void FsdpModel::free_params(int unit) {
+  const size_t i = static_cast<size_t>(unit + 1);
+  for (const UnitParam& p : layout_.units()[i].params) {
+    const size_t b = static_cast<size_t>(p.flat_offset), e = b + static_cast<size_t>(p.numel);
+    if (options_.poison_resharded)
+      std::fill(params_.data() + b, params_.data() + e, std::numeric_limits<float>::quiet_NaN());
+    else if (options_.return_memory)
+      params_.release(b, e);
+  }
+  gathered_[i] = false;
+}
+
+void FsdpModel::reduce_grads(int unit) {
+  if (!reduce_grads_) return;  // no-sync micro-step: keep accumulating in the slots
+  const size_t i = static_cast<size_t>(unit + 1);
+  const ShardUnit& u = layout_.units()[i];
+  // Slots -> (padded) unit buffer, zero padding; Σ over ranks of my slice -> (shard); += shard.
+  for (const UnitParam& p : u.params)
+    std::memcpy(staging_.data() + p.unit_offset, grads_.data() + p.flat_offset,
+                static_cast<size_t>(p.numel) * sizeof(float));
+  std::fill(staging_.begin() + u.numel, staging_.begin() + u.padded, 0.f);
+  reduced_.resize(static_cast<size_t>(u.shard));
+  comm_.reduce_scatter_sum(staging_.data(), reduced_.data(), static_cast<size_t>(u.shard));
+  float* g = shards_[i].grad.data();
+  for (size_t k = 0; k < reduced_.size(); ++k) g[k] += reduced_[k];
+  for (const UnitParam& p : u.params) {  // the slots start the next backward at zero
+    const size_t b = static_cast<size_t>(p.flat_offset), e = b + static_cast<size_t>(p.numel);
+    if (options_.return_memory)
+      grads_.release(b, e);
+    else
+      std::fill(grads_.data() + b, grads_.data() + e, 0.f);
+  }
+}
+
+void FsdpModel::before_forward(int unit) { gather(unit); }
+
+void FsdpModel::after_forward(int unit) {
+  // The root (embedding, head) stays gathered for backward, which starts with the head.
+  if (unit < 0 ? forward_only_ : options_.reshard_after_forward) free_params(unit);
+}
+
+void FsdpModel::before_backward(int unit) { gather(unit); }
+
+void FsdpModel::after_backward(int unit) {
+  reduce_grads(unit);
+  free_params(unit);  // the optimizer step changes the shards: the next pass gathers afresh
+}
+
+void FsdpModel::zero_grad() {
+  for (auto& s : shards_) std::fill(s.grad.begin(), s.grad.end(), 0.f);
+}
+
+double FsdpModel::local_grad_sum_of_squares() const {
+  double total = 0;
+  for (const auto& s : shards_) total += sum_of_squares(s.grad.data(), static_cast<int64_t>(s.grad.size()));
+  return total;
+}
+
+void FsdpModel::scale_grads(float s) {
+  for (auto& sh : shards_) scale_in_place(sh.grad.data(), static_cast<int64_t>(sh.grad.size()), s);
+}
+
+void FsdpModel::adamw_step(float lr, const AdamWConfig& c, int64_t t) {
+  for (auto& s : shards_)
+    adamw_update(s.param.data(), s.grad.data(), s.m.data(), s.v.data(),
+                 static_cast<int64_t>(s.param.size()), lr, c, t);
+}
+
+std::vector<float> FsdpModel::gather_full_params(int root) {
+  std::vector<float> full;
+  if (comm_.rank() == root) full.resize(static_cast<size_t>(layout_.table().total));
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    const ShardUnit& u = layout_.units()[i];
+    comm_.all_gather(shards_[i].param.data(), staging_.data(), static_cast<size_t>(u.shard));
+    if (full.empty()) continue;
+    for (const UnitParam& p : u.params)
+      std::memcpy(full.data() + p.flat_offset, staging_.data() + p.unit_offset,
+                  static_cast<size_t>(p.numel) * sizeof(float));
+  }
+  return full;
+}
+
+}  // namespace pylon

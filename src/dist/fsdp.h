@@ -1,0 +1,108 @@
+// Fully sharded data parallel state and schedule for MiniLLM on one rank: the fp32 parameter,
+// gradient and AdamW shards of every unit (ShardLayout), and the UnitHooks that all-gather a
+// unit's parameters into the model's flat buffer just before it runs, free them after (reshard
+// after forward; off = ZeRO-2), re-gather them for backward, and reduce-scatter its gradient
+// into the gradient shard as soon as its backward ends. Collectives are blocking (CPU ranks);
+// the GPU path will issue the same calls on streams with one-ahead prefetch.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "dist/communicator.h"
+#include "dist/shard_layout.h"
+#include "io/safetensors.h"
+#include "model/minillm.h"
+#include "train/adamw.h"
+
+namespace pylon {
+
+struct FsdpOptions {
+  bool reshard_after_forward = true;  // false: ZeRO-2, a unit stays gathered from forward to backward
+  bool poison_resharded = false;      // debug: freed parameter slots hold NaN instead of zeros
+  // Freed slots' pages go back to the OS (PagedBuffer::release), so a rank's resident memory is
+  // its shards plus the units in flight; the price is page faults at the next gather (~12 µs a
+  // page on a paravirtualised VM). Off: freed slots stay resident, as the blocks of a caching
+  // allocator would (a world of one shards nothing, so freeing would only cost time).
+  bool return_memory = true;
+};
+
+// One unit's state on this rank; each vector has ShardUnit::shard elements (padding included).
+struct UnitShards {
+  std::vector<float> param, grad, m, v;
+};
+
+// n floats of anonymous memory whose pages go back to the OS when released: a freed unit's
+// slots cost no memory until the next gather writes them (MADV_DONTNEED; they then read as 0).
+class PagedBuffer {
+ public:
+  explicit PagedBuffer(size_t n);
+  ~PagedBuffer();
+  PagedBuffer(const PagedBuffer&) = delete;
+  PagedBuffer& operator=(const PagedBuffer&) = delete;
+  float* data() { return data_; }
+  const float* data() const { return data_; }
+  // Elements [begin, end) become 0; the whole pages among them are returned to the OS.
+  void release(size_t begin, size_t end);
+
+ private:
+  float* data_ = nullptr;
+  size_t n_ = 0, bytes_ = 0;
+};
+
+class FsdpModel final : public UnitHooks {
+ public:
+  FsdpModel(const ShardLayout& layout, Communicator& comm, FsdpOptions options);
+
+  const ShardLayout& layout() const { return layout_; }
+  Communicator& comm() { return comm_; }
+  // The model-side flat buffers (ParamTable order, table.total elements) handed to
+  // MiniLLM::forward/backward: a unit's slots are valid only between its hooks.
+  const float* params() const { return params_.data(); }
+  float* grads() { return grads_.data(); }
+  // Shards by unit index (root first, as layout().units()).
+  std::vector<UnitShards>& shards() { return shards_; }
+  const std::vector<UnitShards>& shards() const { return shards_; }
+
+  // Initial parameters of this rank's slices: from the seed, or from a weights file with PyTorch
+  // names (each rank reads only its slices). AdamW state starts at zero.
+  void init_params(uint64_t seed);
+  void load_params(const SafetensorsReader& file);
+
+  // Whether backward reduce-scatters gradients (default) or, for a no-sync micro-step, leaves
+  // them accumulating in the flat gradient slots until a micro-step that reduces.
+  void set_reduce_grads(bool on) { reduce_grads_ = on; }
+  // Forward passes without backward (evaluation) free the root at its after_forward.
+  void set_forward_only(bool on) { forward_only_ = on; }
+
+  void zero_grad();
+  double local_grad_sum_of_squares() const;  // over this rank's gradient shards (padding is 0)
+  void scale_grads(float s);
+  void adamw_step(float lr, const AdamWConfig& c, int64_t t);  // t: 1-based optimizer step
+
+  // Collective: every rank gathers every unit; returns the full flat parameters (table order)
+  // on `root` and an empty vector elsewhere.
+  std::vector<float> gather_full_params(int root = 0);
+
+  void before_forward(int unit) override;
+  void after_forward(int unit) override;
+  void before_backward(int unit) override;
+  void after_backward(int unit) override;
+
+ private:
+  void gather(int unit);
+  void free_params(int unit);
+  void reduce_grads(int unit);
+
+  const ShardLayout& layout_;
+  Communicator& comm_;
+  FsdpOptions options_;
+  std::vector<UnitShards> shards_;
+  PagedBuffer params_, grads_;
+  std::vector<float> staging_, reduced_;  // (padded) gather/reduce-scatter buffer, (shard) result
+  std::vector<bool> gathered_;
+  bool reduce_grads_ = true, forward_only_ = false;
+};
+
+}  // namespace pylon

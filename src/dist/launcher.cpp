@@ -1,0 +1,338 @@
+// The rank launcher: fork/exec of /proc/self/exe per rank, output forwarding, a watch loop over
+// waitpid(WNOHANG) and poll(2) with a 100 ms tick, and teardown on failure or interruption.
+#include "dist/launcher.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <thread>
+#include <utility>
+
+#include <omp.h>
+#ifdef PYLON_HAVE_BLAS
+#include <cblas.h>
+#endif
+
+#include "core/error.h"
+#include "dist/rendezvous.h"
+#include "dist/socket.h"
+
+extern char** environ;
+
+namespace pylon {
+namespace {
+
+volatile sig_atomic_t g_signal = 0;
+extern "C" void on_signal(int signo) { g_signal = signo; }
+
+// Catches SIGINT, SIGTERM and SIGHUP for the launcher's lifetime (the ranks, after exec, have the
+// default actions again), restoring the previous handlers on destruction.
+class SignalGuard {
+ public:
+  SignalGuard() {
+    g_signal = 0;
+    struct sigaction sa{};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < kSignals.size(); ++i)
+      PYLON_CHECK(::sigaction(kSignals[i], &sa, &old_[i]) == 0, "sigaction failed: ", std::strerror(errno));
+  }
+  ~SignalGuard() {
+    for (size_t i = 0; i < kSignals.size(); ++i) ::sigaction(kSignals[i], &old_[i], nullptr);
+  }
+  SignalGuard(const SignalGuard&) = delete;
+  SignalGuard& operator=(const SignalGuard&) = delete;
+
+ private:
+  static constexpr std::array<int, 3> kSignals{SIGINT, SIGTERM, SIGHUP};
+  std::array<struct sigaction, 3> old_{};
+};
+
+// One rank's process. Owning: a child still running at destruction is killed and reaped.
+class RankProcess {
+ public:
+  RankProcess(int rank, pid_t pid, Fd output) : rank_(rank), pid_(pid), output_(std::move(output)) {}
+  ~RankProcess() {
+    if (pid_ > 0 && running()) {
+      ::kill(pid_, SIGKILL);
+      int status = 0;
+      while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+      }
+    }
+  }
+  RankProcess(RankProcess&& o) noexcept
+      : rank_(o.rank_), pid_(std::exchange(o.pid_, -1)), output_(std::move(o.output_)),
+        partial_(std::move(o.partial_)), status_(o.status_) {}
+  RankProcess(const RankProcess&) = delete;
+  RankProcess& operator=(const RankProcess&) = delete;
+
+  int rank() const { return rank_; }
+  pid_t pid() const { return pid_; }
+  bool running() const { return !status_.has_value(); }
+  int status() const { return *status_; }
+  bool failed() const { return status_ && !(WIFEXITED(*status_) && WEXITSTATUS(*status_) == 0); }
+  bool signalled() const { return status_ && WIFSIGNALED(*status_); }
+
+  // Reaps the process if it ended; true when it did just now.
+  bool poll_exit() {
+    if (!running()) return false;
+    int status = 0;
+    const pid_t r = ::waitpid(pid_, &status, WNOHANG);
+    if (r == 0 || (r < 0 && errno == EINTR)) return false;
+    PYLON_CHECK(r == pid_, "waitpid(", pid_, ") failed: ", std::strerror(errno));
+    status_ = status;
+    return true;
+  }
+  void signal(int signo) {
+    if (running()) ::kill(pid_, signo);
+  }
+
+  // Forwards the complete lines a rank > 0 wrote to stderr with its prefix (and a last partial
+  // line at EOF or when `flush` is set). Closes the pipe at EOF.
+  void forward_output(bool flush) {
+    if (!output_) return;
+    char buf[4096];
+    bool eof = false;
+    for (;;) {
+      const ssize_t n = ::read(output_.get(), buf, sizeof buf);
+      if (n > 0) {
+        partial_.append(buf, static_cast<size_t>(n));
+      } else if (n < 0 && errno == EINTR) {
+        continue;
+      } else {
+        eof = n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);  // a read error ends it too
+        break;
+      }
+    }
+    const std::string prefix = "[rank " + std::to_string(rank_) + "] ";
+    size_t start = 0;
+    for (size_t nl; (nl = partial_.find('\n', start)) != std::string::npos; start = nl + 1)
+      std::fprintf(stderr, "%s%.*s\n", prefix.c_str(), static_cast<int>(nl - start), partial_.data() + start);
+    partial_.erase(0, start);
+    if ((eof || flush) && !partial_.empty()) {
+      std::fprintf(stderr, "%s%s\n", prefix.c_str(), partial_.c_str());
+      partial_.clear();
+    }
+    std::fflush(stderr);
+    if (eof) output_.reset();
+  }
+  int output_fd() const { return output_.get(); }
+
+ private:
+  int rank_;
+  pid_t pid_;
+  Fd output_;  // read end of the rank's stdout+stderr pipe; none for rank 0
+  std::string partial_;
+  std::optional<int> status_;
+};
+
+std::string describe_exit(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const int s = WTERMSIG(status);
+    const char* name = ::strsignal(s);
+    return "was killed by signal " + std::to_string(s) + " (" + (name ? name : "?") + ")";
+  }
+  return "ended with wait status " + std::to_string(status);
+}
+
+int cpu_count() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+// The environment of one rank: ours, minus the variables we set, plus them.
+std::vector<std::string> rank_environment(const std::vector<std::pair<std::string, std::string>>& set) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    const std::string kv = *e;
+    const std::string key = kv.substr(0, kv.find('='));
+    bool replaced = false;
+    for (const auto& [k, v] : set) replaced = replaced || k == key;
+    if (!replaced) env.push_back(kv);
+  }
+  for (const auto& [k, v] : set) env.push_back(k + "=" + v);
+  return env;
+}
+
+std::vector<char*> c_strings(std::vector<std::string>& v) {
+  std::vector<char*> out;
+  for (auto& s : v) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+}  // namespace
+
+void share_cores_among_local_ranks(int local_world) {
+  if (local_world <= 1) return;
+  const int share = std::max(1, cpu_count() / local_world);
+  if (!std::getenv("OMP_NUM_THREADS")) omp_set_num_threads(share);
+#ifdef PYLON_HAVE_BLAS
+  if (!std::getenv("OPENBLAS_NUM_THREADS")) openblas_set_num_threads(share);
+#endif
+}
+
+std::vector<std::string> strip_flags(int argc, char** argv, int first,
+                                     const std::vector<std::string>& names) {
+  std::vector<std::string> out;
+  for (int i = first; i < argc; ++i) {
+    const std::string arg = argv[i];
+    bool drop = false;
+    for (const auto& n : names) {
+      if (arg == "--" + n) {
+        drop = true;
+        ++i;  // its value
+      } else if (arg.rfind("--" + n + "=", 0) == 0) {
+        drop = true;
+      }
+      if (drop) break;
+    }
+    if (!drop) out.push_back(arg);
+  }
+  return out;
+}
+
+int launch_ranks(const LaunchOptions& o) {
+  PYLON_CHECK(o.nproc_per_node >= 1, "--nproc-per-node must be >= 1, got ", o.nproc_per_node);
+  PYLON_CHECK(o.nnodes >= 1, "--nnodes must be >= 1, got ", o.nnodes);
+  PYLON_CHECK(o.node_rank >= 0 && o.node_rank < o.nnodes, "--node-rank ", o.node_rank,
+              " is outside 0..", o.nnodes - 1);
+  PYLON_CHECK(!std::getenv("RANK") && !std::getenv("WORLD_SIZE"),
+              "--nproc-per-node/--nnodes in a process that already has RANK/WORLD_SIZE: started by "
+              "another launcher? (drop one of them)");
+  const char* env_addr = std::getenv("MASTER_ADDR");
+  const char* env_port = std::getenv("MASTER_PORT");
+  std::string addr = o.master_addr.empty() ? (env_addr && *env_addr ? env_addr : "") : o.master_addr;
+  int port = o.master_port;
+  if (port == 0 && env_port && *env_port) port = std::atoi(env_port);
+  if (o.nnodes > 1) {
+    PYLON_CHECK(!addr.empty() && port > 0, "--nnodes ", o.nnodes, " needs --master-addr and "
+                "--master-port (or MASTER_ADDR/MASTER_PORT): node 0's address and a port open on it");
+  } else {
+    if (addr.empty()) addr = "127.0.0.1";
+    if (port == 0) port = pick_free_port();
+  }
+  PYLON_CHECK(port >= 1 && port <= 65535, "master port ", port, " is outside 1..65535");
+
+  const int world = o.nproc_per_node * o.nnodes;
+  // Ranks share this machine's cores: give each its share of threads unless the user chose.
+  const std::string threads = std::to_string(std::max(1, cpu_count() / o.nproc_per_node));
+  std::vector<RankProcess> ranks;
+  ranks.reserve(static_cast<size_t>(o.nproc_per_node));
+  const pid_t launcher = ::getpid();
+  const SignalGuard signals;
+  for (int local = 0; local < o.nproc_per_node; ++local) {
+    const int rank = o.node_rank * o.nproc_per_node + local;
+    std::vector<std::pair<std::string, std::string>> vars{
+        {"RANK", std::to_string(rank)},           {"LOCAL_RANK", std::to_string(local)},
+        {"WORLD_SIZE", std::to_string(world)},    {"LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node)},
+        {"GROUP_RANK", std::to_string(o.node_rank)}, {"MASTER_ADDR", addr},
+        {"MASTER_PORT", std::to_string(port)}};
+    for (const char* v : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"})
+      if (!std::getenv(v)) vars.emplace_back(v, threads);
+    std::vector<std::string> env = rank_environment(vars);
+    std::vector<std::string> args{"pylon"};
+    args.insert(args.end(), o.args.begin(), o.args.end());
+    std::vector<char*> argv = c_strings(args), envp = c_strings(env);
+
+    int pipe_fds[2] = {-1, -1};
+    if (local > 0 || o.node_rank > 0)
+      PYLON_CHECK(::pipe2(pipe_fds, O_CLOEXEC) == 0, "pipe2 failed: ", std::strerror(errno));
+    Fd read_end(pipe_fds[0]), write_end(pipe_fds[1]);
+    std::fflush(stdout);
+    std::fflush(stderr);
+    const pid_t pid = ::fork();
+    PYLON_CHECK(pid >= 0, "fork of rank ", rank, " failed: ", std::strerror(errno));
+    if (pid == 0) {  // the rank: only async-signal-safe calls until exec
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // the launcher dying (even by SIGKILL) ends the rank
+      if (::getppid() != launcher) ::_exit(1);
+      if (write_end && (::dup2(write_end.get(), STDOUT_FILENO) < 0 ||
+                        ::dup2(write_end.get(), STDERR_FILENO) < 0)) {
+        const char msg[] = "pylon launcher: dup2 of a rank's output pipe failed\n";
+        [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, msg, sizeof msg - 1);
+        ::_exit(127);
+      }
+      ::execve("/proc/self/exe", argv.data(), envp.data());
+      const char msg[] = "pylon launcher: execve(/proc/self/exe) failed\n";
+      [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, msg, sizeof msg - 1);
+      ::_exit(127);
+    }
+    write_end.reset();
+    if (read_end)
+      PYLON_CHECK(::fcntl(read_end.get(), F_SETFL, O_NONBLOCK) == 0, "fcntl failed: ", std::strerror(errno));
+    ranks.emplace_back(rank, pid, std::move(read_end));
+  }
+
+  // Watch: forward output, reap, and on the first failure or a signal stop everyone.
+  const RankProcess* failure = nullptr;
+  int interrupted = 0;
+  bool stopping = false, killed = false;
+  Clock::time_point kill_at;
+  std::optional<Clock::time_point> drain_until;
+  std::vector<int> stopped;  // ranks still running when the launcher stopped them  // once every rank ended: bounded wait for EOFs
+  for (;;) {
+    std::vector<pollfd> fds;
+    for (const auto& r : ranks)
+      if (r.output_fd() >= 0) fds.push_back({r.output_fd(), POLLIN, 0});
+    bool running = false;
+    for (const auto& r : ranks) running = running || r.running();
+    if (!running && fds.empty()) break;
+    if (!running && !drain_until) drain_until = Clock::now() + std::chrono::seconds(2);
+    if (drain_until && Clock::now() > *drain_until) break;  // a grandchild holds a pipe open
+    const int rc = ::poll(fds.data(), fds.size(), 100);
+    PYLON_CHECK(rc >= 0 || errno == EINTR, "poll failed: ", std::strerror(errno));
+    for (auto& r : ranks) r.forward_output(!running);
+    if (g_signal && !interrupted && !failure) interrupted = g_signal;  // Ctrl-C kills ranks too
+    // Among ranks that ended in the same tick, a killed one is the likelier cause.
+    std::vector<const RankProcess*> ended;
+    for (auto& r : ranks)
+      if (r.poll_exit() && r.failed()) ended.push_back(&r);
+    std::stable_sort(ended.begin(), ended.end(),
+                     [](const RankProcess* a, const RankProcess* b) { return a->signalled() > b->signalled(); });
+    if (!failure && !interrupted && !ended.empty()) failure = ended.front();
+    if ((failure || interrupted) && !stopping) {
+      stopping = true;
+      for (auto& r : ranks)
+        if (r.running()) stopped.push_back(r.rank());
+      for (auto& r : ranks) r.signal(SIGTERM);
+      kill_at = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(o.grace_seconds * 1000));
+    }
+    if (stopping && !killed && Clock::now() >= kill_at) {
+      killed = true;
+      for (auto& r : ranks) r.signal(SIGKILL);
+    }
+  }
+  if (interrupted) {
+    std::fprintf(stderr, "pylon: interrupted by signal %d (%s); stopped all %d ranks\n",
+                 static_cast<int>(interrupted), ::strsignal(interrupted), o.nproc_per_node);
+    return 128 + interrupted;
+  }
+  if (failure) {
+    std::string rest;
+    for (int r : stopped) rest += (rest.empty() ? "" : ", ") + std::to_string(r);
+    throw Error("rank " + std::to_string(failure->rank()) + " (pid " + std::to_string(failure->pid()) +
+                ") " + describe_exit(failure->status()) +
+                (rest.empty() ? std::string("; no other rank was still running")
+                              : "; stopped the rank" + std::string(stopped.size() > 1 ? "s " : " ") +
+                                    rest + " still running then"));
+  }
+  return 0;
+}
+
+}  // namespace pylon

@@ -1,0 +1,371 @@
+// FSDP through the real executable, the way users launch it: `pylon train --nproc-per-node N` at
+// world sizes 1-4 against one rank and the PyTorch golden; checkpoints resharded 4 -> 3 -> 1;
+// bit-identical resume; a killed or hung rank ending the job in bounded time with a message that
+// names it; torchrun-style variables, two "nodes" over loopback and mpirun.
+//
+// Tolerances: N ranks change only the fp32 summation order of the gradients (partial sums per
+// rank, then the ring reduce-scatter) and of the loss (per-rank means, then an all-reduce), so
+// losses agree to a few ulps per step; over these short runs the observed gap is ~1e-7 relative,
+// and the bound is the golden test's 2e-5 (grad norms 1e-4).
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "dist/rendezvous.h"
+#include "io/token_file.h"
+#include "support/temp_dir.h"
+
+namespace pylon {
+namespace {
+
+struct Outcome {
+  int exit_code = -1;
+  std::string out, err;
+  double seconds = 0;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+// `env VARS timeout pylon ARGS`: no test can hang, whatever the code under test does.
+std::string pylon_command(const std::string& env, const std::string& args, const std::string& out,
+                          const std::string& err, int timeout_s = 120) {
+  return "env " + env + " timeout -k 5 " + std::to_string(timeout_s) + " " + PYLON_EXE + " " + args +
+         " >" + out + " 2>" + err + " </dev/null";
+}
+
+Outcome run(const std::string& args, const std::string& env = "", int timeout_s = 120) {
+  testing::TempDir tmp;
+  const auto t0 = std::chrono::steady_clock::now();
+  const int status = std::system(pylon_command(env, args, tmp.file("out"), tmp.file("err"), timeout_s).c_str());
+  Outcome r;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = slurp(tmp.file("out")), r.err = slurp(tmp.file("err"));
+  return r;
+}
+
+// Several commands at once (the ranks of a hand-launched job); their exit codes in order.
+std::vector<Outcome> run_together(const std::vector<std::pair<std::string, std::string>>& env_args) {
+  testing::TempDir tmp;
+  std::string script;
+  for (size_t i = 0; i < env_args.size(); ++i) {
+    const std::string n = std::to_string(i);
+    script += "(" + pylon_command(env_args[i].first, env_args[i].second, tmp.file("out" + n),
+                                  tmp.file("err" + n)) +
+              "; echo $? >" + tmp.file("rc" + n) + ") & ";
+  }
+  script += "wait";
+  const int status = std::system(("bash -c '" + script + "'").c_str());
+  EXPECT_EQ(status, 0);
+  std::vector<Outcome> runs(env_args.size());
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const std::string n = std::to_string(i);
+    runs[i].exit_code = std::atoi(slurp(tmp.file("rc" + n)).c_str());
+    runs[i].out = slurp(tmp.file("out" + n)), runs[i].err = slurp(tmp.file("err" + n));
+  }
+  return runs;
+}
+
+std::vector<nlohmann::json> metrics(const std::string& path) {
+  std::vector<nlohmann::json> rows;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) rows.push_back(nlohmann::json::parse(line));
+  return rows;
+}
+
+std::string last_line(const std::string& text) {
+  std::string t = text;
+  while (!t.empty() && t.back() == '\n') t.pop_back();
+  const size_t nl = t.rfind('\n');
+  return nl == std::string::npos ? t : t.substr(nl + 1);
+}
+
+// A seed-preset model whose units do not divide evenly: root 2·53·25 = 2650 elements (uneven for
+// 3 and 4 ranks), blocks 7650 (uneven for 4); embed and head straddle rank boundaries.
+class FsdpCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::vector<uint32_t> ids(3000);
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<uint32_t>((i * i + 3 * i) % 53);
+    write_token_file(tmp_.file("data.bin"), ids, TokenWidth::u16);
+  }
+  // A run with 12 rows per optimizer step split as `world` ranks x `batch` rows x `accum`.
+  std::string train(int world, int batch, int steps, const std::string& extra) const {
+    return "train --preset seed --vocab 53 --dim 25 --layers 2 --heads 5 --seq 8 --steps " +
+           std::to_string(steps) + " --batch " + std::to_string(batch) +
+           " --lr 3e-3 --lr-schedule cosine --warmup 2 --grad-clip 1 --weight-decay 0.1 --seed 5 "
+           "--log-every 0 --data " + tmp_.file("data.bin") +
+           (world > 1 ? " --nproc-per-node " + std::to_string(world) : "") + " " + extra;
+  }
+  std::string file(const std::string& name) const { return tmp_.file(name); }
+
+  static void expect_same_curve(const std::vector<nlohmann::json>& got,
+                                const std::vector<nlohmann::json>& want, size_t want_from,
+                                const std::string& what) {
+    ASSERT_LE(want_from + got.size(), want.size()) << what;
+    ASSERT_FALSE(got.empty()) << what;
+    for (size_t i = 0; i < got.size(); ++i) {
+      const auto& w = want[want_from + i];
+      EXPECT_EQ(got[i]["step"], w["step"]) << what;
+      const double l = got[i]["loss"], wl = w["loss"];
+      EXPECT_NEAR(l, wl, 2e-5 * std::fabs(wl)) << what << ", step " << w["step"];
+      const double n = got[i]["grad_norm"], wn = w["grad_norm"];
+      EXPECT_NEAR(n, wn, 1e-4 * wn) << what << ", grad norm, step " << w["step"];
+    }
+  }
+
+  testing::TempDir tmp_;
+};
+
+TEST_F(FsdpCli, WorldSizesOneToFourGiveTheOneRankCurve) {
+  ASSERT_EQ(run(train(1, 12, 6, "--metrics " + file("w1.jsonl"))).exit_code, 0);
+  const auto one = metrics(file("w1.jsonl"));
+  ASSERT_EQ(one.size(), 6u);
+  struct Case { int world, batch; std::string extra, name; };
+  for (const Case& c : {Case{2, 6, "", "2 ranks"}, Case{3, 4, "", "3 ranks"}, Case{4, 3, "", "4 ranks"},
+                        Case{2, 3, "--grad-accum 2", "2 ranks x 2 micro-steps"},
+                        Case{4, 1, "--grad-accum 3 --no-sync", "4 ranks x 3 no-sync micro-steps"}}) {
+    const std::string m = file("w" + std::to_string(c.world) + ".jsonl");
+    const Outcome r = run(train(c.world, c.batch, 6, c.extra + " --metrics " + m));
+    ASSERT_EQ(r.exit_code, 0) << c.name << ": " << r.err;
+    EXPECT_EQ(r.err, "") << c.name;
+    const auto rows = metrics(m);
+    expect_same_curve(rows, one, 0, c.name);
+    ASSERT_TRUE(rows.back().contains("peak_mem_bytes_per_rank")) << c.name;
+    EXPECT_EQ(rows.back()["peak_mem_bytes_per_rank"].size(), static_cast<size_t>(c.world));
+    EXPECT_EQ(rows.back()["world"], c.world);
+  }
+}
+
+// Reshard after forward on (default), off (ZeRO-2), and with freed units poisoned with NaN: the
+// same arithmetic, so the same bits.
+TEST_F(FsdpCli, ReshardModesGiveIdenticalLosses) {
+  std::vector<std::vector<nlohmann::json>> runs;
+  for (const char* mode : {"", "--no-reshard", "--check-reshard"}) {
+    const std::string m = file(std::string("mode") + std::to_string(runs.size()) + ".jsonl");
+    const Outcome r = run(train(3, 4, 3, std::string(mode) + " --metrics " + m));
+    ASSERT_EQ(r.exit_code, 0) << mode << ": " << r.err;
+    runs.push_back(metrics(m));
+  }
+  for (size_t k = 1; k < runs.size(); ++k)
+    for (size_t i = 0; i < runs[0].size(); ++i) EXPECT_EQ(runs[k][i]["loss"], runs[0][i]["loss"]);
+}
+
+// The PyTorch golden runs at every world size their global batch divides into (seed_small: 2
+// rows per step; causal_small: 3 rows x 2 micro-steps = 6), compared like golden_test.cpp.
+TEST_F(FsdpCli, MatchesThePyTorchGoldenOnSeveralRanks) {
+  struct Case { std::string golden; int world, batch, accum; std::string extra; };
+  for (const Case& c : {Case{"seed_small", 2, 1, 1, ""}, Case{"causal_small", 2, 3, 1, ""},
+                        Case{"causal_small", 3, 2, 1, ""}, Case{"causal_small", 3, 1, 2, "--no-sync"},
+                        Case{"causal_small", 2, 1, 3, ""}}) {
+    const std::string dir = std::string(PYLON_GOLDEN_DIR) + "/" + c.golden;
+    std::ifstream in(dir + "/expected.json");
+    const auto e = nlohmann::json::parse(in);
+    const std::string m = file(c.golden + std::to_string(c.world) + ".jsonl");
+    const std::string args =
+        "train --preset " + e["preset"].get<std::string>() + " --vocab " + e["vocab"].dump() +
+        " --dim " + e["dim"].dump() + " --layers " + e["layers"].dump() + " --heads " + e["heads"].dump() +
+        " --batch " + std::to_string(c.batch) + " --grad-accum " + std::to_string(c.accum) +
+        " --seq " + e["seq"].dump() + " --steps " + e["steps"].dump() + " --lr " + e["lr"].dump() +
+        " --weight-decay " + e["weight_decay"].dump() + " --beta1 " + e["beta1"].dump() +
+        " --beta2 " + e["beta2"].dump() + " --adam-eps " + e["eps"].dump() + " --grad-clip " +
+        e["grad_clip"].dump() + " --lr-schedule " + e["lr_schedule"].get<std::string>() +
+        " --warmup " + e["warmup"].dump() + " --min-lr-frac " + e["min_lr_frac"].dump() +
+        " --init-from " + dir + "/init.safetensors --data " + dir + "/tokens.bin --log-every 0" +
+        " --nproc-per-node " + std::to_string(c.world) + " --metrics " + m + " " + c.extra;
+    ASSERT_EQ(c.world * c.batch * c.accum, e["batch"].get<int>() * e["grad_accum"].get<int>());
+    const Outcome r = run(args);
+    ASSERT_EQ(r.exit_code, 0) << c.golden << ": " << r.err;
+    const auto rows = metrics(m);
+    ASSERT_EQ(rows.size(), e["losses"].size());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const double want = e["losses"][i], got = rows[i]["loss"];
+      EXPECT_NEAR(got, want, 2e-5 * want) << c.golden << " on " << c.world << " ranks, step " << i + 1;
+      const double want_norm = e["grad_norms"][i], got_norm = rows[i]["grad_norm"];
+      EXPECT_NEAR(got_norm, want_norm, 1e-4 * want_norm) << c.golden << ", grad norm, step " << i + 1;
+    }
+  }
+}
+
+TEST_F(FsdpCli, CheckpointsReshardedFourToThreeToOneContinueTheCurve) {
+  const Outcome full = run(train(4, 3, 9, "--save " + file("w4") + " --save-every 3 --metrics " + file("full.jsonl")));
+  ASSERT_EQ(full.exit_code, 0) << full.err;
+  const auto want = metrics(file("full.jsonl"));
+  ASSERT_EQ(want.size(), 9u);
+  EXPECT_TRUE(std::filesystem::exists(file("w4/step_000003/shard-00003-of-00004.safetensors")));
+  EXPECT_TRUE(std::filesystem::exists(file("w4/step_000003/layout.json")));
+
+  const Outcome three = run(train(3, 4, 9, "--resume " + file("w4/step_000003") + " --save " + file("w3") +
+                                           " --save-every 3 --metrics " + file("w3.jsonl")));
+  ASSERT_EQ(three.exit_code, 0) << three.err;
+  EXPECT_NE(three.out.find("resumed at step 3"), std::string::npos) << three.out;
+  expect_same_curve(metrics(file("w3.jsonl")), want, 3, "4 -> 3 ranks");
+
+  const Outcome one = run(train(1, 12, 9, "--resume " + file("w3/step_000006") + " --save " + file("w1") +
+                                            " --metrics " + file("w1.jsonl")));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  expect_same_curve(metrics(file("w1.jsonl")), want, 6, "3 -> 1 rank");
+
+  // The exported full model serves eval straight from a save directory.
+  const Outcome eval = run("eval --model " + file("w1") + " --data " + file("data.bin") +
+                       " --batch 4 --seq 8 --steps 2 --json");
+  ASSERT_EQ(eval.exit_code, 0) << eval.err;
+  EXPECT_TRUE(std::isfinite(nlohmann::json::parse(last_line(eval.out))["loss"].get<double>()));
+}
+
+TEST_F(FsdpCli, ResumeAtTheSameWorldSizeIsBitIdentical) {
+  ASSERT_EQ(run(train(3, 4, 6, "--save " + file("a") + " --save-every 3 --metrics " + file("a.jsonl"))).exit_code, 0);
+  const Outcome r = run(train(3, 4, 6, "--resume " + file("a") + "/step_000003 --save " + file("b") +
+                                       " --metrics " + file("b.jsonl")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto a = metrics(file("a.jsonl")), b = metrics(file("b.jsonl"));
+  ASSERT_EQ(a.size(), 6u);
+  ASSERT_EQ(b.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(b[i]["loss"], a[3 + i]["loss"]) << "step " << 4 + i;  // bitwise
+    EXPECT_EQ(b[i]["grad_norm"], a[3 + i]["grad_norm"]) << "step " << 4 + i;
+  }
+  for (const char* f : {"model.safetensors", "shard-00000-of-00003.safetensors",
+                        "shard-00001-of-00003.safetensors", "shard-00002-of-00003.safetensors"})
+    EXPECT_EQ(slurp(file(std::string("a/step_000006/") + f)), slurp(file(std::string("b/step_000006/") + f))) << f;
+}
+
+TEST_F(FsdpCli, KilledRankEndsTheJobNamingIt) {
+  const Outcome r = run(train(3, 4, 6, "--save " + file("ckpt")),
+                    "PYLON_TEST_CRASH_RANK=1 PYLON_TEST_CRASH_STEP=2");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_LT(r.seconds, 30);
+  const std::string line = last_line(r.err);
+  EXPECT_EQ(line.rfind("pylon train: error: rank 1 (pid ", 0), 0u) << r.err;
+  EXPECT_NE(line.find("was killed by signal 6 (Aborted)"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(file("ckpt/latest")));
+}
+
+TEST_F(FsdpCli, HungRankMakesThePeersTimeOut) {
+  const Outcome r = run(train(2, 6, 6, "--dist-timeout 1"), "PYLON_TEST_HANG_RANK=1 PYLON_TEST_HANG_STEP=2");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_LT(r.seconds, 30);
+  EXPECT_NE(r.err.find("rank 0: collective all_gather timed out after 1 s (a peer died or hung)"),
+            std::string::npos) << r.err;
+  EXPECT_NE(last_line(r.err).find("stopped the rank 1 still running"), std::string::npos) << r.err;
+}
+
+// torchrun-style: the ranks are started by someone else with RANK/WORLD_SIZE/MASTER_*.
+TEST_F(FsdpCli, TorchrunStyleVariables) {
+  ASSERT_EQ(run(train(1, 12, 4, "--metrics " + file("one.jsonl"))).exit_code, 0);
+  const std::string port = std::to_string(pick_free_port());
+  const auto runs = run_together({
+      {"RANK=0 LOCAL_RANK=0 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port,
+       train(1, 6, 4, "--metrics " + file("two.jsonl"))},
+      {"RANK=1 LOCAL_RANK=1 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port,
+       train(1, 6, 4, "")},
+  });
+  ASSERT_EQ(runs[0].exit_code, 0) << runs[0].err;
+  ASSERT_EQ(runs[1].exit_code, 0) << runs[1].err;
+  EXPECT_EQ(runs[1].out, "");  // progress is rank 0's alone
+  expect_same_curve(metrics(file("two.jsonl")), metrics(file("one.jsonl")), 0, "torchrun-style");
+}
+
+TEST_F(FsdpCli, TwoNodesOverLoopback) {
+  ASSERT_EQ(run(train(1, 12, 4, "--metrics " + file("one.jsonl"))).exit_code, 0);
+  const std::string node = " --nnodes 2 --nproc-per-node 1 --master-addr 127.0.0.1 --master-port " +
+                           std::to_string(pick_free_port());
+  // The two "nodes" share this machine's cores: one thread each, as on a shared box.
+  const std::string threads = "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1";
+  const auto runs = run_together({{threads, train(1, 6, 4, "--node-rank 0 --metrics " + file("nodes.jsonl") + node)},
+                                  {threads, train(1, 6, 4, "--node-rank 1" + node)}});
+  ASSERT_EQ(runs[0].exit_code, 0) << runs[0].err;
+  ASSERT_EQ(runs[1].exit_code, 0) << runs[1].err;
+  EXPECT_NE(runs[0].out.find("2 ranks"), std::string::npos) << runs[0].out;
+  expect_same_curve(metrics(file("nodes.jsonl")), metrics(file("one.jsonl")), 0, "two nodes");
+}
+
+TEST_F(FsdpCli, MpirunLaunch) {
+  if (std::system("command -v mpirun >/dev/null 2>&1") != 0) GTEST_SKIP() << "no mpirun (openmpi-bin)";
+  ASSERT_EQ(run(train(1, 12, 3, "--metrics " + file("one.jsonl"))).exit_code, 0);
+  testing::TempDir tmp;
+  const std::string cmd = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout -k 5 120 "
+                          "mpirun --oversubscribe -np 2 -x MASTER_PORT=" + std::to_string(pick_free_port()) +
+                          " " + PYLON_EXE + " " + train(1, 6, 3, "--metrics " + file("mpi.jsonl")) +
+                          " >" + tmp.file("out") + " 2>" + tmp.file("err") + " </dev/null";
+  const int status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << slurp(tmp.file("err"));
+  EXPECT_NE(slurp(tmp.file("out")).find("2 ranks"), std::string::npos);
+  expect_same_curve(metrics(file("mpi.jsonl")), metrics(file("one.jsonl")), 0, "mpirun");
+}
+
+// Processes whose command line mentions `needle` (the test's unique temporary folder).
+int processes_mentioning(const std::string& needle) {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmd = slurp((e.path() / "cmdline").string());
+    for (auto& c : cmd) c = c == '\0' ? ' ' : c;
+    n += cmd.find(needle) != std::string::npos && cmd.find("bash -c") == std::string::npos;
+  }
+  return n;
+}
+
+// Ctrl-C (SIGINT to the launcher) stops every rank and exits 130; a launcher killed outright
+// takes its ranks with it (PR_SET_PDEATHSIG).
+TEST_F(FsdpCli, InterruptedOrKilledLauncherLeavesNoRanks) {
+  for (const char* sig : {"INT", "KILL"}) {
+    const std::string script = std::string(PYLON_EXE) + " " + train(3, 4, 1000000, "") +
+                               " >/dev/null 2>" + file("err") + " & pid=$!; sleep 1.5; kill -" + sig +
+                               " $pid; wait $pid; echo $? >" + file("rc");
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(std::system(("timeout -k 5 60 bash -c '" + script + "'").c_str()), 0);
+    const int rc = std::atoi(slurp(file("rc")).c_str());
+    EXPECT_EQ(rc, std::string(sig) == "INT" ? 130 : 137) << sig << ": " << slurp(file("err"));
+    int left = 1;
+    for (int i = 0; i < 50 && left; ++i) {
+      left = processes_mentioning(file("data.bin"));
+      if (left) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_EQ(left, 0) << sig << ": ranks outlived their launcher";
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 20);
+  }
+}
+
+TEST_F(FsdpCli, BadLaunchesAreClearErrors) {
+  // Checked before any rank starts: one line, exit code 1.
+  auto expect_error = [](const Outcome& r, const std::string& needle) {
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr: " << r.err;
+  };
+  expect_error(run(train(1, 6, 2, "--nnodes 2 --node-rank 0")), "needs --master-addr and --master-port");
+  expect_error(run(train(1, 6, 2, "--nnodes 2 --node-rank 2 --master-addr 127.0.0.1 --master-port 1234")),
+               "--node-rank 2 is outside 0..1");
+  expect_error(run(train(1, 6, 2, "--nproc-per-node 0")), "must be >= 1");
+  expect_error(run(train(2, 6, 2, ""), "RANK=0 WORLD_SIZE=2"), "already has RANK/WORLD_SIZE");
+  expect_error(run(train(1, 6, 2, ""), "RANK=0 WORLD_SIZE=2 LOCAL_WORLD_SIZE=1"), "set MASTER_ADDR");
+  expect_error(run(train(1, 6, 2, ""), "RANK=3 WORLD_SIZE=2"), "rank 3 is outside a world of 2");
+  // A checkpoint of another model, and one with a shard file missing.
+  ASSERT_EQ(run(train(2, 6, 2, "--save " + file("ckpt"))).exit_code, 0);
+  std::string other = train(2, 6, 4, "--resume " + file("ckpt"));
+  other.replace(other.find("--dim 25"), 8, "--dim 20");
+  expect_error(run(other), "differs from the requested one");
+  std::filesystem::remove(file("ckpt/step_000002/shard-00001-of-00002.safetensors"));
+  expect_error(run(train(3, 4, 4, "--resume " + file("ckpt"))), "shard-00001-of-00002.safetensors: missing");
+}
+
+}  // namespace
+}  // namespace pylon
