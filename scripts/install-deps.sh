@@ -3,7 +3,7 @@
 # Usage: scripts/install-deps.sh [--with-torch]   (--with-torch: PyTorch to remake golden data)
 set -euo pipefail
 
-packages=(cmake ninja-build g++ pkg-config libopenblas-dev libsentencepiece-dev nlohmann-json3-dev
+packages=(cmake ninja-build g++ pkg-config libopenblas-openmp-dev libsentencepiece-dev nlohmann-json3-dev
           libgtest-dev fortunes libgloo-dev libopenmpi-dev openmpi-bin)
 [[ "${1:-}" == "--with-torch" ]] && packages+=(python3-torch libopenblas0-pthread)
 

@@ -166,9 +166,5 @@ void GlooCommunicator::barrier() {
 
 void GlooCommunicator::abort() { aborted_ = true; }
 
-std::unique_ptr<Communicator> make_communicator(const DistEnv& env, std::chrono::milliseconds timeout) {
-  if (env.world == 1) return make_single_rank_communicator();
-  return std::make_unique<GlooCommunicator>(env, timeout);
-}
 
 }  // namespace pylon
