@@ -29,5 +29,7 @@ med = statistics.median(r["step_s"] for r in rows)
 print(json.dumps({"framework": "pylon cpu", "threads": 2, "step_s_median": med,
                   "tokens_per_s": 4 * 256 / med, "peak_rss_bytes": rows[-1]["peak_mem_bytes"]}))
 PY
-  "$py" bench/torch_cpu_bench.py $size --threads 2
+  # PyTorch's best setting here: its OpenMP workers stop spinning between ops, which would
+  # otherwise fight its BLAS's own threads for the 2 cores (2.7 s -> 2.0 s a step, measured).
+  OMP_WAIT_POLICY=passive "$py" bench/torch_cpu_bench.py $size --threads 2
 done

@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
 ckpt=${PYLON_DEMO_DIR:-runs/demo}
+mkdir -p "$(dirname "$ckpt")"
 ./build/src/pylon train --save "$ckpt" --metrics "$ckpt.metrics.jsonl" "$@"
 echo
 echo "--- a continuation (greedy would repeat; this samples at temperature 0.8, top-k 40):"
