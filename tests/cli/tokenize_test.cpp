@@ -32,7 +32,7 @@ std::string some_text() {
   return text;
 }
 
-class TokenizeCommand : public testing::Test {
+class TokenizeCommand : public ::testing::Test {
  protected:
   void SetUp() override {
 #ifndef PYLON_HAVE_SENTENCEPIECE

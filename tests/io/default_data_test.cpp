@@ -42,7 +42,7 @@ void make_fortune_dir(const fs::path& dir) {
   fs::create_symlink(dir.parent_path() / "outside", dir / "linked");
 }
 
-class DefaultDataTest : public testing::Test {
+class DefaultDataTest : public ::testing::Test {
  protected:
   void SetUp() override {
 #ifndef PYLON_HAVE_SENTENCEPIECE

@@ -27,7 +27,7 @@ std::string generated_text(int lines) {
   return text;
 }
 
-class TokenizerTest : public testing::Test {
+class TokenizerTest : public ::testing::Test {
  protected:
   void SetUp() override {
 #ifndef PYLON_HAVE_SENTENCEPIECE
