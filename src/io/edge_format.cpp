@@ -213,6 +213,8 @@ EdgeFile::EdgeFile(const std::string& path) : file_(path) {
   json_bytes_ = read_le<uint64_t>(p + 16);
   if (json_bytes_ > size - kEdgeFixedHeaderBytes)
     h.fail("header length ", json_bytes_, " runs past the end of the file (", size, " bytes; truncated?)");
+  if (size % kEdgeAlignment != 0)
+    h.fail("size ", size, " is not a multiple of 4096 (truncated?)");
   const char* text = reinterpret_cast<const char*>(p + kEdgeFixedHeaderBytes);
   if (crc32(text, json_bytes_) != checksum) h.fail("header checksum mismatch (corrupt header)");
 

@@ -10,7 +10,8 @@
 //                 rope_theta}, "tokenizer": {offset, length} (optional, SentencePiece .model bytes),
 //                 "tensors": [{name, shape, dtype, offset, length, quant?}]}, quant = {scale_dtype,
 //                 scale_offset, scale_length, group_size (int4)}; offsets are from the file start.
-//   then the blobs, each at a multiple of 4096, zero padding between them.
+//   then the blobs, each at a multiple of 4096, zero padding between them and after the last:
+//   the file size is a multiple of 4096.
 // Tensor data: f32 / f16 row-major; int8 (out, in) with fp32 scales (out); int4 (out, ceil(in/2))
 // nibbles with scales (out, ceil(in/group)) in f16 or f32 (layouts: ops/cpu/quantized.h).
 #pragma once
@@ -51,7 +52,7 @@ uint64_t edge_scale_bytes(const EdgeTensor& t);
 
 class EdgeFile {
  public:
-  // Maps and validates the whole file: magic, version, header length and checksum, the JSON,
+  // Maps and validates the whole file: magic, version, header length and checksum, file size, JSON,
   // config, every offset in range and 4096-aligned, blobs not overlapping, lengths consistent with
   // dtypes and shapes, and the tensors forming exactly the MiniLLM of the config. Any violation
   // throws pylon::Error with one line naming the file.
