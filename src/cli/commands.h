@@ -8,5 +8,7 @@ int run_train(int argc, char** argv);
 int run_eval(int argc, char** argv);
 int run_generate(int argc, char** argv);
 int run_tokenize(int argc, char** argv);
+int run_export(int argc, char** argv);
+int run_inspect(int argc, char** argv);
 
 }  // namespace pylon

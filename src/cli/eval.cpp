@@ -20,7 +20,7 @@ int run_eval(int argc, char** argv) {
   int64_t steps = 10;
   bool json = false;
   ArgParser args("eval", "Mean loss of a model over a token file, in the data order of training.");
-  args.add("model", &model_path, "weights: .safetensors, checkpoint step folder or save directory");
+  args.add("model", &model_path, "weights: .safetensors, edge file, checkpoint step folder or save directory");
   args.add("data", &data_path, "token file");
   args.add_choice("preset", &preset, {"seed", "causal"},
                   "preset of a file without Pylon metadata (PyTorch export)");

@@ -21,9 +21,9 @@ int run_generate(int argc, char** argv) {
   int64_t seed = 0;
   SamplerOptions s;
   ArgParser args("generate", "Continue a prompt with a trained model (KV cache for the causal preset).");
-  args.add("model", &model_path, "weights: checkpoint directory, step folder or .safetensors");
+  args.add("model", &model_path, "weights: checkpoint directory, step folder, .safetensors or edge file");
   args.add("prompt", &prompt, "text to continue");
-  args.add("tokenizer", &tokenizer_path, "SentencePiece model (default: the checkpoint's)");
+  args.add("tokenizer", &tokenizer_path, "SentencePiece model (default: the checkpoint's or edge file's)");
   args.add_choice("preset", &preset, {"seed", "causal"}, "preset of a file without Pylon metadata");
   args.add("heads", &heads, "heads of a file without Pylon metadata");
   args.add_choice("device", &device, {"cpu", "vulkan"}, "compute device");
@@ -46,8 +46,10 @@ int run_generate(int argc, char** argv) {
   fallback.heads = heads;
   const LoadedModel m = load_model(model_path, fallback, args.given("preset"), args.given("heads"));
   if (tokenizer_path.empty()) tokenizer_path = m.tokenizer;
-  PYLON_CHECK(!tokenizer_path.empty(), model_path, " carries no tokenizer: pass --tokenizer FILE.model");
-  const Tokenizer tok = Tokenizer::load(tokenizer_path);
+  PYLON_CHECK(!tokenizer_path.empty() || !m.tokenizer_model.empty(), model_path,
+              " carries no tokenizer: pass --tokenizer FILE.model");
+  const Tokenizer tok = tokenizer_path.empty() ? Tokenizer::from_bytes(m.tokenizer_model, model_path)
+                                               : Tokenizer::load(tokenizer_path);
   PYLON_CHECK(tok.vocab_size() <= m.config.vocab, "tokenizer vocab ", tok.vocab_size(),
               " exceeds the model's ", m.config.vocab);
 

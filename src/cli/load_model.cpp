@@ -1,6 +1,10 @@
 #include "cli/load_model.h"
 
+#include <filesystem>
+
+#include "io/edge_format.h"
 #include "io/safetensors.h"
+#include "model/edge_weights.h"
 #include "model/params.h"
 #include "model/weights.h"
 #include "train/checkpoint.h"
@@ -10,6 +14,15 @@ namespace pylon {
 LoadedModel load_model(const std::string& arg, const ModelConfig& fallback, bool preset_given,
                        bool heads_given) {
   LoadedModel m;
+  if (std::filesystem::is_regular_file(arg) && EdgeFile::has_magic(arg)) {
+    const EdgeFile file(arg);
+    m.config = file.config();
+    const ParamTable table = param_table(m.config);
+    m.params.resize(table.total);
+    load_edge_weights(file, table, m.params.data());
+    m.tokenizer_model = std::string(file.tokenizer());
+    return m;
+  }
   const std::string path = resolve_model_path(arg, &m.tokenizer);
   const SafetensorsReader file(path);
   m.config = config_from_weights(file, fallback, preset_given, heads_given);

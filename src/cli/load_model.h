@@ -1,5 +1,5 @@
-// Shared by eval and generate: resolve --model (file, step folder or save directory), read its
-// configuration and fp32 weights.
+// Shared by eval, generate and export: resolve --model (safetensors file, edge model file, step
+// folder or save directory), read its configuration and fp32 weights.
 #pragma once
 
 #include <string>
@@ -13,8 +13,10 @@ struct LoadedModel {
   ModelConfig config;
   std::vector<float> params;  // flat, table order
   std::string tokenizer;      // the checkpoint's tokenizer.model, or ""
+  std::string tokenizer_model;  // an edge file's SentencePiece model bytes, or ""
 };
 
+// An edge file (detected by its magic) carries its config and is dequantized to fp32.
 // fallback carries --preset/--heads for files without pylon.* metadata (PyTorch exports).
 LoadedModel load_model(const std::string& arg, const ModelConfig& fallback, bool preset_given,
                        bool heads_given);

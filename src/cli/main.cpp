@@ -20,6 +20,8 @@ constexpr Command kCommands[] = {
     {"eval", pylon::run_eval, "mean loss of a model over a token file"},
     {"generate", pylon::run_generate, "continue a prompt with a trained model"},
     {"tokenize", pylon::run_tokenize, "train a SentencePiece BPE model and write token files"},
+    {"export", pylon::run_export, "write a model as a single-file edge model (f16/int8/int4)"},
+    {"inspect", pylon::run_inspect, "print the header of an edge model file"},
 };
 
 void print_usage(std::FILE* out) {

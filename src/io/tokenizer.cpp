@@ -59,6 +59,13 @@ Tokenizer Tokenizer::load(const std::string& path) {
   return Tokenizer(std::move(impl));
 }
 
+Tokenizer Tokenizer::from_bytes(const std::string& bytes, const std::string& source) {
+  auto impl = std::make_unique<Impl>();
+  const auto status = impl->sp.LoadFromSerializedProto(bytes);
+  PYLON_CHECK(status.ok(), source, ": cannot load SentencePiece model: ", one_line(status.ToString()));
+  return Tokenizer(std::move(impl));
+}
+
 std::vector<int> Tokenizer::encode(const std::string& text) const {
   std::vector<int> ids;
   const auto status = impl_->sp.Encode(text, &ids);
@@ -128,6 +135,7 @@ namespace {
 struct Tokenizer::Impl {};
 
 Tokenizer Tokenizer::load(const std::string&) { no_sentencepiece(); }
+Tokenizer Tokenizer::from_bytes(const std::string&, const std::string&) { no_sentencepiece(); }
 std::vector<int> Tokenizer::encode(const std::string&) const { no_sentencepiece(); }
 std::string Tokenizer::decode(const std::vector<int>&) const { no_sentencepiece(); }
 int Tokenizer::vocab_size() const { no_sentencepiece(); }

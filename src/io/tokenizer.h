@@ -11,6 +11,8 @@ class Tokenizer {
  public:
   // Loads a SentencePiece .model file; throws pylon::Error naming the path if it cannot.
   static Tokenizer load(const std::string& path);
+  // The same from a model's bytes (e.g. embedded in an edge file); `source` names it in errors.
+  static Tokenizer from_bytes(const std::string& bytes, const std::string& source);
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;
   ~Tokenizer();

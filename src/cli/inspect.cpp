@@ -1,0 +1,55 @@
+// pylon inspect: print an edge model's header (config, tokenizer, tensor table, sizes).
+#include <cstdio>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "core/error.h"
+#include "io/edge_format.h"
+#include "io/safetensors.h"
+#include "model/edge_weights.h"
+
+namespace pylon {
+
+int run_inspect(int argc, char** argv) {
+  ArgParser args("inspect", "Print the header of an edge model file: pylon inspect FILE");
+  std::string path;
+  args.add("model", &path, "edge model file (or give it as the only argument)");
+  if (argc >= 3 && argv[2][0] != '-') {  // pylon inspect FILE [flags]
+    path = argv[2];
+    if (!args.parse(argc, argv, 3)) {
+      std::fputs(args.help().c_str(), stdout);
+      return 0;
+    }
+  } else if (!args.parse(argc, argv)) {
+    std::fputs(args.help().c_str(), stdout);
+    return 0;
+  }
+  PYLON_CHECK(!path.empty(), "give the edge model file: pylon inspect FILE");
+  const EdgeFile file(path);
+  const ModelConfig& c = file.config();
+  std::printf("%s: Pylon edge model, format version %u, JSON header %llu bytes\n", path.c_str(),
+              kEdgeVersion, static_cast<unsigned long long>(file.header_json_bytes()));
+  std::printf("config: preset %s, vocab %d, dim %d, layers %d, heads %d, norm_eps %g, rope_theta %g\n",
+              preset_name(c.preset), c.vocab, c.dim, c.layers, c.heads, c.norm_eps, c.rope_theta);
+  std::printf("tokenizer: %s\n", file.tokenizer().empty()
+                                     ? "none"
+                                     : ("SentencePiece model, " + std::to_string(file.tokenizer().size()) +
+                                        " bytes")
+                                           .c_str());
+  std::printf("%-32s %-5s %-14s %12s %12s %s\n", "tensor", "dtype", "shape", "bytes", "offset", "quant");
+  for (const EdgeTensor& t : file.tensors()) {
+    std::string quant;
+    if (t.quantized())
+      quant = std::string(edge_dtype_name(t.scale_dtype)) + " scales " +
+              std::to_string(t.scale_length) + " bytes at " + std::to_string(t.scale_offset) +
+              (t.group_size ? ", group " + std::to_string(t.group_size) : ", per row");
+    std::printf("%-32s %-5s %-14s %12llu %12llu %s\n", t.name.c_str(), edge_dtype_name(t.dtype),
+                shape_text(t.shape).c_str(), static_cast<unsigned long long>(t.length),
+                static_cast<unsigned long long>(t.offset), quant.c_str());
+  }
+  std::printf("total %zu bytes; weights read per decoded token %llu bytes\n", file.mapped().size(),
+              static_cast<unsigned long long>(edge_bytes_per_token(file)));
+  return 0;
+}
+
+}  // namespace pylon

@@ -1,0 +1,355 @@
+// Reading (validated, memory-mapped) and writing (atomic) the single-file edge model.
+#include "io/edge_format.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <set>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "io/atomic_file.h"
+#include "io/safetensors.h"
+#include "model/params.h"
+
+namespace pylon {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kMagic[8] = {'P', 'Y', 'L', 'O', 'N', 'E', 'D', 'G'};
+
+uint64_t align_up(uint64_t n) { return (n + kEdgeAlignment - 1) / kEdgeAlignment * kEdgeAlignment; }
+
+template <typename T>
+T read_le(const std::byte* p) {  // the hosts Pylon targets are little-endian
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+bool parse_edge_dtype(const std::string& s, EdgeDType* out) {
+  for (EdgeDType d : {EdgeDType::f32, EdgeDType::f16, EdgeDType::int8, EdgeDType::int4})
+    if (s == edge_dtype_name(d)) {
+      *out = d;
+      return true;
+    }
+  return false;
+}
+
+// Control characters and bad UTF-8 would break the one-line message: JSON-quote names.
+std::string quoted_name(const std::string& s) {
+  return json(s).dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+// Reads the JSON header's fields with one-line errors naming the file.
+class HeaderReader {
+ public:
+  explicit HeaderReader(const std::string& path) : path_(path) {}
+
+  template <typename... Args>
+  [[noreturn]] void fail(const Args&... args) const {
+    throw Error(detail::concat(path_, ": ", args...));
+  }
+  const json& field(const json& obj, const char* key, const std::string& where) const {
+    if (!obj.is_object() || !obj.contains(key)) fail(where, " has no \"", key, "\"");
+    return obj.at(key);
+  }
+  uint64_t u64(const json& obj, const char* key, const std::string& where) const {
+    const json& v = field(obj, key, where);
+    if (!v.is_number_unsigned()) fail(where, ".", key, " is not a non-negative integer");
+    return v.get<uint64_t>();
+  }
+  int positive_int(const json& obj, const char* key, const std::string& where) const {
+    const uint64_t v = u64(obj, key, where);
+    if (v == 0 || v > (1u << 30)) fail(where, ".", key, " = ", v, " is out of range");
+    return static_cast<int>(v);
+  }
+  float number(const json& obj, const char* key, const std::string& where) const {
+    const json& v = field(obj, key, where);
+    if (!v.is_number()) fail(where, ".", key, " is not a number");
+    return v.get<float>();
+  }
+  std::string text(const json& obj, const char* key, const std::string& where) const {
+    const json& v = field(obj, key, where);
+    if (!v.is_string()) fail(where, ".", key, " is not a string");
+    return v.get<std::string>();
+  }
+  // A blob [offset, offset + length) must start 4096-aligned after the JSON and end in the file.
+  void check_blob(uint64_t offset, uint64_t length, uint64_t data_start, uint64_t file_size,
+                  const std::string& what) const {
+    if (offset % kEdgeAlignment != 0) fail(what, " offset ", offset, " is not a multiple of 4096");
+    if (offset < data_start) fail(what, " offset ", offset, " lies inside the header");
+    if (offset > file_size || length > file_size - offset)
+      fail(what, " [", offset, ", +", length, ") runs past the end of the file (", file_size,
+           " bytes; truncated?)");
+  }
+
+ private:
+  std::string path_;
+};
+
+ModelConfig read_config(const HeaderReader& h, const json& c) {
+  ModelConfig config;
+  const std::string preset = h.text(c, "preset", "config");
+  if (preset != "seed" && preset != "causal") h.fail("config.preset ", quoted_name(preset), " is unknown");
+  config.preset = parse_preset(preset);
+  config.vocab = h.positive_int(c, "vocab", "config");
+  config.dim = h.positive_int(c, "dim", "config");
+  config.layers = h.positive_int(c, "layers", "config");
+  config.heads = h.positive_int(c, "heads", "config");
+  config.norm_eps = h.number(c, "norm_eps", "config");
+  config.rope_theta = h.number(c, "rope_theta", "config");
+  try {
+    config.validate();
+  } catch (const Error& e) {
+    h.fail("config: ", e.what());
+  }
+  return config;
+}
+
+EdgeTensor read_tensor(const HeaderReader& h, const json& j, size_t index) {
+  EdgeTensor t;
+  const std::string where = "tensor " + std::to_string(index);
+  t.name = h.text(j, "name", where);
+  const std::string w = "tensor " + quoted_name(t.name);
+  if (!parse_edge_dtype(h.text(j, "dtype", w), &t.dtype))
+    h.fail(w, " has unknown dtype ", quoted_name(j.at("dtype").get<std::string>()));
+  const json& shape = h.field(j, "shape", w);
+  if (!shape.is_array() || shape.empty() || shape.size() > 2) h.fail(w, " shape is not 1-D or 2-D");
+  for (const json& d : shape) {
+    if (!d.is_number_unsigned() || d.get<uint64_t>() == 0 || d.get<uint64_t>() > (1u << 30))
+      h.fail(w, " has a bad shape dimension");
+    t.shape.push_back(d.get<int64_t>());
+  }
+  t.offset = h.u64(j, "offset", w);
+  t.length = h.u64(j, "length", w);
+  if (!t.quantized()) return t;
+  if (t.shape.size() != 2) h.fail(w, " is ", edge_dtype_name(t.dtype), " but not a matrix");
+  const json& q = h.field(j, "quant", w);
+  if (!parse_edge_dtype(h.text(q, "scale_dtype", w + " quant"), &t.scale_dtype) ||
+      (t.scale_dtype != EdgeDType::f32 &&
+       !(t.dtype == EdgeDType::int4 && t.scale_dtype == EdgeDType::f16)))
+    h.fail(w, " has an unsupported scale dtype");
+  t.scale_offset = h.u64(q, "scale_offset", w + " quant");
+  t.scale_length = h.u64(q, "scale_length", w + " quant");
+  if (t.dtype == EdgeDType::int4) {
+    const uint64_t g = h.u64(q, "group_size", w + " quant");
+    if (g != 32 && g != 64) h.fail(w, " group size ", g, " is not 32 or 64");
+    t.group_size = static_cast<int>(g);
+  }
+  return t;
+}
+
+}  // namespace
+
+const char* edge_dtype_name(EdgeDType d) {
+  switch (d) {
+    case EdgeDType::f32: return "f32";
+    case EdgeDType::f16: return "f16";
+    case EdgeDType::int8: return "int8";
+    case EdgeDType::int4: return "int4";
+  }
+  return "?";
+}
+
+int64_t EdgeTensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+uint64_t edge_value_bytes(const EdgeTensor& t) {
+  const auto n = static_cast<uint64_t>(t.numel());
+  switch (t.dtype) {
+    case EdgeDType::f32: return 4 * n;
+    case EdgeDType::f16: return 2 * n;
+    case EdgeDType::int8: return n;
+    case EdgeDType::int4: return static_cast<uint64_t>(t.shape[0]) * ((t.shape[1] + 1) / 2);
+  }
+  return 0;
+}
+
+uint64_t edge_scale_bytes(const EdgeTensor& t) {
+  const uint64_t scale_size = t.scale_dtype == EdgeDType::f16 ? 2 : 4;
+  if (t.dtype == EdgeDType::int8) return static_cast<uint64_t>(t.shape[0]) * scale_size;
+  if (t.dtype == EdgeDType::int4) {
+    const auto groups = static_cast<uint64_t>((t.shape[1] + t.group_size - 1) / t.group_size);
+    return static_cast<uint64_t>(t.shape[0]) * groups * scale_size;
+  }
+  return 0;
+}
+
+uint32_t crc32(const void* data, size_t n) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  uint32_t c = 0xffffffffu;
+  for (size_t i = 0; i < n; ++i) {
+    c ^= p[i];
+    for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1u)));
+  }
+  return ~c;
+}
+
+bool EdgeFile::has_magic(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return false;
+  char magic[8] = {};
+  const bool ok = std::fread(magic, 1, 8, f) == 8 && std::memcmp(magic, kMagic, 8) == 0;
+  std::fclose(f);
+  return ok;
+}
+
+EdgeFile::EdgeFile(const std::string& path) : file_(path) {
+  const HeaderReader h(path);
+  const std::byte* p = file_.data();
+  const uint64_t size = file_.size();
+  if (size < kEdgeFixedHeaderBytes) h.fail("too short for an edge model (", size, " bytes)");
+  if (std::memcmp(p, kMagic, 8) != 0) h.fail("not a Pylon edge model (bad magic)");
+  const auto version = read_le<uint32_t>(p + 8);
+  if (version != kEdgeVersion) h.fail("edge format version ", version, "; this build reads ", kEdgeVersion);
+  const auto checksum = read_le<uint32_t>(p + 12);
+  json_bytes_ = read_le<uint64_t>(p + 16);
+  if (json_bytes_ > size - kEdgeFixedHeaderBytes)
+    h.fail("header length ", json_bytes_, " runs past the end of the file (", size, " bytes; truncated?)");
+  if (size % kEdgeAlignment != 0)
+    h.fail("size ", size, " is not a multiple of 4096 (truncated?)");
+  const char* text = reinterpret_cast<const char*>(p + kEdgeFixedHeaderBytes);
+  if (crc32(text, json_bytes_) != checksum) h.fail("header checksum mismatch (corrupt header)");
+
+  json header;
+  try {
+    header = json::parse(text, text + json_bytes_);
+  } catch (const json::exception&) {
+    h.fail("header is not valid JSON");
+  }
+  if (!header.is_object()) h.fail("header is not a JSON object");
+  config_ = read_config(h, h.field(header, "config", "header"));
+
+  const uint64_t data_start = align_up(kEdgeFixedHeaderBytes + json_bytes_);
+  std::vector<std::pair<uint64_t, uint64_t>> blobs;  // [begin, end), to check overlaps
+  if (header.contains("tokenizer")) {
+    const json& t = header.at("tokenizer");
+    tokenizer_offset_ = h.u64(t, "offset", "tokenizer");
+    tokenizer_length_ = h.u64(t, "length", "tokenizer");
+    if (tokenizer_length_ == 0) h.fail("tokenizer is empty");
+    h.check_blob(tokenizer_offset_, tokenizer_length_, data_start, size, "tokenizer");
+    blobs.emplace_back(tokenizer_offset_, tokenizer_offset_ + tokenizer_length_);
+  }
+
+  const json& list = h.field(header, "tensors", "header");
+  if (!list.is_array()) h.fail("header.tensors is not a list");
+  std::set<std::string> names;
+  for (size_t i = 0; i < list.size(); ++i) {
+    EdgeTensor t = read_tensor(h, list[i], i);
+    const std::string w = "tensor " + quoted_name(t.name);
+    if (!names.insert(t.name).second) h.fail(w, " appears twice");
+    if (t.length != edge_value_bytes(t))
+      h.fail(w, " length ", t.length, " != ", edge_value_bytes(t), " for ", edge_dtype_name(t.dtype),
+             " ", shape_text(t.shape));
+    h.check_blob(t.offset, t.length, data_start, size, w);
+    blobs.emplace_back(t.offset, t.offset + t.length);
+    if (t.quantized()) {
+      if (t.scale_length != edge_scale_bytes(t))
+        h.fail(w, " scale length ", t.scale_length, " != ", edge_scale_bytes(t));
+      h.check_blob(t.scale_offset, t.scale_length, data_start, size, w + " scales");
+      blobs.emplace_back(t.scale_offset, t.scale_offset + t.scale_length);
+    }
+    tensors_.push_back(std::move(t));
+  }
+  std::sort(blobs.begin(), blobs.end());
+  for (size_t i = 1; i < blobs.size(); ++i)
+    if (blobs[i].first < blobs[i - 1].second) h.fail("two blobs overlap at offset ", blobs[i].first);
+
+  // Exactly the tensors of the config's MiniLLM, with their shapes.
+  const ParamTable table = param_table(config_);
+  for (const ParamInfo& info : table.params) {
+    const EdgeTensor* t = find(info.name);
+    if (!t) h.fail("tensor ", info.name, " is missing");
+    if (t->shape != info.shape)
+      h.fail("tensor ", info.name, " has shape ", shape_text(t->shape), ", expected ",
+             shape_text(info.shape));
+  }
+  if (tensors_.size() != table.params.size())
+    h.fail(tensors_.size(), " tensors, but the config's MiniLLM has ", table.params.size());
+}
+
+const EdgeTensor* EdgeFile::find(const std::string& name) const {
+  for (const EdgeTensor& t : tensors_)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+std::string_view EdgeFile::tokenizer() const {
+  return {reinterpret_cast<const char*>(file_.data() + tokenizer_offset_), tokenizer_length_};
+}
+
+void write_edge_file(const std::string& path, const ModelConfig& config,
+                     const std::vector<EdgeTensorToWrite>& tensors, std::string_view tokenizer) {
+  // Offsets depend on where the data starts, which depends on the JSON's length: grow until stable.
+  uint64_t data_start = kEdgeAlignment;
+  json header;
+  std::vector<std::pair<uint64_t, const void*>> blobs;  // (offset, bytes) with sizes below
+  std::vector<uint64_t> sizes;
+  for (;;) {
+    blobs.clear();
+    sizes.clear();
+    uint64_t at = data_start;
+    auto place = [&](const void* data, uint64_t n) {
+      const uint64_t offset = at;
+      blobs.emplace_back(offset, data);
+      sizes.push_back(n);
+      at = align_up(at + n);
+      return offset;
+    };
+    header = json::object();
+    header["config"] = {{"preset", preset_name(config.preset)}, {"vocab", config.vocab},
+                        {"dim", config.dim}, {"layers", config.layers}, {"heads", config.heads},
+                        {"norm_eps", config.norm_eps}, {"rope_theta", config.rope_theta}};
+    if (!tokenizer.empty())
+      header["tokenizer"] = {{"offset", place(tokenizer.data(), tokenizer.size())},
+                             {"length", tokenizer.size()}};
+    header["tensors"] = json::array();
+    for (const EdgeTensorToWrite& t : tensors) {
+      PYLON_ASSERT(t.values.size() == edge_value_bytes(t.info), t.info.name);
+      json j = {{"name", t.info.name}, {"shape", t.info.shape},
+                {"dtype", edge_dtype_name(t.info.dtype)},
+                {"offset", place(t.values.data(), t.values.size())}, {"length", t.values.size()}};
+      if (t.info.quantized()) {
+        PYLON_ASSERT(t.scales.size() == edge_scale_bytes(t.info), t.info.name);
+        j["quant"] = {{"scale_dtype", edge_dtype_name(t.info.scale_dtype)},
+                      {"scale_offset", place(t.scales.data(), t.scales.size())},
+                      {"scale_length", t.scales.size()}};
+        if (t.info.dtype == EdgeDType::int4) j["quant"]["group_size"] = t.info.group_size;
+      }
+      header["tensors"].push_back(std::move(j));
+    }
+    const uint64_t needed = align_up(kEdgeFixedHeaderBytes + header.dump().size());
+    if (needed <= data_start) break;
+    data_start = needed;
+  }
+
+  const std::string text = header.dump();
+  AtomicFile out(path);
+  out.write(kMagic, 8);
+  const uint32_t version = kEdgeVersion, checksum = crc32(text.data(), text.size());
+  const uint64_t json_bytes = text.size();
+  out.write(&version, 4);
+  out.write(&checksum, 4);
+  out.write(&json_bytes, 8);
+  out.write(text.data(), text.size());
+  uint64_t at = kEdgeFixedHeaderBytes + text.size();
+  const std::vector<char> zeros(kEdgeAlignment, 0);
+  for (size_t i = 0; i < blobs.size(); ++i) {
+    const uint64_t pad = blobs[i].first - at;
+    PYLON_ASSERT(pad < kEdgeAlignment);
+    out.write(zeros.data(), pad);
+    out.write(blobs[i].second, sizes[i]);
+    at = blobs[i].first + sizes[i];
+  }
+  out.write(zeros.data(), align_up(at) - at);  // the last blob, too, ends on a 4096 boundary
+  out.commit();
+}
+
+}  // namespace pylon

@@ -1,0 +1,262 @@
+// The edge file: export -> read round trip of every tensor at each precision (with the stated error
+// bounds), 4096-byte alignment of every blob, and corrupt or truncated files giving one-line
+// pylon::Error naming the file, never a crash.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "io/edge_format.h"
+#include "io/test_util.h"
+#include "model/edge_weights.h"
+#include "model/params.h"
+
+namespace pylon {
+namespace {
+
+using nlohmann::json;
+
+// dim 40: the in-dims 40 and 160 leave partial int4 groups of 32 and 64.
+ModelConfig small_config() {
+  ModelConfig c;
+  c.preset = Preset::causal;
+  c.vocab = 61;
+  c.dim = 40;
+  c.layers = 2;
+  c.heads = 4;
+  return c;
+}
+
+struct Model {
+  ModelConfig config = small_config();
+  ParamTable table = param_table(config);
+  std::vector<float> flat;
+  Model() : flat(static_cast<size_t>(table.total)) {
+    init_params(table, 7, flat.data());
+    for (size_t i = 0; i < flat.size(); ++i) flat[i] += 0.01f * std::sin(static_cast<float>(i));  // no exact ones/zeros
+  }
+};
+
+const std::string kTokenizer = "not a real SentencePiece model, only bytes to carry";
+
+std::string write_model(const test::TempDir& dir, const Model& m, const EdgeQuant& q,
+                        const std::string& name = "m.edge") {
+  const std::string path = dir.file(name);
+  write_edge_file(path, m.config, encode_edge_tensors(m.table, m.flat.data(), q), kTokenizer);
+  return path;
+}
+
+float max_abs(const float* w, int64_t n) {
+  float a = 0;
+  for (int64_t i = 0; i < n; ++i) a = std::max(a, std::fabs(w[i]));
+  return a;
+}
+
+// Checks every tensor against its bound; returns the largest error / bound seen.
+double check_round_trip(const Model& m, const EdgeFile& file, const EdgeQuant& q) {
+  double worst = 0;
+  for (const ParamInfo& p : m.table.params) {
+    const EdgeTensor* t = file.find(p.name);
+    EXPECT_NE(t, nullptr) << p.name;
+    if (!t) continue;
+    EXPECT_EQ(t->offset % 4096, 0u) << p.name;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(file.values(*t)) % 4096, 0u) << p.name;
+    if (t->quantized()) {
+      EXPECT_EQ(t->scale_offset % 4096, 0u) << p.name;
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(file.scales(*t)) % 4096, 0u) << p.name;
+    }
+    std::vector<float> out(static_cast<size_t>(p.numel), std::nanf(""));
+    decode_edge_tensor(file, *t, out.data());
+    const float* w = m.flat.data() + p.offset;
+    const int64_t cols = p.shape.size() == 2 ? p.shape[1] : p.numel;
+    for (int64_t i = 0; i < p.numel; ++i) {
+      const float err = std::fabs(out[i] - w[i]);
+      double bound = 0;
+      switch (t->dtype) {
+        case EdgeDType::f32: bound = 0; break;
+        case EdgeDType::f16: bound = 1e-3 * std::fabs(w[i]) + 1e-7; break;  // f16: 2^-11 relative
+        case EdgeDType::int8:  // scale / 2, scale = row max / 127
+          bound = 0.5 * max_abs(w + (i / cols) * cols, cols) / 127 * (1 + 1e-5);
+          break;
+        case EdgeDType::int4: {  // scale / 2, scale = group max / 7 (f16 scales: rounded up <= 2^-10)
+          const int64_t row = i / cols, g0 = (i % cols) / t->group_size * t->group_size;
+          const int64_t g1 = std::min(cols, g0 + t->group_size);
+          const double s = max_abs(w + row * cols + g0, g1 - g0) / 7;
+          bound = 0.5 * s * (t->scale_dtype == EdgeDType::f16 ? 1 + 1e-3 : 1 + 1e-5);
+          break;
+        }
+      }
+      EXPECT_LE(err, bound) << p.name << " element " << i;
+      if (bound > 0) worst = std::max(worst, err / bound);
+    }
+    EXPECT_EQ(t->dtype, is_quantizable(p) ? q.matrices
+                                          : (q.matrices == EdgeDType::f32 ? EdgeDType::f32 : EdgeDType::f16))
+        << p.name;
+  }
+  return worst;
+}
+
+TEST(EdgeFormat, RoundTripEveryPrecision) {
+  test::TempDir dir;
+  const Model m;
+  std::vector<EdgeQuant> quants = {{EdgeDType::f32, 32, EdgeDType::f16},
+                                   {EdgeDType::f16, 32, EdgeDType::f16},
+                                   {EdgeDType::int8, 32, EdgeDType::f16},
+                                   {EdgeDType::int4, 32, EdgeDType::f16},
+                                   {EdgeDType::int4, 64, EdgeDType::f16},
+                                   {EdgeDType::int4, 32, EdgeDType::f32}};
+  for (const EdgeQuant& q : quants) {
+    const std::string path = write_model(dir, m, q);
+    const EdgeFile file(path);
+    EXPECT_EQ(file.config().dim, m.config.dim);
+    EXPECT_EQ(file.config().layers, m.config.layers);
+    EXPECT_EQ(file.config().heads, m.config.heads);
+    EXPECT_EQ(file.config().vocab, m.config.vocab);
+    EXPECT_EQ(file.config().preset, m.config.preset);
+    EXPECT_EQ(file.config().norm_eps, m.config.norm_eps);
+    EXPECT_EQ(std::string(file.tokenizer()), kTokenizer);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(file.tokenizer().data()) % 4096, 0u);
+    EXPECT_EQ(file.mapped().size() % 4096, 0u);
+    const double worst = check_round_trip(m, file, q);
+    std::printf("[ edge ] %s group %d %s scales: largest error / bound = %.3f\n",
+                edge_dtype_name(q.matrices), q.group_size, edge_dtype_name(q.int4_scales), worst);
+    std::vector<float> flat(m.flat.size());
+    load_edge_weights(file, m.table, flat.data());
+    if (q.matrices == EdgeDType::f32) {
+      EXPECT_EQ(flat, m.flat);
+    }
+  }
+}
+
+TEST(EdgeFormat, NoTokenizerAndMagicDetection) {
+  test::TempDir dir;
+  const Model m;
+  const std::string path = dir.file("nt.edge");
+  write_edge_file(path, m.config, encode_edge_tensors(m.table, m.flat.data(), {}), "");
+  const EdgeFile file(path);
+  EXPECT_TRUE(file.tokenizer().empty());
+  EXPECT_TRUE(EdgeFile::has_magic(path));
+  test::write_bytes(dir.file("x.safetensors"), "not an edge file");
+  EXPECT_FALSE(EdgeFile::has_magic(dir.file("x.safetensors")));
+  EXPECT_FALSE(EdgeFile::has_magic(dir.file("missing")));
+}
+
+// Opening `path` must throw pylon::Error: one line naming the file.
+void expect_clean_error(const std::string& path, const std::string& needle, const std::string& context) {
+  try {
+    const EdgeFile file(path);
+    ADD_FAILURE() << context << ": opened without an error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << context << ": " << msg;
+    EXPECT_NE(msg.find(path), std::string::npos) << context << ": " << msg;
+    EXPECT_NE(msg.find(needle), std::string::npos) << context << ": " << msg;
+  }
+}
+
+TEST(EdgeFormat, TruncatedAtManyLengthsIsAnError) {
+  test::TempDir dir;
+  const Model m;
+  const std::string good = test::read_bytes(write_model(dir, m, {EdgeDType::int4, 32, EdgeDType::f16}));
+  std::vector<size_t> lengths = {0, 1, 7, 8, 12, 16, 23, 24, 25, 100, 1000, 4095, 4096, 4097};
+  for (size_t n = 8192; n < good.size(); n += 4096) lengths.insert(lengths.end(), {n - 1, n, n + 1});
+  lengths.push_back(good.size() - 1);
+  const std::string path = dir.file("cut.edge");
+  for (size_t n : lengths) {
+    if (n >= good.size()) continue;
+    test::write_bytes(path, good.substr(0, n));
+    expect_clean_error(path, "", "truncated at " + std::to_string(n));
+  }
+}
+
+TEST(EdgeFormat, FlippedHeaderBytesAreAnError) {
+  test::TempDir dir;
+  const Model m;
+  const std::string good = test::read_bytes(write_model(dir, m, {EdgeDType::int8, 32, EdgeDType::f16}));
+  uint64_t json_bytes;
+  std::memcpy(&json_bytes, good.data() + 16, 8);
+  const std::string path = dir.file("flip.edge");
+  for (size_t i = 0; i < kEdgeFixedHeaderBytes + json_bytes; i += (i < 64 ? 1 : 13)) {
+    for (int mask : {0x01, 0x80, 0xff}) {
+      std::string bad = good;
+      bad[i] = static_cast<char>(bad[i] ^ mask);
+      test::write_bytes(path, bad);
+      expect_clean_error(path, "", "byte " + std::to_string(i) + " ^ " + std::to_string(mask));
+    }
+  }
+}
+
+// Rewrites the JSON header (with a correct checksum), keeping the data where it was.
+std::string with_header(const std::string& good, const std::function<void(json&)>& edit) {
+  uint64_t json_bytes;
+  std::memcpy(&json_bytes, good.data() + 16, 8);
+  json h = json::parse(good.substr(kEdgeFixedHeaderBytes, json_bytes));
+  edit(h);
+  const std::string text = h.dump();
+  const uint64_t data_start = (kEdgeFixedHeaderBytes + json_bytes + 4095) / 4096 * 4096;
+  EXPECT_LE(kEdgeFixedHeaderBytes + text.size(), data_start);
+  std::string out = good;
+  const uint32_t crc = crc32(text.data(), text.size());
+  const uint64_t n = text.size();
+  std::memcpy(out.data() + 12, &crc, 4);
+  std::memcpy(out.data() + 16, &n, 8);
+  std::memset(out.data() + kEdgeFixedHeaderBytes, 0, data_start - kEdgeFixedHeaderBytes);
+  std::memcpy(out.data() + kEdgeFixedHeaderBytes, text.data(), text.size());
+  return out;
+}
+
+json& tensor(json& h, const std::string& name) {
+  for (json& t : h["tensors"])
+    if (t["name"] == name) return t;
+  throw std::runtime_error("no tensor " + name);
+}
+
+TEST(EdgeFormat, BadHeadersNameTheProblem) {
+  test::TempDir dir;
+  const Model m;
+  const std::string good = test::read_bytes(write_model(dir, m, {EdgeDType::int4, 32, EdgeDType::f16}));
+  const std::string w = "layers.1.ffn.0.weight", b = "layers.0.attn.in_proj_bias";
+  const std::vector<std::pair<std::function<void(json&)>, std::string>> cases = {
+      {[&](json& h) { tensor(h, b)["offset"] = tensor(h, b)["offset"].get<uint64_t>() + 1; }, "multiple of 4096"},
+      {[&](json& h) { tensor(h, b)["offset"] = 0; }, "inside the header"},
+      {[&](json& h) { tensor(h, b)["offset"] = 1ull << 40; }, "past the end"},
+      {[&](json& h) { tensor(h, b)["offset"] = tensor(h, w)["offset"]; }, "overlap"},
+      {[&](json& h) { tensor(h, b)["length"] = 4; }, "length"},
+      {[&](json& h) { tensor(h, b)["dtype"] = "f8"; }, "unknown dtype"},
+      {[&](json& h) { tensor(h, b)["dtype"] = "int8"; }, "not a matrix"},
+      {[&](json& h) { tensor(h, "embed.weight")["shape"] = {40, 61}; }, "expected (61, 40)"},
+      {[&](json& h) { tensor(h, w)["quant"]["group_size"] = 16; }, "group size"},
+      {[&](json& h) { tensor(h, w)["quant"]["scale_offset"] = 1ull << 40; }, "past the end"},
+      {[&](json& h) { tensor(h, w)["quant"].erase("scale_length"); }, "scale_length"},
+      {[&](json& h) { tensor(h, w)["name"] = "layers.1.ffn.9.weight"; }, "missing"},
+      {[&](json& h) { h["tensors"].erase(h["tensors"].begin()); }, "missing"},
+      {[&](json& h) { h["tensors"].push_back(h["tensors"][0]); }, "twice"},
+      {[&](json& h) { h["config"]["heads"] = 3; }, "divisible"},
+      {[&](json& h) { h["config"]["layers"] = 3; }, "missing"},
+      {[&](json& h) { h["config"]["preset"] = "gpt"; }, "preset"},
+      {[&](json& h) { h["config"]["dim"] = -40; }, "dim"},
+      {[&](json& h) { h["config"].erase("vocab"); }, "vocab"},
+      {[&](json& h) { h["tokenizer"]["offset"] = 4097; }, "tokenizer"},
+      {[&](json& h) { h["tokenizer"]["length"] = 0; }, "tokenizer"},
+      {[&](json& h) { h["tensors"] = "none"; }, "tensors"},
+  };
+  const std::string path = dir.file("bad.edge");
+  for (size_t i = 0; i < cases.size(); ++i) {
+    test::write_bytes(path, with_header(good, cases[i].first));
+    expect_clean_error(path, cases[i].second, "case " + std::to_string(i));
+  }
+  std::string bad_version = good;
+  bad_version[8] = 2;
+  test::write_bytes(path, bad_version);
+  expect_clean_error(path, "version", "version 2");
+}
+
+}  // namespace
+}  // namespace pylon
