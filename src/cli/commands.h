@@ -8,5 +8,6 @@ int run_train(int argc, char** argv);
 int run_eval(int argc, char** argv);
 int run_generate(int argc, char** argv);
 int run_tokenize(int argc, char** argv);
+int run_trace(int argc, char** argv);
 
 }  // namespace pylon

@@ -20,6 +20,7 @@ constexpr Command kCommands[] = {
     {"eval", pylon::run_eval, "mean loss of a model over a token file"},
     {"generate", pylon::run_generate, "continue a prompt with a trained model"},
     {"tokenize", pylon::run_tokenize, "train a SentencePiece BPE model and write token files"},
+    {"trace", pylon::run_trace, "merge per-rank profiler traces (trace merge OUT IN...)"},
 };
 
 void print_usage(std::FILE* out) {
