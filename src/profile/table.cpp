@@ -7,18 +7,10 @@
 #include <map>
 #include <utility>
 
-#include <nlohmann/json.hpp>
-
 #include "core/error.h"
 
 namespace pylon::profile {
 namespace {
-
-std::string shapes_of(const std::string& args) {
-  if (args.empty()) return "";
-  const auto j = nlohmann::json::parse(args, nullptr, false);
-  return j.is_object() && j.contains("shapes") && j["shapes"].is_string() ? j["shapes"].get<std::string>() : "";
-}
 
 std::string csv_field(const std::string& s) {
   std::string out = "\"";
@@ -46,7 +38,7 @@ std::vector<OpStats> op_stats(const Trace& trace, bool group_by_shapes) {
     std::vector<std::pair<const RangeEvent*, OpStats*>> stack;
     for (const RangeEvent& e : t.ranges) {
       while (!stack.empty() && stack.back().first->end_ns <= e.begin_ns) stack.pop_back();
-      const std::string shapes = group_by_shapes ? shapes_of(e.args) : "";
+      const std::string shapes = group_by_shapes ? shapes_text(e.args) : "";
       OpStats& s = by_key[{e.name, shapes}];
       s.name = e.name, s.shapes = shapes;
       const double dur = static_cast<double>(e.end_ns - e.begin_ns) / 1e3;

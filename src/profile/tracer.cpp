@@ -35,7 +35,7 @@ ThreadBuffer& this_thread_buffer() {
     auto b = std::make_unique<ThreadBuffer>();
     b->tid = static_cast<int64_t>(::syscall(SYS_gettid));
     b->name = b->tid == ::getpid() ? "main" : "thread " + std::to_string(b->tid);
-    b->ranges.reserve(4096);
+    b->ranges.reserve(16384);  // ~2 MB: a few steps of a small model without regrowing
     Registry& r = registry();
     const std::lock_guard<std::mutex> lock(r.mutex);
     r.buffers.push_back(std::move(b));
@@ -94,32 +94,47 @@ void StepScheduler::step(int64_t k) {
 }
 
 void Range::begin(const char* category, const char* name) {
-  on_ = true;
-  e_.category = category;
-  e_.name = name;
-  e_.begin_ns = now_ns();
+  e_.emplace();
+  e_->category = category;
+  e_->name = name;
+  e_->begin_ns = now_ns();
 }
 
 void Range::end() {
-  e_.end_ns = now_ns();
-  record_range(std::move(e_));
+  e_->end_ns = now_ns();
+  record_range(std::move(*e_));
 }
 
 void Range::set_shapes(std::initializer_list<std::initializer_list<int64_t>> shapes) {
-  std::string s = "[";
+  RangeArgs& a = e_->args;
+  size_t at = 0;
   for (const auto& shape : shapes) {
-    if (s.size() > 1) s += ',';
-    s += '[';
-    bool first = true;
-    for (int64_t d : shape) s += (first ? "" : ",") + std::to_string(d), first = false;
-    s += ']';
+    if (a.shapes == 4 || at + shape.size() > 8) break;  // more is not kept
+    a.dims[a.shapes++] = static_cast<uint8_t>(shape.size());
+    for (int64_t d : shape) a.values[at++] = d;
   }
-  s += ']';
-  e_.args = "{\"shapes\":\"" + s + "\"}";
 }
 
 void Range::set_int(const char* key, int64_t value) {
-  e_.args = std::string("{\"") + key + "\":" + std::to_string(value) + "}";
+  e_->args.key = key;
+  e_->args.values[0] = value;
+}
+
+std::string shapes_text(const RangeArgs& a) {
+  if (a.key || a.shapes == 0) return "";
+  std::string s = "[";
+  size_t at = 0;
+  for (int i = 0; i < a.shapes; ++i) {
+    s += i ? ",[" : "[";
+    for (int d = 0; d < a.dims[i]; ++d) s += (d ? "," : "") + std::to_string(a.values[at++]);
+    s += ']';
+  }
+  return s + "]";
+}
+
+std::string args_json(const RangeArgs& a) {
+  if (a.key) return std::string("{\"") + a.key + "\":" + std::to_string(a.values[0]) + "}";
+  return a.shapes ? "{\"shapes\":\"" + shapes_text(a) + "\"}" : "";
 }
 
 }  // namespace pylon::profile

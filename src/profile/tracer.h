@@ -6,10 +6,23 @@
 #include <atomic>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace pylon::profile {
+
+// A range's arguments as plain numbers (formatted only when written): up to 4 input shapes of
+// 8 dims in all, or one named integer.
+struct RangeArgs {
+  const char* key = nullptr;  // set: {"key": values[0]}
+  uint8_t shapes = 0;         // else: this many shapes, dims[i] values each
+  uint8_t dims[4] = {};
+  int64_t values[8] = {};
+};
+// {"shapes":"[[256,32],[96,32]]"}, {"layer":3} or "" for none.
+std::string args_json(const RangeArgs& a);
+std::string shapes_text(const RangeArgs& a);  // "[[256,32],[96,32]]" or ""
 
 // One finished range on one thread; times in ns of the steady clock (CLOCK_MONOTONIC: one
 // timeline for every process of a machine).
@@ -17,7 +30,7 @@ struct RangeEvent {
   const char* category;  // static strings: "op", "layer", "collective", "optimizer", "data", ...
   const char* name;
   int64_t begin_ns, end_ns;
-  std::string args;  // "" or a JSON object's text, e.g. {"shapes":"[[256,32],[96,32]]"}
+  RangeArgs args;
 };
 
 struct CounterSample {
@@ -77,11 +90,11 @@ class Range {
     if (enabled()) begin(category, name);
   }
   ~Range() {
-    if (on_) end();
+    if (e_) end();
   }
   Range(const Range&) = delete;
   Range& operator=(const Range&) = delete;
-  bool on() const { return on_; }
+  bool on() const { return e_.has_value(); }
   // Arguments, only computed when on(): tensor shapes (grouped in the table) and named integers.
   void set_shapes(std::initializer_list<std::initializer_list<int64_t>> shapes);
   void set_int(const char* key, int64_t value);
@@ -89,8 +102,7 @@ class Range {
  private:
   void begin(const char* category, const char* name);
   void end();
-  bool on_ = false;
-  RangeEvent e_{};
+  std::optional<RangeEvent> e_;  // empty while disabled: nothing to initialise
 };
 
 }  // namespace pylon::profile
