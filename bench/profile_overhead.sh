@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Tracing overhead on the CPU path: median step time of `pylon train` with every step profiled
 # against the same run without --profile, alternated ROUNDS times (tiny and small model).
-# usage: bench/profile_overhead.sh [PYLON=build/src/pylon] [ROUNDS=3] [STEPS=20]
+# usage: bench/profile_overhead.sh [PYLON=build/src/pylon] [ROUNDS=3] [STEPS=20]  (tiny: 10x STEPS)
 set -euo pipefail
 PYLON=${1:-build/src/pylon}
 ROUNDS=${2:-3}
@@ -14,23 +14,23 @@ median_step_s() {  # median of step_s over the steps after the first 2 (warm-up)
   python3 -c "import json,statistics,sys; r=[json.loads(l)['step_s'] for l in open(sys.argv[1])][2:]; print(statistics.median(r))" "$1"
 }
 
-run() {  # name, model flags, mode (off|on), round
+run() {  # name, model flags, mode (off|on), round, steps
   local out="$TMP/$1.$3.$4.jsonl" prof=()
-  [ "$3" = on ] && prof=(--profile "$TMP/prof.$1" --profile-wait 0 --profile-warmup 0 --profile-active "$STEPS")
-  "$PYLON" train $2 --steps "$STEPS" --data "$TMP/tokens.bin" --lr-schedule constant --eval-every 0 \
+  [ "$3" = on ] && prof=(--profile "$TMP/prof.$1" --profile-wait 0 --profile-warmup 0 --profile-active "$5")
+  "$PYLON" train $2 --steps "$5" --data "$TMP/tokens.bin" --lr-schedule constant --eval-every 0 \
     --log-every 0 --metrics "$out" "${prof[@]}" >/dev/null
   median_step_s "$out"
 }
 
 for model in tiny small; do
   case $model in
-    tiny) flags="--preset seed --vocab 97 --dim 32 --layers 2 --heads 4 --batch 2 --seq 16" ;;
-    small) flags="--preset causal --vocab 97 --dim 256 --layers 4 --heads 4 --batch 4 --seq 128" ;;
+    tiny) flags="--preset seed --vocab 97 --dim 32 --layers 2 --heads 4 --batch 2 --seq 16" steps=$((10 * STEPS)) ;;
+    small) flags="--preset causal --vocab 97 --dim 256 --layers 4 --heads 4 --batch 4 --seq 128" steps=$STEPS ;;
   esac
   off=() on=()
   for r in $(seq "$ROUNDS"); do
-    off+=("$(run $model "$flags" off "$r")")
-    on+=("$(run $model "$flags" on "$r")")
+    off+=("$(run $model "$flags" off "$r" "$steps")")
+    on+=("$(run $model "$flags" on "$r" "$steps")")
   done
   python3 - "$model" "${off[*]}" "${on[*]}" <<'PY'
 import statistics, sys
