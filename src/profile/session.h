@@ -14,6 +14,8 @@ struct ProfileOptions {
   Schedule schedule;
 };
 
+// The tracer is process-wide: one session at a time per process (one rank per process, as
+// `pylon train` runs them).
 class ProfileSession {
  public:
   // Creates dir. Inactive (every call a no-op) when options.dir is empty.
