@@ -22,6 +22,7 @@ constexpr Command kCommands[] = {
     {"tokenize", pylon::run_tokenize, "train a SentencePiece BPE model and write token files"},
     {"export", pylon::run_export, "write a model as a single-file edge model (f16/int8/int4)"},
     {"inspect", pylon::run_inspect, "print the header of an edge model file"},
+    {"trace", pylon::run_trace, "merge per-rank profiler traces (trace merge OUT IN...)"},
 };
 
 void print_usage(std::FILE* out) {

@@ -31,7 +31,6 @@ int run_train(int argc, char** argv) {
   o.batch = 16, o.seq = 128, o.steps = 300, o.adamw.lr = 1e-3f, o.adamw.weight_decay = 0.1f;
   o.eval_every = 50;
   warmup = o.schedule.warmup;
-  std::string profile;
 
   ArgParser args("train", "Train MiniLLM. Defaults: the causal preset at a small size on the default "
                           "English text,\nsized for a few minutes on 2 CPU cores.");
@@ -77,7 +76,11 @@ int run_train(int argc, char** argv) {
   args.add("resume", &o.resume_dir, "continue from a checkpoint directory");
   args.add("metrics", &o.metrics_path, "JSONL file, one object per optimizer step");
   args.add("log-every", &o.log_every, "progress line every K steps");
-  args.add("profile", &profile, "trace directory");
+  args.add("profile", &o.profile.dir,
+           "write DIR/trace.rank<R>.json per rank, DIR/ops.csv, and print the top ops (CPU)");
+  args.add("profile-wait", &o.profile.schedule.wait, "profiler schedule: steps not recorded first");
+  args.add("profile-warmup", &o.profile.schedule.warmup, "profiler schedule: then steps recorded and dropped");
+  args.add("profile-active", &o.profile.schedule.active, "profiler schedule: then steps recorded");
   if (!args.parse(argc, argv)) {
     std::fputs(args.help().c_str(), stdout);
     return 0;
@@ -90,7 +93,8 @@ int run_train(int argc, char** argv) {
   PYLON_CHECK(device == "cpu" || (nproc == 1 && nnodes == 1 && !std::getenv("WORLD_SIZE")),
               "--device cuda runs on one GPU for now; sharding over NCCL is not built yet");
   PYLON_CHECK(dist_timeout > 0, "--dist-timeout must be positive");
-  PYLON_CHECK(profile.empty(), "--profile: the profiler is not built yet");
+  PYLON_CHECK(o.profile.dir.empty() || device == "cpu",
+              "--profile: CUDA traces (CUPTI) are not built yet; profile the CPU path (--device cpu)");
   PYLON_CHECK(seed >= 0, "--seed must be non-negative");
   PYLON_CHECK(warmup >= 0, "--warmup must be non-negative");
 

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "profile/tracer.h"
 
 namespace pylon {
 
@@ -95,15 +96,24 @@ void FsdpModel::gather(int unit) {
   if (gathered_[i]) return;
   const ShardUnit& u = layout_.units()[i];
   // (padded) <- every rank's (shard); then each parameter to its slots in the flat buffer.
-  comm_.all_gather(shards_[i].param.data(), staging_.data(), static_cast<size_t>(u.shard));
+  {
+    PYLON_RANGE_SHAPES("collective", "all_gather", {u.shard, comm_.world()});
+    comm_.all_gather(shards_[i].param.data(), staging_.data(), static_cast<size_t>(u.shard));
+  }
   for (const UnitParam& p : u.params)
     std::memcpy(params_.data() + p.flat_offset, staging_.data() + p.unit_offset,
                 static_cast<size_t>(p.numel) * sizeof(float));
   gathered_[i] = true;
+  gathered_floats_ += u.numel;
+  profile::record_counter("fsdp_gathered_param_bytes", static_cast<double>(gathered_floats_) * sizeof(float));
 }
 
 void FsdpModel::free_params(int unit) {
   const size_t i = static_cast<size_t>(unit + 1);
+  if (gathered_[i]) {
+    gathered_floats_ -= layout_.units()[i].numel;
+    profile::record_counter("fsdp_gathered_param_bytes", static_cast<double>(gathered_floats_) * sizeof(float));
+  }
   for (const UnitParam& p : layout_.units()[i].params) {
     const size_t b = static_cast<size_t>(p.flat_offset), e = b + static_cast<size_t>(p.numel);
     if (options_.poison_resharded)
@@ -124,7 +134,10 @@ void FsdpModel::reduce_grads(int unit) {
                 static_cast<size_t>(p.numel) * sizeof(float));
   std::fill(staging_.begin() + u.numel, staging_.begin() + u.padded, 0.f);
   reduced_.resize(static_cast<size_t>(u.shard));
-  comm_.reduce_scatter_sum(staging_.data(), reduced_.data(), static_cast<size_t>(u.shard));
+  {
+    PYLON_RANGE_SHAPES("collective", "reduce_scatter", {u.padded});
+    comm_.reduce_scatter_sum(staging_.data(), reduced_.data(), static_cast<size_t>(u.shard));
+  }
   float* g = shards_[i].grad.data();
   for (size_t k = 0; k < reduced_.size(); ++k) g[k] += reduced_[k];
   for (const UnitParam& p : u.params) {  // the slots start the next backward at zero
@@ -175,7 +188,10 @@ std::vector<float> FsdpModel::gather_full_params(int root) {
   if (comm_.rank() == root) full.resize(static_cast<size_t>(layout_.table().total));
   for (size_t i = 0; i < shards_.size(); ++i) {
     const ShardUnit& u = layout_.units()[i];
-    comm_.all_gather(shards_[i].param.data(), staging_.data(), static_cast<size_t>(u.shard));
+    {
+      PYLON_RANGE_SHAPES("collective", "all_gather", {u.shard, comm_.world()});
+      comm_.all_gather(shards_[i].param.data(), staging_.data(), static_cast<size_t>(u.shard));
+    }
     if (full.empty()) continue;
     for (const UnitParam& p : u.params)
       std::memcpy(full.data() + p.flat_offset, staging_.data() + p.unit_offset,

@@ -102,6 +102,7 @@ class FsdpModel final : public UnitHooks {
   PagedBuffer params_, grads_;
   std::vector<float> staging_, reduced_;  // (padded) gather/reduce-scatter buffer, (shard) result
   std::vector<bool> gathered_;
+  int64_t gathered_floats_ = 0;  // parameters of the gathered units (the profiler's memory track)
   bool reduce_grads_ = true, forward_only_ = false;
 };
 

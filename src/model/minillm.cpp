@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "ops/cpu/ops.h"
+#include "profile/tracer.h"
 
 namespace pylon {
 
@@ -34,6 +35,7 @@ void MiniLLM::resize(int B, int T) {
 float MiniLLM::forward(const float* params, const int32_t* inputs, const int32_t* targets, int B,
                        int T, UnitHooks* hooks) {
   PYLON_ASSERT(B > 0 && T > 0);
+  PYLON_RANGE("model", "forward");
   resize(B, T);
   const int N = B * T, D = config_.dim, H = config_.heads, V = config_.vocab;
   const float* P = params;
@@ -48,6 +50,8 @@ float MiniLLM::forward(const float* params, const int32_t* inputs, const int32_t
   if (hooks) hooks->before_forward(-1);
   cpu::embedding_forward(x, inputs, P + table_.params.front().offset, N, D);
   for (int l = 0; l < config_.layers; ++l) {
+    profile::Range layer_range("layer", "block_forward");
+    if (layer_range.on()) layer_range.set_int("layer", l);
     if (hooks) hooks->before_forward(l);
     const BlockOffsets o = block_offsets(table_, l);
     Layer& a = layers_[l];
@@ -83,6 +87,7 @@ float MiniLLM::forward(const float* params, const int32_t* inputs, const int32_t
 
 void MiniLLM::backward(const float* params, float* grads, float loss_scale, UnitHooks* hooks) {
   PYLON_ASSERT(has_targets_, "backward() needs a forward() with targets");
+  PYLON_RANGE("model", "backward");
   const int B = B_, T = T_, N = B * T, D = config_.dim, H = config_.heads, V = config_.vocab;
   const float* P = params;
   const ParamInfo& head = table_.params.back();
@@ -93,6 +98,8 @@ void MiniLLM::backward(const float* params, float* grads, float loss_scale, Unit
   cpu::linear_backward(dx_.data(), grads + head.offset, nullptr, logits_.data(), x_last,
                        P + head.offset, N, D, V);
   for (int l = config_.layers - 1; l >= 0; --l) {
+    profile::Range layer_range("layer", "block_backward");
+    if (layer_range.on()) layer_range.set_int("layer", l);
     if (hooks) hooks->before_backward(l);
     const BlockOffsets o = block_offsets(table_, l);
     Layer& a = layers_[l];

@@ -16,6 +16,8 @@
 #include "io/safetensors.h"
 #include "io/token_file.h"
 #include "model/minillm.h"
+#include "profile/session.h"
+#include "profile/tracer.h"
 #include "train/checkpoint.h"
 #include "train/data_loader.h"
 #include "train/evaluate.h"
@@ -67,16 +69,21 @@ nlohmann::json options_json(const TrainOptions& o) {
 // one rank with batch W·B.
 double evaluate_sharded(MiniLLM& model, FsdpModel& fsdp, const TokenFile& data, int batch, int seq,
                         int64_t steps) {
+  PYLON_RANGE("eval", "eval");
   Communicator& comm = fsdp.comm();
   const DataLoader loader(data, batch, seq, comm.rank(), comm.world());
   std::vector<int32_t> inputs(static_cast<size_t>(batch) * seq), targets(inputs.size());
   double sum = 0;
   fsdp.set_forward_only(true);
   for (int64_t m = 0; m < steps; ++m) {
-    loader.load(m, inputs.data(), targets.data());
+    {
+      PYLON_RANGE("data", "data_load");
+      loader.load(m, inputs.data(), targets.data());
+    }
     sum += model.forward(fsdp.params(), inputs.data(), targets.data(), batch, seq, &fsdp);
   }
   fsdp.set_forward_only(false);
+  PYLON_RANGE("collective", "all_reduce");
   comm.all_reduce_sum(&sum, 1);
   return sum / static_cast<double>(steps * comm.world());
 }
@@ -111,6 +118,12 @@ CheckpointInfo check_train_options(const TrainOptions& o) {
     PYLON_CHECK(resume.step < o.steps, o.resume_dir, ": already at step ", resume.step,
                 ", nothing to do for --steps ", o.steps);
   }
+  const profile::Schedule& s = o.profile.schedule;
+  PYLON_CHECK(s.wait >= 0 && s.warmup >= 0 && s.active > 0,
+              "--profile-wait and --profile-warmup must be >= 0, --profile-active > 0");
+  PYLON_CHECK(o.profile.dir.empty() || s.wait + s.warmup < o.steps - resume.step, "--profile: wait ",
+              s.wait, " + warmup ", s.warmup, " steps leave no active step within the run's ",
+              o.steps - resume.step, " steps");
   if (!o.init_from.empty()) {
     const SafetensorsReader file(o.init_from);
     const ParamTable table = param_table(o.model);
@@ -176,11 +189,13 @@ TrainResult train(const TrainOptions& o, Communicator& comm) {
 
   MetricsLog metrics(lead ? o.metrics_path : "", start_step > 0);
   auto save = [&](int64_t step_done) {
+    PYLON_RANGE("checkpoint", "checkpoint_save");
     nlohmann::json trainer = {{"options", options_json(o)}, {"global_batch_rows", global_rows}};
     const std::string path = save_checkpoint(o.save_dir, {config, step_done, trainer, tokenizer}, fsdp);
     if (lead) std::printf("saved checkpoint %s\n", path.c_str());
   };
 
+  profile::ProfileSession profiler(o.profile, rank);
   TrainResult result;
   const Stopwatch run_clock;
   double train_seconds = 0;
@@ -188,11 +203,17 @@ TrainResult train(const TrainOptions& o, Communicator& comm) {
   std::vector<double> scalars(2 + static_cast<size_t>(world));
   for (int64_t step = start_step; step < o.steps; ++step) {
     inject_test_faults(rank, step + 1);
+    profiler.step(step - start_step);
+    profile::Range step_range("step", "train_step");
+    if (step_range.on()) step_range.set_int("step", step + 1);
     const Stopwatch step_clock;
     fsdp.zero_grad();
     double local_loss = 0;
     for (int a = 0; a < o.grad_accum; ++a) {
-      loader.load(step * o.grad_accum + a, inputs.data(), targets.data());
+      {
+        PYLON_RANGE("data", "data_load");
+        loader.load(step * o.grad_accum + a, inputs.data(), targets.data());
+      }
       fsdp.set_reduce_grads(!o.no_sync || a + 1 == o.grad_accum);
       local_loss += model.forward(fsdp.params(), inputs.data(), targets.data(), o.batch, o.seq, &fsdp);
       model.backward(fsdp.params(), fsdp.grads(), loss_scale, &fsdp);
@@ -201,15 +222,23 @@ TrainResult train(const TrainOptions& o, Communicator& comm) {
     scalars[0] = local_loss;
     scalars[1] = fsdp.local_grad_sum_of_squares();
     scalars[2 + static_cast<size_t>(rank)] = static_cast<double>(peak_rss_bytes());
-    comm.all_reduce_sum(scalars.data(), scalars.size());
+    {
+      PYLON_RANGE("collective", "all_reduce");
+      comm.all_reduce_sum(scalars.data(), scalars.size());
+    }
     const double loss = scalars[0] / (world * o.grad_accum);  // every rank scored as many tokens
     const double grad_norm = std::sqrt(scalars[1]);
     PYLON_CHECK(std::isfinite(loss) && std::isfinite(grad_norm), "training diverged at step ",
                 step + 1, ": loss ", loss, ", grad norm ", grad_norm, " (lower --lr?)");
-    if (o.grad_clip > 0 && grad_norm > o.grad_clip)  // torch.nn.utils.clip_grad_norm_
+    if (o.grad_clip > 0 && grad_norm > o.grad_clip) {  // torch.nn.utils.clip_grad_norm_
+      PYLON_RANGE("optimizer", "clip_grad");
       fsdp.scale_grads(static_cast<float>(o.grad_clip / (grad_norm + 1e-6)));
+    }
     const float lr = lr_at(o.schedule, step, o.steps);
-    fsdp.adamw_step(lr, o.adamw, step + 1);
+    {
+      PYLON_RANGE("optimizer", "adamw");
+      fsdp.adamw_step(lr, o.adamw, step + 1);
+    }
     const double dt = step_clock.seconds();
     train_seconds += dt;
 
@@ -246,6 +275,7 @@ TrainResult train(const TrainOptions& o, Communicator& comm) {
     result.peak_mem_bytes = peak_mem;
   }
   if (!o.save_dir.empty()) save(o.steps);
+  profiler.finish();
   comm.barrier();  // nobody tears down its connections while a peer may still need them
   result.seconds = run_clock.seconds();
   return result;

@@ -7,11 +7,13 @@
 
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/ops.h"
+#include "profile/tracer.h"
 
 namespace pylon::cpu {
 
 template <typename T>
 void attention_forward(T* out, T* probs, const T* qkv, int B, int Tn, int D, int H, bool causal) {
+  PYLON_RANGE_SHAPES("op", "attention_forward", {B, Tn, 3 * D}, {H});
   const int hd = D / H, ld = 3 * D;
   const T scale = T(1) / std::sqrt(T(hd));
   for (int b = 0; b < B; ++b) {
@@ -41,6 +43,7 @@ void attention_forward(T* out, T* probs, const T* qkv, int B, int Tn, int D, int
 template <typename T>
 void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* probs, int B, int Tn, int D,
                         int H) {
+  PYLON_RANGE_SHAPES("op", "attention_backward", {B, Tn, 3 * D}, {H});
   const int hd = D / H, ld = 3 * D;
   const T scale = T(1) / std::sqrt(T(hd));
   std::vector<T> dp(static_cast<size_t>(Tn) * Tn);  // (T, T): dP, then dS in place

@@ -3,12 +3,14 @@
 #include <cmath>
 
 #include "ops/cpu/ops.h"
+#include "profile/tracer.h"
 
 namespace pylon::cpu {
 
 template <typename T>
 void cross_entropy_forward(T* losses, T* probs, const T* logits, const int32_t* targets, int N,
                            int V) {
+  PYLON_RANGE_SHAPES("op", "cross_entropy_forward", {N, V});
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
     const T* z = logits + static_cast<int64_t>(n) * V;
@@ -25,6 +27,7 @@ void cross_entropy_forward(T* losses, T* probs, const T* logits, const int32_t* 
 template <typename T>
 void cross_entropy_backward(T* dlogits, const T* probs, const int32_t* targets, int N, int V,
                             T scale) {
+  PYLON_RANGE_SHAPES("op", "cross_entropy_backward", {N, V});
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
     const T* p = probs + static_cast<int64_t>(n) * V;

@@ -1,11 +1,13 @@
 // Linear layer y = x·Wᵀ + b through the CPU GEMM.
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/ops.h"
+#include "profile/tracer.h"
 
 namespace pylon::cpu {
 
 template <typename T>
 void linear_forward(T* out, const T* in, const T* W, const NoDeduce<T>* b, int N, int I, int O) {
+  PYLON_RANGE_SHAPES("op", "linear_forward", {N, I}, {O, I});
   gemm<T>(false, true, N, O, I, T(1), in, I, W, I, T(0), out, O);
   if (!b) return;
 #pragma omp parallel for schedule(static)
@@ -18,6 +20,7 @@ void linear_forward(T* out, const T* in, const T* W, const NoDeduce<T>* b, int N
 template <typename T>
 void linear_backward(NoDeduce<T>* din, T* dW, NoDeduce<T>* db, const T* dout, const T* in,
                      const T* W, int N, int I, int O) {
+  PYLON_RANGE_SHAPES("op", "linear_backward", {N, O}, {N, I}, {O, I});
   if (din) gemm<T>(false, false, N, I, O, T(1), dout, O, W, I, T(0), din, I);
   gemm<T>(true, false, O, I, N, T(1), dout, O, in, I, T(1), dW, I);
   if (!db) return;

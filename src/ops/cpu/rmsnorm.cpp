@@ -2,11 +2,13 @@
 #include <cmath>
 
 #include "ops/cpu/ops.h"
+#include "profile/tracer.h"
 
 namespace pylon::cpu {
 
 template <typename T>
 void rmsnorm_forward(T* out, T* rstd, const T* in, const T* w, int N, int C, T eps) {
+  PYLON_RANGE_SHAPES("op", "rmsnorm_forward", {N, C});
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
     const T* x = in + static_cast<int64_t>(n) * C;
@@ -22,6 +24,7 @@ void rmsnorm_forward(T* out, T* rstd, const T* in, const T* w, int N, int C, T e
 template <typename T>
 void rmsnorm_backward(T* din, T* dw, const T* dout, const T* in, const T* w, const T* rstd, int N,
                       int C) {
+  PYLON_RANGE_SHAPES("op", "rmsnorm_backward", {N, C});
   // dx = r·(w∘dy) − x·r³/C · Σ(w∘dy∘x);  dw += Σ_rows dy∘x·r.
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {

@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "ops/cpu/ops.h"
+#include "profile/tracer.h"
 
 namespace pylon::cpu {
 namespace {
@@ -35,11 +36,13 @@ void rope_rotate(T* qkv, int B, int Tn, int D, int H, T theta, int pos0, T sign)
 
 template <typename T>
 void rope_forward(T* qkv, int B, int Tn, int D, int H, T theta, int pos0) {
+  PYLON_RANGE_SHAPES("op", "rope_forward", {B, Tn, 3 * D}, {H});
   rope_rotate(qkv, B, Tn, D, H, theta, pos0, T(1));
 }
 
 template <typename T>
 void rope_backward(T* dqkv, int B, int Tn, int D, int H, T theta, int pos0) {
+  PYLON_RANGE_SHAPES("op", "rope_backward", {B, Tn, 3 * D}, {H});
   rope_rotate(dqkv, B, Tn, D, H, theta, pos0, T(-1));
 }
 

@@ -1,0 +1,39 @@
+// One profiled training run on one rank: the step schedule, then DIR/trace.rank<R>.json, and on
+// rank 0 DIR/ops.csv and the printed top-ops table.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "profile/tracer.h"
+
+namespace pylon::profile {
+
+struct ProfileOptions {
+  std::string dir;  // "" = no profiling
+  Schedule schedule;
+};
+
+// The tracer is process-wide: one session at a time per process (one rank per process, as
+// `pylon train` runs them).
+class ProfileSession {
+ public:
+  // Creates dir. Inactive (every call a no-op) when options.dir is empty.
+  ProfileSession(const ProfileOptions& options, int rank);
+  ~ProfileSession();  // recording off (an exception may end the run early)
+  ProfileSession(const ProfileSession&) = delete;
+  ProfileSession& operator=(const ProfileSession&) = delete;
+
+  void step(int64_t k);  // at the start of step k (0-based within this run)
+  // Recording off; writes the files; rank 0 prints the table. Returns what it wrote on this rank.
+  std::string finish();
+
+ private:
+  ProfileOptions options_;
+  int rank_;
+  StepScheduler scheduler_;
+  bool open_ = false;
+  int statm_fd_ = -1;
+};
+
+}  // namespace pylon::profile

@@ -1,0 +1,28 @@
+// The top-ops table, like PyTorch's key_averages().table(): per range name (and optionally input
+// shapes) its calls, self and total CPU time, average and share; device columns wait for CUPTI.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "profile/tracer.h"
+
+namespace pylon::profile {
+
+struct OpStats {
+  std::string name, shapes;  // shapes: "" unless grouped by them
+  int64_t calls = 0;
+  double self_cpu_us = 0, total_cpu_us = 0;   // self: minus the ranges directly inside it
+  double self_device_us = 0, total_device_us = 0;  // 0 until device records exist
+};
+
+// Aggregates every thread's ranges, sorted by total CPU time (descending).
+std::vector<OpStats> op_stats(const Trace& trace, bool group_by_shapes = false);
+
+// The printable table of the first `rows` rows; % columns are shares of the summed self time.
+std::string format_table(const std::vector<OpStats>& stats, size_t rows = 30);
+// Every row as CSV with a header line. Throws pylon::Error when it cannot write.
+void write_csv(const std::vector<OpStats>& stats, const std::string& path);
+
+}  // namespace pylon::profile

@@ -1,0 +1,119 @@
+// The tracer: scoped CPU ranges and counter samples recorded into per-thread buffers, enabled by a
+// step schedule (wait / warmup / active, like torch.profiler.schedule). Disabled, a range costs one
+// branch. Device records (CUPTI) will join the snapshot as further tracks.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pylon::profile {
+
+// A range's arguments as plain numbers (formatted only when written): up to 4 input shapes of
+// 8 dims in all, or one named integer.
+struct RangeArgs {
+  const char* key = nullptr;  // set: {"key": values[0]}
+  uint8_t shapes = 0;         // else: this many shapes, dims[i] values each
+  uint8_t dims[4] = {};
+  int64_t values[8] = {};
+};
+// {"shapes":"[[256,32],[96,32]]"}, {"layer":3} or "" for none.
+std::string args_json(const RangeArgs& a);
+std::string shapes_text(const RangeArgs& a);  // "[[256,32],[96,32]]" or ""
+
+// One finished range on one thread; times in ns of the steady clock (CLOCK_MONOTONIC: one
+// timeline for every process of a machine).
+struct RangeEvent {
+  const char* category;  // static strings: "op", "layer", "collective", "optimizer", "data", ...
+  const char* name;
+  int64_t begin_ns, end_ns;
+  RangeArgs args;
+};
+
+struct CounterSample {
+  const char* name;
+  int64_t ts_ns;
+  double value;
+};
+
+struct ThreadTrace {
+  int64_t tid;
+  std::string name;
+  std::vector<RangeEvent> ranges;  // sorted by begin, outer before inner
+  std::vector<CounterSample> counters;  // in time order
+};
+
+// Everything one process recorded: pid is the rank.
+struct Trace {
+  int pid = 0;
+  std::string process_name;
+  std::vector<ThreadTrace> threads;
+};
+
+inline std::atomic<bool> g_enabled{false};
+inline bool enabled() { return g_enabled.load(std::memory_order_relaxed); }
+int64_t now_ns();
+
+// Called on the recording thread only (its own buffer, no lock).
+void record_range(RangeEvent&& e);
+void record_counter(const char* name, double value);
+void set_thread_name(const std::string& name);  // names the calling thread's track
+
+// Recording on/off and the buffers. Call these while no other thread is inside a range.
+void set_enabled(bool on);
+void clear();
+Trace snapshot(int pid, const std::string& process_name);
+
+// torch.profiler.schedule(wait, warmup, active) with repeat=1: step(k) at the start of step k
+// (0-based) turns recording off for k < wait, on for the warmup and active steps, drops what the
+// warmup recorded when the first active step starts, and turns it off after the last.
+struct Schedule {
+  int64_t wait = 1, warmup = 1, active = 5;
+};
+class StepScheduler {
+ public:
+  explicit StepScheduler(Schedule s) : s_(s) {}
+  void step(int64_t k);
+  bool active(int64_t k) const { return k >= s_.wait + s_.warmup && k < s_.wait + s_.warmup + s_.active; }
+
+ private:
+  Schedule s_;
+};
+
+// A scoped range: begins at construction, recorded at destruction (when enabled at its start).
+class Range {
+ public:
+  Range(const char* category, const char* name) {
+    if (enabled()) begin(category, name);
+  }
+  ~Range() {
+    if (e_) end();
+  }
+  Range(const Range&) = delete;
+  Range& operator=(const Range&) = delete;
+  bool on() const { return e_.has_value(); }
+  // Arguments, only computed when on(): tensor shapes (grouped in the table) and named integers.
+  void set_shapes(std::initializer_list<std::initializer_list<int64_t>> shapes);
+  void set_int(const char* key, int64_t value);
+
+ private:
+  void begin(const char* category, const char* name);
+  void end();
+  std::optional<RangeEvent> e_;  // empty while disabled: nothing to initialise
+};
+
+}  // namespace pylon::profile
+
+#define PYLON_PROFILE_CAT2(a, b) a##b
+#define PYLON_PROFILE_CAT(a, b) PYLON_PROFILE_CAT2(a, b)
+#define PYLON_PROFILE_VAR PYLON_PROFILE_CAT(pylon_range_, __LINE__)
+
+// PYLON_RANGE("collective", "all_gather"); ranges end with the enclosing scope.
+#define PYLON_RANGE(category, name) ::pylon::profile::Range PYLON_PROFILE_VAR(category, name)
+// PYLON_RANGE_SHAPES("op", "linear_forward", {N, I}, {O, I}): with the input shapes as args.
+#define PYLON_RANGE_SHAPES(category, name, ...)                              \
+  ::pylon::profile::Range PYLON_PROFILE_VAR(category, name);                 \
+  if (PYLON_PROFILE_VAR.on()) PYLON_PROFILE_VAR.set_shapes({__VA_ARGS__})

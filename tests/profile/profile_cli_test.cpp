@@ -1,0 +1,67 @@
+// pylon train --profile on a tiny model: a valid trace per rank with the op, layer, optimizer and
+// data ranges, the ops CSV and the printed table; bad schedules are one error line.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "profile/trace_check.h"
+#include "support/run_command.h"
+#include "support/temp_dir.h"
+
+namespace pylon {
+namespace {
+
+const std::string kGolden = std::string(PYLON_GOLDEN_DIR) + "/seed_small";
+
+std::string profiled_train(const std::string& dir, const std::string& extra) {
+  return "train --preset seed --vocab 97 --dim 32 --layers 2 --heads 4 --batch 2 --seq 16 --steps 4 "
+         "--lr-schedule constant --init-from " + kGolden + "/init.safetensors --data " + kGolden +
+         "/tokens.bin --device cpu --profile " + dir + " " + extra;
+}
+
+TEST(ProfileCli, TrainWritesAValidTraceTableAndCsv) {
+  testing::TempDir tmp;
+  const auto r = testing::run_pylon(profiled_train(tmp.file("prof"), "--profile-wait 1 --profile-warmup 1 --profile-active 2 --save " + tmp.file("ckpt")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(tmp.file("prof/trace.rank0.json"));
+  ASSERT_TRUE(in) << r.out;
+  const auto doc = nlohmann::json::parse(in);
+  EXPECT_EQ(testing::check_chrome_trace(doc), "");
+  const auto names = testing::slice_names(doc);
+  for (const char* n : {"linear_forward", "linear_backward", "attention_forward", "attention_backward",
+                        "block_forward", "block_backward", "adamw", "data_load", "all_gather",
+                        "reduce_scatter", "all_reduce", "train_step", "checkpoint_save"})
+    EXPECT_TRUE(names.count(n)) << n;
+  int steps = 0;
+  std::set<std::string> counters;
+  for (const auto& e : doc["traceEvents"]) {
+    steps += e["name"] == "train_step";
+    if (e["ph"] == "C") counters.insert(e["name"].get<std::string>());
+  }
+  EXPECT_EQ(steps, 2);  // the active steps only
+  EXPECT_TRUE(counters.count("resident_bytes") && counters.count("fsdp_gathered_param_bytes"));
+  EXPECT_NE(r.out.find("Self CPU time total"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("linear_forward"), std::string::npos) << r.out;
+  std::ifstream csv(tmp.file("prof/ops.csv"));
+  std::string header, row;
+  std::getline(csv, header);
+  EXPECT_EQ(header.rfind("name,input_shapes,calls,self_cpu_us,total_cpu_us", 0), 0u) << header;
+  EXPECT_TRUE(std::getline(csv, row));
+}
+
+TEST(ProfileCli, ScheduleWithoutActiveStepsIsOneErrorLine) {
+  testing::TempDir tmp;
+  for (const char* flags : {"--profile-wait 3 --profile-warmup 1", "--profile-active 0"}) {
+    const auto r = testing::run_pylon(profiled_train(tmp.file("p"), flags));  // 4 steps
+    EXPECT_EQ(r.exit_code, 1) << flags << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find("--profile"), std::string::npos) << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace pylon

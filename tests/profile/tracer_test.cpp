@@ -1,0 +1,115 @@
+// The tracer: ranges nest and carry their args, a disabled tracer records nothing, the schedule
+// keeps exactly the active steps, and the table's self and total times on a known nested trace.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "profile/table.h"
+#include "profile/tracer.h"
+
+namespace pylon::profile {
+namespace {
+
+class TracerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { clear(), set_enabled(false); }
+  void TearDown() override { clear(), set_enabled(false); }
+};
+
+std::vector<RangeEvent> all_ranges() {
+  std::vector<RangeEvent> out;
+  for (const auto& t : snapshot(0, "test").threads) out.insert(out.end(), t.ranges.begin(), t.ranges.end());
+  return out;
+}
+
+TEST_F(TracerTest, DisabledRecordsNothing) {
+  { PYLON_RANGE("op", "never"); }
+  record_counter("bytes", 1);
+  EXPECT_TRUE(snapshot(0, "test").threads.empty());
+}
+
+TEST_F(TracerTest, RangesNestWithArgsAndThreads) {
+  set_enabled(true);
+  {
+    PYLON_RANGE("layer", "outer");
+    PYLON_RANGE_SHAPES("op", "inner", {2, 3}, {4});
+  }
+  std::thread([] { PYLON_RANGE("op", "other_thread"); }).join();
+  const Trace t = snapshot(3, "rank 3");
+  EXPECT_EQ(t.pid, 3);
+  ASSERT_EQ(t.threads.size(), 2u);
+  const auto& main = t.threads[0].ranges;
+  ASSERT_EQ(main.size(), 2u);
+  EXPECT_STREQ(main[0].name, "outer");  // sorted by begin, outer first
+  EXPECT_STREQ(main[1].name, "inner");
+  EXPECT_EQ(args_json(main[1].args), R"({"shapes":"[[2,3],[4]]"})");
+  EXPECT_EQ(args_json(main[0].args), "");
+  EXPECT_LE(main[0].begin_ns, main[1].begin_ns);
+  EXPECT_GE(main[0].end_ns, main[1].end_ns);
+  EXPECT_NE(t.threads[0].tid, t.threads[1].tid);
+}
+
+TEST_F(TracerTest, ScheduleRecordsExactlyTheActiveSteps) {
+  StepScheduler s({/*wait=*/2, /*warmup=*/1, /*active=*/3});
+  for (int64_t k = 0; k < 9; ++k) {
+    s.step(k);
+    Range r("step", "train_step");
+    if (r.on()) r.set_int("step", k);
+  }
+  set_enabled(false);
+  std::vector<std::string> steps;
+  for (const auto& e : all_ranges()) steps.push_back(args_json(e.args));
+  EXPECT_EQ(steps, (std::vector<std::string>{R"({"step":3})", R"({"step":4})", R"({"step":5})"}));
+}
+
+// outer [0, 100) holds a [10, 40) and b [50, 60); a holds b [20, 30). Another thread: b [0, 5).
+Trace synthetic_trace() {
+  auto ev = [](const char* name, int64_t b, int64_t e, int64_t shape = 0) {
+    RangeArgs a;
+    if (shape) a.shapes = 1, a.dims[0] = 1, a.values[0] = shape;
+    return RangeEvent{"op", name, b * 1000, e * 1000, a};
+  };
+  Trace t;
+  t.threads.push_back({1, "main",
+                       {ev("outer", 0, 100), ev("a", 10, 40), ev("b", 20, 30, 1),
+                        ev("b", 50, 60, 2)},
+                       {}});
+  t.threads.push_back({2, "worker", {ev("b", 0, 5, 2)}, {}});
+  return t;
+}
+
+TEST_F(TracerTest, TableSelfAndTotalTimes) {
+  const auto stats = op_stats(synthetic_trace());
+  ASSERT_EQ(stats.size(), 3u);
+  EXPECT_EQ(stats[0].name, "outer");  // sorted by total time
+  EXPECT_DOUBLE_EQ(stats[0].total_cpu_us, 100);
+  EXPECT_DOUBLE_EQ(stats[0].self_cpu_us, 60);  // minus a (30) and the second b (10)
+  EXPECT_EQ(stats[1].name, "a");
+  EXPECT_DOUBLE_EQ(stats[1].total_cpu_us, 30);
+  EXPECT_DOUBLE_EQ(stats[1].self_cpu_us, 20);
+  EXPECT_EQ(stats[2].name, "b");
+  EXPECT_EQ(stats[2].calls, 3);
+  EXPECT_DOUBLE_EQ(stats[2].total_cpu_us, 25);
+  EXPECT_DOUBLE_EQ(stats[2].self_cpu_us, 25);
+  double self_sum = 0;  // self times partition the top-level time: 100 + 5
+  for (const auto& s : stats) {
+    self_sum += s.self_cpu_us;
+    EXPECT_EQ(s.total_device_us, 0);  // until CUPTI
+  }
+  EXPECT_DOUBLE_EQ(self_sum, 105);
+  const std::string table = format_table(stats);
+  EXPECT_NE(table.find("outer"), std::string::npos) << table;
+  EXPECT_NE(table.find("Self CPU time total: 105.000us"), std::string::npos) << table;
+}
+
+TEST_F(TracerTest, TableGroupsByShapes) {
+  const auto stats = op_stats(synthetic_trace(), /*group_by_shapes=*/true);
+  ASSERT_EQ(stats.size(), 4u);
+  int64_t b_calls_shape2 = 0;
+  for (const auto& s : stats)
+    if (s.name == "b" && s.shapes == "[[2]]") b_calls_shape2 = s.calls;
+  EXPECT_EQ(b_calls_shape2, 2);
+}
+
+}  // namespace
+}  // namespace pylon::profile
