@@ -7,23 +7,9 @@
 
 #include "model/config.h"
 #include "model/params.h"
+#include "model/unit_hooks.h"
 
 namespace pylon {
-
-// Called by MiniLLM around each unit's use of its parameters: unit −1 is the root (embedding and
-// head), 0..L−1 the blocks. forward: before/after_forward(−1) enclose the whole pass (the root is
-// used first by the embedding and last by the head), blocks in order in between. backward:
-// before_backward(−1) first (the head), blocks L−1..0, after_backward(−1) last (the embedding),
-// so a unit's gradient slots are final when its after_backward runs. FSDP gathers parameters in
-// before_*, frees them and reduce-scatters gradients in after_*; a null hooks pointer does nothing.
-class UnitHooks {
- public:
-  virtual ~UnitHooks() = default;
-  virtual void before_forward(int unit) = 0;
-  virtual void after_forward(int unit) = 0;
-  virtual void before_backward(int unit) = 0;
-  virtual void after_backward(int unit) = 0;
-};
 
 class MiniLLM {
  public:

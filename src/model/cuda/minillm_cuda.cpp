@@ -82,13 +82,16 @@ void MiniLLMCuda::linear_backward(bf16* din, float* dW, float* db, const bf16* d
 }
 
 void MiniLLMCuda::forward(const std::vector<const bf16*>& P, const int32_t* inputs,
-                          const int32_t* targets, float* loss_sum, cudaStream_t s) {
+                          const int32_t* targets, float* loss_sum, cudaStream_t s,
+                          UnitHooks* hooks) {
   const int D = config_.dim, H = config_.heads, V = config_.vocab, L = config_.layers;
   const float eps = config_.norm_eps;
   inputs_ = inputs;
   const int64_t N = N_;
+  if (hooks) hooks->before_forward(-1);
   embedding_forward(L ? layers_[0].x : x_last_, inputs, P[0], N_, D, s);
   // h = RMSNorm1(x_0); later blocks get it fused with the previous block's residual add.
+  if (L && hooks) hooks->before_forward(0);
   if (L) residual_rmsnorm_forward(nullptr, h_, layers_[0].rstd1, layers_[0].x, nullptr, P[1], N_, D, eps, s);
   for (int l = 0; l < L; ++l) {
     const size_t p = 1 + static_cast<size_t>(l) * 8;  // norm1, in_w, in_b, out_w, out_b, norm2, ffn0, ffn2
@@ -103,38 +106,48 @@ void MiniLLMCuda::forward(const std::vector<const bf16*>& P, const int32_t* inpu
     silu_forward(wide_, a.f1, N * 4 * D, s);
     linear_forward(tmp_, wide_, P[p + 7], nullptr, 4 * D, D, s);
     if (l + 1 < L) {  // x_{l+1} = x_mid + ffn; h = RMSNorm1_{l+1}(x_{l+1})
+      if (hooks) hooks->before_forward(l + 1);
       residual_rmsnorm_forward(layers_[l + 1].x, h_, layers_[l + 1].rstd1, a.x_mid, tmp_,
                                P[p + 8], N_, D, eps, s);
     } else {
       residual_add(x_last_, a.x_mid, tmp_, N * D, s);
     }
+    if (hooks) hooks->after_forward(l);
   }
   linear_forward(logits_, x_last_, P.back(), nullptr, D, V, s);  // (N, V)
   // Loss per position; the logits become d(loss_scale·Σ loss)/d(logits) in place.
   cross_entropy_forward_backward(losses_, logits_, targets, N_, V, loss_scale_, s);
   loss_mean(loss_tmp_, losses_, N_, workspace_, s);
   add_scalar(loss_sum, loss_tmp_, s);
+  if (hooks) hooks->after_forward(-1);
 }
 
 void MiniLLMCuda::backward(const std::vector<const bf16*>& P, const std::vector<float*>& G,
-                           bool accumulate, cudaStream_t s) {
+                           bool accumulate, cudaStream_t s, UnitHooks* hooks) {
   const int D = config_.dim, H = config_.heads, V = config_.vocab, L = config_.layers;
   const float eps = config_.norm_eps;
   const int64_t N = N_;
   const float beta = accumulate ? 1.f : 0.f;
-  if (!accumulate) {  // gradients that kernels add into: embedding, norms, biases
+  // A unit's gradients that kernels add into (embedding, norms, biases) start at zero unless
+  // accumulating; the GEMM-written ones are overwritten (beta 0). Zeroed once the unit is entered.
+  auto zero_added_grads = [&](int unit) {
+    if (accumulate) return;
     for (size_t i = 0; i < table_.params.size(); ++i) {
       const ParamInfo& p = table_.params[i];
       const bool gemm_written = p.shape.size() == 2 && p.name != "embed.weight";
-      if (!gemm_written)
+      if (p.unit == unit && !gemm_written)
         PYLON_CUDA_CHECK(cudaMemsetAsync(G[i], 0, static_cast<size_t>(p.numel) * sizeof(float), s));
     }
-  }
+  };
   // Head: dx = dlogits·W_head; dW_head += dlogitsᵀ·x_L.
+  if (hooks) hooks->before_backward(-1);
+  zero_added_grads(-1);
   linear_backward(dx_, G.back(), nullptr, logits_, x_last_, P.back(), D, V, beta, s);
   for (int l = L - 1; l >= 0; --l) {
     const size_t p = 1 + static_cast<size_t>(l) * 8;
     Layer& a = layers_[l];
+    if (hooks) hooks->before_backward(l);
+    zero_added_grads(l);
     // FFN branch: x_out = x_mid + W2·SiLU(W1·h2), h2 = RMSNorm2(x_mid).
     silu_forward(wide_, a.f1, N * 4 * D, s);  // recompute SiLU(f1)
     gemm_.run(true, false, D, 4 * D, N_, 1.f, dx_, D, wide_, 4 * D, beta, G[p + 7], GemmOut::kF32,
@@ -153,8 +166,10 @@ void MiniLLMCuda::backward(const std::vector<const bf16*>& P, const std::vector<
     residual_rmsnorm_forward(nullptr, h_, rstd_tmp_, a.x, nullptr, P[p], N_, D, eps, s);
     linear_backward(dh_, G[p + 1], G[p + 2], dqkv_, h_, P[p + 1], D, 3 * D, beta, s);
     rmsnorm_backward(dx_, G[p], dh_, dx_mid_, a.x, P[p], a.rstd1, N_, D, workspace_, s);
+    if (hooks) hooks->after_backward(l);
   }
   embedding_backward(G[0], dx_, inputs_, N_, D, V, workspace_, s);
+  if (hooks) hooks->after_backward(-1);
 }
 
 }  // namespace pylon::cuda

@@ -11,6 +11,7 @@
 
 #include "model/config.h"
 #include "model/params.h"
+#include "model/unit_hooks.h"
 #include "ops/cuda/gemm.h"
 #include "ops/cuda/runtime.h"
 
@@ -29,14 +30,15 @@ class MiniLLMCuda {
 
   // params[i]: device pointer to parameter i of table() in bf16. inputs/targets: device (B, T).
   // Enqueues on `stream`; writes the per-position losses and adds their mean into *loss_sum.
+  // hooks (may be null) are called as model/unit_hooks.h says.
   void forward(const std::vector<const bf16*>& params, const int32_t* inputs, const int32_t* targets,
-               float* loss_sum, cudaStream_t stream);
+               float* loss_sum, cudaStream_t stream, UnitHooks* hooks = nullptr);
   // grads[i]: device fp32 gradient of parameter i += d(loss_scale·Σ loss) when `accumulate`,
   // else = (the weight-gradient GEMMs write with beta 0, so the caller need not zero 4 bytes per
   // parameter first; only the small kernel-accumulated gradients are zeroed here).
   // The softmax gradient is formed during forward(), so loss_scale is given there too.
   void backward(const std::vector<const bf16*>& params, const std::vector<float*>& grads,
-                bool accumulate, cudaStream_t stream);
+                bool accumulate, cudaStream_t stream, UnitHooks* hooks = nullptr);
   void set_loss_scale(float s) { loss_scale_ = s; }
 
  private:
