@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/half.h"
 #include "io/atomic_file.h"
 
 namespace pylon {
@@ -55,21 +56,12 @@ bool json_to_count(const nlohmann::json& v, int64_t* out) {
   return false;
 }
 
-float f16_to_f32(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
-  if (exp == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (mant << 13));  // inf, nan
-  if (exp != 0) return std::bit_cast<float>(sign | ((exp + 112) << 23) | (mant << 13));
-  const float mag = std::ldexp(static_cast<float>(mant), -24);  // zero or subnormal, exact
-  return sign ? -mag : mag;
-}
-
 // A name from the file, JSON-quoted so that a message stays one printable line.
 std::string quoted(const std::string& s) {
   return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-float bf16_to_f32(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+float bf16_to_float(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
 
 }  // namespace
 
@@ -226,7 +218,7 @@ void SafetensorsReader::read_f32_range(const std::string& name, const std::vecto
       for (size_t i = 0; i < n; ++i) {
         uint16_t bits = 0;
         std::memcpy(&bits, t->data + 2 * (first + i), 2);
-        out[i] = is_f16 ? f16_to_f32(bits) : bf16_to_f32(bits);
+        out[i] = is_f16 ? half_to_float(bits) : bf16_to_float(bits);
       }
       return;
     }
