@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -238,6 +239,50 @@ TEST(CudaAttentionTiles, EveryCompiledShapeMatchesCpuReference) {
                                         << "/" << tiles.dq_block_n);
         check_against_cpu(Case{1, 200, 2, hd, causal, true, Kernels::default_path}, &tiles);
       }
+}
+
+// The seed preset's shape with more thread blocks than the GPU holds at once (B·H·T/128 = 512 on Hopper),
+// so dq's ordered sums also wait on blocks that start late: the default path must give bit-identical
+// dqkv on a second run and agree with the mma.sync path (its own dq pass, no ordering) to within
+// bf16 rounding of each path.
+TEST(CudaAttentionBackward, LargeGridDeterministicAndMatchesMmaPath) {
+  if (pylon::cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  const int B = 4, T = 1024, H = 16, hd = 128, D = H * hd;
+  const size_t n_qkv = static_cast<size_t>(B) * T * 3 * D, n_out = static_cast<size_t>(B) * T * D;
+  std::vector<float> qkv(n_qkv), dout(n_out);
+  std::vector<bf16> qkv_h(n_qkv), dout_h(n_out);
+  fill_uniform(qkv, qkv_h, 77, 0, 1.0f);
+  fill_uniform(dout, dout_h, 77, 1, 1.0f);
+  Stream stream;
+  DeviceBuffer qkv_d(n_qkv * sizeof(bf16)), dout_d(n_out * sizeof(bf16)), out_d(n_out * sizeof(bf16));
+  DeviceBuffer lse_d(static_cast<size_t>(B) * H * T * sizeof(float));
+  const size_t ws_bytes = attention_backward_workspace_bytes(B, T, D, H);
+  DeviceBuffer ws_d(ws_bytes);
+  PYLON_CUDA_CHECK(cudaMemcpy(qkv_d.get(), qkv_h.data(), n_qkv * sizeof(bf16), cudaMemcpyHostToDevice));
+  PYLON_CUDA_CHECK(cudaMemcpy(dout_d.get(), dout_h.data(), n_out * sizeof(bf16), cudaMemcpyHostToDevice));
+  for (bool causal : {false, true}) {
+    SCOPED_TRACE(causal ? "causal" : "full");
+    attention_forward(out_d.as<bf16>(), lse_d.as<float>(), qkv_d.as<bf16>(), B, T, D, H, causal, stream.get());
+    auto run = [&](const detail::AttentionTiles& tiles) {
+      DeviceBuffer dqkv_d(n_qkv * sizeof(bf16));
+      PYLON_CUDA_CHECK(cudaMemset(dqkv_d.get(), 0xFF, dqkv_d.bytes()));
+      PYLON_CUDA_CHECK(cudaMemset(ws_d.get(), 0xFF, ws_d.bytes()));
+      detail::attention_backward_tiled(tiles, dqkv_d.as<bf16>(), dout_d.as<bf16>(), qkv_d.as<bf16>(),
+                                       out_d.as<bf16>(), lse_d.as<float>(), B, T, D, H, causal, ws_d.get(), ws_bytes,
+                                       stream.get());
+      stream.synchronize();
+      return download<bf16>(dqkv_d, n_qkv);
+    };
+    const detail::AttentionTiles tiles = detail::default_attention_tiles(hd);
+    detail::AttentionTiles mma_tiles;
+    mma_tiles.wgmma = false;
+    const std::vector<float> first = run(tiles), second = run(tiles), mma = run(mma_tiles);
+    size_t differ = 0;
+    for (size_t i = 0; i < n_qkv; ++i) differ += std::memcmp(&first[i], &second[i], sizeof(float)) != 0;
+    EXPECT_EQ(differ, 0u) << "elements that changed between two runs";
+    // Both round ds or p to bf16 before the products over T, in different summation orders.
+    expect_close("dqkv", first, mma, kAtolGradOfMax * max_abs(mma), kRtolBf16, false);
+  }
 }
 
 TEST(CudaAttentionArgs, RejectsUnsupportedHeadDim) {
