@@ -17,14 +17,12 @@ namespace pylon::cuda {
 void attention_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv, int B, int T, int D, int H,
                        bool causal, cudaStream_t stream);
 
-// Scratch that attention_backward needs: D_i = Σ_c dout_ic·out_ic, fp32 (B, H, T); on Hopper also dq's
-// fp32 partial sums (B, T, D) and their turn counters (B·H·ceil(T/64) ints).
+// Scratch that attention_backward needs: D_i = Σ_c dout_ic·out_ic, fp32 (B, H, T).
 size_t attention_backward_workspace_bytes(int B, int T, int D, int H);
 
 // dqkv (B, T, 3*D), every element written: the gradient w.r.t. qkv given dout (B, T, D), and the
-// forward's qkv, out (B, T, D) and lse (B, H, T). Deterministic: dk and dv are each summed by one thread
-// block; dq on Hopper from one partial per key block, added in a fixed order (5 products a tile pair),
-// on other GPUs by a second pass over the keys (7 products).
+// forward's qkv, out (B, T, D) and lse (B, H, T). Deterministic: dk, dv and dq are each summed by one
+// thread block in a fixed order (dq by a second pass over the keys instead of atomic adds).
 void attention_backward(__nv_bfloat16* dqkv, const __nv_bfloat16* dout, const __nv_bfloat16* qkv,
                         const __nv_bfloat16* out, const float* lse, int B, int T, int D, int H, bool causal,
                         void* workspace, size_t workspace_bytes, cudaStream_t stream);
@@ -39,8 +37,8 @@ struct AttentionTiles {
   int fwd_block_n = 64;   // forward: keys per shared-memory tile
   int dkdv_warps = 4;     // backward dk/dv pass: 16 keys per warp
   int dkdv_block_m = 64;  // backward dk/dv pass: queries per tile
-  int dq_warps = 4;       // backward dq pass (mma only): 16 query rows per warp
-  int dq_block_n = 64;    // backward dq pass (mma only): keys per tile
+  int dq_warps = 4;       // backward dq pass: 16 query rows per warp
+  int dq_block_n = 64;    // backward dq pass: keys per tile
 };
 // The fastest measured shapes for this head dim on the current device (wgmma on compute capability 9.x).
 AttentionTiles default_attention_tiles(int head_dim);

@@ -48,62 +48,27 @@ __device__ __forceinline__ void product_over_tile(float (&acc)[kHeadDim / 64][8]
   wgmma::commit();
 }
 
-// Where key block n's contribution to query tile m goes in the fixed order of dq's sum. Key block n
-// starts at query tile s_n = n·kGroups (the first one it reaches when causal) and walks them cyclically,
-// so in lockstep every block reaches a different tile at each step; the contributions to tile m are
-// summed in the order of the step at which their blocks reach it. rank = how many come before n's;
-// count = how many contribute to m (causal: the blocks with s_n <= m).
-struct DqTurn {
-  int rank, count;
-};
-__device__ __forceinline__ DqTurn dq_turn(int n, int m, int n_blocks, int m_tiles, int groups, bool causal) {
-  const int my_step = (m - n * groups + m_tiles) % m_tiles;
-  DqTurn turn{0, 0};
-  for (int other = 0; other < n_blocks; ++other) {
-    if (causal && other * groups > m) break;
-    ++turn.count;
-    turn.rank += (m - other * groups + m_tiles) % m_tiles < my_step;
-  }
-  return turn;
-}
-
-__device__ __forceinline__ int load_acquire(const int* p) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
-// Each warpgroup owns 64 keys of the block's 64*kGroups and sums their dk, dv over all query tiles; per
-// query tile the block also forms dq's partial ds·k over its keys and adds it to the fp32 sum of that tile
-// in global memory when its turn comes (dq_sem counts the contributions made), the last one writing bf16.
-// Blocks wait only on blocks of the same (b, h) that reach the tile earlier; this relies on blocks being
-// dispatched in index order (as FlashAttention-3's deterministic mode does), so a waited-on block is
-// resident or will be once earlier (b, h) groups finish.
+// Each warpgroup owns 64 keys of the block's 64*kGroups and sums their dk, dv over all query tiles.
 template <int kHeadDim, int kGroups>
 __global__ void __launch_bounds__(kGroups * 128)
-    flash_attention_backward_wgmma(bf16* __restrict__ dqkv,        // (B, T, 3*D)
-                                   float* __restrict__ dq_acc,     // (B, H, T, hd) fp32 partial sums
-                                   int* __restrict__ dq_sem,       // (B*H, m_tiles), zero at launch
-                                   const bf16* __restrict__ dout,  // (B, T, D)
-                                   const bf16* __restrict__ qkv,   // (B, T, 3*D)
-                                   const float* __restrict__ lse,  // (B, H, T)
-                                   const float* __restrict__ dsum, // (B, H, T)
-                                   int T, int D, int H, float scale, float scale_log2, bool causal) {
+    flash_attention_backward_dkdv_wgmma(bf16* __restrict__ dqkv,        // (B, T, 3*D): k, v thirds
+                                        const bf16* __restrict__ dout,  // (B, T, D)
+                                        const bf16* __restrict__ qkv,   // (B, T, 3*D)
+                                        const float* __restrict__ lse,  // (B, H, T)
+                                        const float* __restrict__ dsum, // (B, H, T)
+                                        int T, int D, int H, float scale, float scale_log2, bool causal) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   __trap();
 #else
   constexpr int kBlockN = 64 * kGroups, kThreads = 128 * kGroups, kColBlocks = kHeadDim / 64;
-  constexpr int kDqBlocks = (kColBlocks + kGroups - 1) / kGroups;  // dq column blocks per warpgroup
   constexpr int kTileBytes = kTile * kHeadDim * 2;
   extern __shared__ unsigned char smem[];
   const uint32_t k_s = (smem_addr(smem) + 1023) & ~1023u;  // (kBlockN, hd) swizzled
   const uint32_t v_s = k_s + kBlockN * kHeadDim * 2;       // (kBlockN, hd)
   const uint32_t q_s = v_s + kBlockN * kHeadDim * 2;       // 2 x (kTile, hd)
   const uint32_t do_s = q_s + 2 * kTileBytes;              // 2 x (kTile, hd)
-  const uint32_t ds_s = do_s + 2 * kTileBytes;             // dsᵀ (kBlockN, kTile) bf16, swizzled
-  unsigned char* ds_p = smem + (ds_s - smem_addr(smem));
-  float* lse_s = reinterpret_cast<float*>(ds_p + kBlockN * kTile * 2);  // (2, kTile)
-  float* dsum_s = lse_s + 2 * kTile;                                   // (2, kTile)
+  float* lse_s = reinterpret_cast<float*>(smem + (do_s + 2 * kTileBytes - smem_addr(smem)));  // (2, kTile)
+  float* dsum_s = lse_s + 2 * kTile;                                                          // (2, kTile)
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int group = warp / 4;
@@ -116,10 +81,8 @@ __global__ void __launch_bounds__(kGroups * 128)
   const bf16* do_g = dout + static_cast<int64_t>(b) * T * D + h * kHeadDim;
   const float* lse_g = lse + static_cast<int64_t>(bh) * T;
   const float* dsum_g = dsum + static_cast<int64_t>(bh) * T;
+  const int m_begin = causal ? n0 / kTile : 0;
   const int m_tiles = (T + kTile - 1) / kTile;
-  const int m_first = blockIdx.x * kGroups;  // = n0 / kTile: the first tile with an unmasked pair
-  const int steps = causal ? m_tiles - m_first : m_tiles;
-  int* sem = dq_sem + static_cast<int64_t>(bh) * m_tiles;
 
   auto load_query_tile = [&](int m, int buf) {  // q, dout, lse, dsum of query tile m
     wgmma::load_swizzled_tile_async<kTile, kHeadDim, kThreads>(q_s + buf * kTileBytes, q_g, ld, m * kTile, T, tid);
@@ -127,24 +90,22 @@ __global__ void __launch_bounds__(kGroups * 128)
     load_row_stats_async<kTile, kThreads>(lse_s + buf * kTile, lse_g, m * kTile, T, tid);
     load_row_stats_async<kTile, kThreads>(dsum_s + buf * kTile, dsum_g, m * kTile, T, tid);
   };
-  // cp.async groups: {k, v, query tile m_first}, then one per query tile, issued a tile ahead.
+  // cp.async groups: {k, v, query tile m_begin}, then one per query tile, issued a tile ahead.
   wgmma::load_swizzled_tile_async<kBlockN, kHeadDim, kThreads>(k_s, k_g, ld, n0, T, tid);
   wgmma::load_swizzled_tile_async<kBlockN, kHeadDim, kThreads>(v_s, v_g, ld, n0, T, tid);
-  load_query_tile(m_first, 0);
+  load_query_tile(m_begin, 0);
   cp_async_commit();
 
   float dk[kColBlocks][8][4] = {}, dv[kColBlocks][8][4] = {};
   const int key_base = n0 + warp * 16 + g;  // this lane's keys: key_base and key_base + 8
   const int group_key0 = n0 + group * 64;
 
-  for (int i = 0; i < steps; ++i) {
-    const int m = (m_first + i) % m_tiles, buf = i & 1, m0 = m * kTile;
+  for (int m = m_begin; m < m_tiles; ++m) {
+    const int buf = (m - m_begin) & 1, m0 = m * kTile;
     cp_async_wait<0>();  // query tile m; every warp is done with the buffer the next load overwrites
     wgmma::fence_async_proxy();
     __syncthreads();
-    // Every thread fenced its dq writes of the previous tile before the barrier: publish them.
-    if (i > 0 && tid == 0) atomicAdd(sem + (m_first + i - 1) % m_tiles, 1);
-    if (i + 1 < steps) load_query_tile((m_first + i + 1) % m_tiles, buf ^ 1);
+    if (m + 1 < m_tiles) load_query_tile(m + 1, buf ^ 1);
     cp_async_commit();
     const uint32_t q_t = q_s + buf * kTileBytes, do_t = do_s + buf * kTileBytes;
     const float* lse_t = lse_s + buf * kTile;
@@ -171,84 +132,22 @@ __global__ void __launch_bounds__(kGroups * 128)
     wgmma::wait<0>();
     wgmma::fence_accumulators(dpt);
 
-    // dsᵀ = pᵀ ∘ (dpᵀ - dsum_query) in place of dpᵀ, also stored as bf16 for dq's product (keys of rows
-    // past T give non-zero ds but meet zero-filled k rows there).
+    // dsᵀ = pᵀ ∘ (dpᵀ - dsum_query) in place of dpᵀ; then dv += pᵀ · dout and dk += dsᵀ · q together.
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
       const float2 d = *reinterpret_cast<const float2*>(dsum_t + nt * 8 + 2 * t);
 #pragma unroll
       for (int e = 0; e < 4; ++e) dpt[nt][e] = st[nt][e] * (dpt[nt][e] - ((e & 1) ? d.y : d.x));
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {  // row warp*16 + g + 8r of the swizzled tile, columns nt*8 + 2t, +1
-        const int row = warp * 16 + g + 8 * r;
-        *reinterpret_cast<__nv_bfloat162*>(ds_p + row * 128 + ((nt ^ g) * 16) + 4 * t) =
-            __floats2bfloat162_rn(dpt[nt][2 * r], dpt[nt][2 * r + 1]);
-      }
     }
-    wgmma::fence_async_proxy();
-    // dv += pᵀ · dout and dk += dsᵀ · q, then (once every warpgroup's dsᵀ is in shared memory)
-    // dq_part (kTile, this warpgroup's 64-column blocks) = ds · k over the block's keys.
     product_over_tile<kHeadDim>(dv, st, do_t);
     product_over_tile<kHeadDim>(dk, dpt, q_t);
-    __syncthreads();
-    float dq[kDqBlocks][8][4];
-    wgmma::fence();
-#pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk)
-#pragma unroll
-      for (int j = 0; j < kDqBlocks; ++j)
-        if (group + j * kGroups < kColBlocks)
-          wgmma::wgmma_m64n64k16_ss_mn(dq[j], wgmma::desc_mn_major<kBlockN>(ds_s, kk, 0),
-                                       wgmma::desc_mn_major<kBlockN>(k_s, kk, group + j * kGroups), kk > 0);
-    wgmma::commit();
     wgmma::wait<0>();
 #pragma unroll
     for (int cb = 0; cb < kColBlocks; ++cb) {
       wgmma::fence_accumulators(dv[cb]);
       wgmma::fence_accumulators(dk[cb]);
     }
-#pragma unroll
-    for (int j = 0; j < kDqBlocks; ++j) wgmma::fence_accumulators(dq[j]);
-
-    // Add dq_part to tile m's sum when this block's turn comes: the first stores, the last reads the
-    // sum of the others and writes bf16, the ones between add.
-    const DqTurn turn = dq_turn(blockIdx.x, m, gridDim.x, m_tiles, kGroups, causal);
-    if (lane == 0)
-      while (load_acquire(sem + m) < turn.rank) {
-      }
-    __syncwarp();
-#pragma unroll
-    for (int j = 0; j < kDqBlocks; ++j) {
-      const int cb = group + j * kGroups;
-      if (cb >= kColBlocks) continue;
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int query = m0 + (warp % 4) * 16 + g + 8 * r;
-        if (query >= T) continue;
-        float* acc = dq_acc + (static_cast<int64_t>(bh) * T + query) * kHeadDim + cb * 64 + 2 * t;
-        bf16* dst = dqkv + (static_cast<int64_t>(b) * T + query) * ld + h * kHeadDim + cb * 64 + 2 * t;
-#pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
-          float2 v = make_float2(dq[j][nt][2 * r], dq[j][nt][2 * r + 1]);
-          if (turn.rank + 1 == turn.count) {
-            if (turn.rank > 0) {
-              const float2 sum = __ldcg(reinterpret_cast<const float2*>(acc + nt * 8));
-              v.x += sum.x;
-              v.y += sum.y;
-            }
-            *reinterpret_cast<__nv_bfloat162*>(dst + nt * 8) = __floats2bfloat162_rn(v.x * scale, v.y * scale);
-          } else if (turn.rank == 0) {
-            __stcg(reinterpret_cast<float2*>(acc + nt * 8), v);
-          } else {
-            atomicAdd(reinterpret_cast<float2*>(acc + nt * 8), v);
-          }
-        }
-      }
-    }
-    __threadfence();
   }
-  __syncthreads();
-  if (tid == 0 && steps > 0) atomicAdd(sem + (m_first + steps - 1) % m_tiles, 1);
 
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -268,39 +167,174 @@ __global__ void __launch_bounds__(kGroups * 128)
 #endif
 }
 
+// Each warpgroup owns 64 query rows and sums their dq over the key tiles, recomputing p and dp.
 template <int kHeadDim, int kGroups>
-void launch_backward_wgmma(bf16* dqkv, float* dq_acc, int* dq_sem, const bf16* dout, const bf16* qkv, const float* lse,
-                           const float* dsum, int B, int T, int D, int H, bool causal, cudaStream_t stream) {
+__global__ void __launch_bounds__(kGroups * 128)
+    flash_attention_backward_dq_wgmma(bf16* __restrict__ dqkv,        // (B, T, 3*D): q third
+                                      const bf16* __restrict__ dout,  // (B, T, D)
+                                      const bf16* __restrict__ qkv,   // (B, T, 3*D)
+                                      const float* __restrict__ lse,  // (B, H, T)
+                                      const float* __restrict__ dsum, // (B, H, T)
+                                      int T, int D, int H, float scale, float scale_log2, bool causal) {
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  __trap();
+#else
+  constexpr int kBlockM = 64 * kGroups, kThreads = 128 * kGroups, kColBlocks = kHeadDim / 64;
+  constexpr int kTileBytes = kTile * kHeadDim * 2;
+  extern __shared__ unsigned char smem[];
+  const uint32_t q_s = (smem_addr(smem) + 1023) & ~1023u;  // (kBlockM, hd) swizzled
+  const uint32_t do_s = q_s + kBlockM * kHeadDim * 2;      // (kBlockM, hd)
+  const uint32_t k_s = do_s + kBlockM * kHeadDim * 2;      // 2 x (kTile, hd)
+  const uint32_t v_s = k_s + 2 * kTileBytes;               // 2 x (kTile, hd)
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int group = warp / 4;
+  const int m_block = gridDim.x - 1 - blockIdx.x;
+  const int bh = blockIdx.y, b = bh / H, h = bh % H;
+  const int q0 = m_block * kBlockM;
+  const int ld = 3 * D;
+  const bf16* q_g = qkv + static_cast<int64_t>(b) * T * ld + h * kHeadDim;
+  const bf16* k_g = q_g + D;
+  const bf16* v_g = q_g + 2 * D;
+  const bf16* do_g = dout + static_cast<int64_t>(b) * T * D + h * kHeadDim;
+  const int kv_end = causal ? min(T, q0 + kBlockM) : T;
+  const int n_tiles = (kv_end + kTile - 1) / kTile;
+
+  auto load_key_tile = [&](int j, int buf) {  // k and v of key tile j
+    wgmma::load_swizzled_tile_async<kTile, kHeadDim, kThreads>(k_s + buf * kTileBytes, k_g, ld, j * kTile, T, tid);
+    wgmma::load_swizzled_tile_async<kTile, kHeadDim, kThreads>(v_s + buf * kTileBytes, v_g, ld, j * kTile, T, tid);
+  };
+  // cp.async groups: {q, dout, key tile 0}, then one per key tile, issued a tile ahead.
+  wgmma::load_swizzled_tile_async<kBlockM, kHeadDim, kThreads>(q_s, q_g, ld, q0, T, tid);
+  wgmma::load_swizzled_tile_async<kBlockM, kHeadDim, kThreads>(do_s, do_g, D, q0, T, tid);
+  load_key_tile(0, 0);
+  cp_async_commit();
+
+  const int row_base = q0 + warp * 16 + g;
+  float row_lse[2], row_dsum[2];  // rows past T compute values that are never stored
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = row_base + 8 * r;
+    row_lse[r] = row < T ? lse[static_cast<int64_t>(bh) * T + row] * kLog2e : 0.f;
+    row_dsum[r] = row < T ? dsum[static_cast<int64_t>(bh) * T + row] : 0.f;
+  }
+
+  float dq[kColBlocks][8][4] = {};
+  for (int j = 0; j < n_tiles; ++j) {
+    const int buf = j & 1, k0 = j * kTile;
+    cp_async_wait<0>();  // key tile j; every warp is done with the buffer the next load overwrites
+    wgmma::fence_async_proxy();
+    __syncthreads();
+    if (j + 1 < n_tiles) load_key_tile(j + 1, buf ^ 1);
+    cp_async_commit();
+    const uint32_t k_t = k_s + buf * kTileBytes, v_t = v_s + buf * kTileBytes;
+
+    // s (64, kTile) = q · kᵀ and dp = dout · vᵀ, issued together; p = exp(s - lse_row) (0 where masked)
+    // is computed while dp runs.
+    float s[8][4], dp[8][4];
+    product_over_head_dim<kHeadDim, kBlockM, kTile>(s, q_s, group * 64, k_t);
+    product_over_head_dim<kHeadDim, kBlockM, kTile>(dp, do_s, group * 64, v_t);
+    wgmma::wait<1>();
+    wgmma::fence_accumulators(s);
+    const bool need_mask = k0 + kTile > T || (causal && k0 + kTile - 1 > q0 + group * 64);
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float p = exp2_approx(s[nt][e] * scale_log2 - row_lse[e >> 1]);
+        const int row = row_base + 8 * (e >> 1), col = k0 + nt * 8 + 2 * t + (e & 1);
+        s[nt][e] = need_mask && (col >= T || (causal && col > row)) ? 0.f : p;
+      }
+    }
+    wgmma::wait<0>();
+    wgmma::fence_accumulators(dp);
+
+    // ds = p ∘ (dp - dsum_row) in place of dp, then dq += ds · k.
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dp[nt][e] = s[nt][e] * (dp[nt][e] - row_dsum[e >> 1]);
+    product_over_tile<kHeadDim>(dq, dp, k_t);
+    wgmma::wait<0>();
+#pragma unroll
+    for (int cb = 0; cb < kColBlocks; ++cb) wgmma::fence_accumulators(dq[cb]);
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = row_base + 8 * r;
+    if (row >= T) continue;
+    bf16* dst = dqkv + (static_cast<int64_t>(b) * T + row) * ld + h * kHeadDim + 2 * t;
+#pragma unroll
+    for (int cb = 0; cb < kColBlocks; ++cb)
+#pragma unroll
+      for (int dt = 0; dt < 8; ++dt)
+        *reinterpret_cast<__nv_bfloat162*>(dst + cb * 64 + dt * 8) =
+            __floats2bfloat162_rn(dq[cb][dt][2 * r] * scale, dq[cb][dt][2 * r + 1] * scale);
+  }
+#endif
+}
+
+template <int kHeadDim, int kGroups>
+void launch_dkdv_wgmma(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* dsum, int B,
+                       int T, int D, int H, bool causal, cudaStream_t stream) {
   constexpr int kBlockN = 64 * kGroups;
   constexpr int smem = (2 * kBlockN + 4 * kTile) * kHeadDim * static_cast<int>(sizeof(bf16)) +
-                       kBlockN * kTile * static_cast<int>(sizeof(bf16)) +
                        4 * kTile * static_cast<int>(sizeof(float)) + 1024;  // + alignment
-  auto kernel = flash_attention_backward_wgmma<kHeadDim, kGroups>;
+  auto kernel = flash_attention_backward_dkdv_wgmma<kHeadDim, kGroups>;
   PYLON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const dim3 grid((T + kBlockN - 1) / kBlockN, B * H);
   const float scale = 1.f / std::sqrt(static_cast<float>(kHeadDim));
-  kernel<<<grid, kGroups * 128, smem, stream>>>(dqkv, dq_acc, dq_sem, dout, qkv, lse, dsum, T, D, H, scale,
-                                                scale * kLog2e, causal);
+  kernel<<<grid, kGroups * 128, smem, stream>>>(dqkv, dout, qkv, lse, dsum, T, D, H, scale, scale * kLog2e, causal);
+  PYLON_CUDA_CHECK_LAUNCH();
+}
+
+template <int kHeadDim, int kGroups>
+void launch_dq_wgmma(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* dsum, int B,
+                     int T, int D, int H, bool causal, cudaStream_t stream) {
+  constexpr int kBlockM = 64 * kGroups;
+  constexpr int smem = (2 * kBlockM + 4 * kTile) * kHeadDim * static_cast<int>(sizeof(bf16)) + 1024;
+  auto kernel = flash_attention_backward_dq_wgmma<kHeadDim, kGroups>;
+  PYLON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const dim3 grid((T + kBlockM - 1) / kBlockM, B * H);
+  const float scale = 1.f / std::sqrt(static_cast<float>(kHeadDim));
+  kernel<<<grid, kGroups * 128, smem, stream>>>(dqkv, dout, qkv, lse, dsum, T, D, H, scale, scale * kLog2e, causal);
   PYLON_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
-bool launch_attention_backward_wgmma(const detail::AttentionTiles& tiles, int head_dim, bf16* dqkv, float* dq_acc,
-                                     int* dq_sem, const bf16* dout, const bf16* qkv, const float* lse,
-                                     const float* dsum, int B, int T, int D, int H, bool causal,
-                                     cudaStream_t stream) {
+bool launch_attention_backward_dkdv_wgmma(const detail::AttentionTiles& tiles, int head_dim, bf16* dqkv,
+                                          const bf16* dout, const bf16* qkv, const float* lse, const float* dsum,
+                                          int B, int T, int D, int H, bool causal, cudaStream_t stream) {
   if (tiles.dkdv_block_m != kTile) return false;
-#define PYLON_BWD_CASE(HD, WARPS)                                                                          \
-  if (head_dim == HD && tiles.dkdv_warps == WARPS) {                                                       \
-    launch_backward_wgmma<HD, WARPS / 4>(dqkv, dq_acc, dq_sem, dout, qkv, lse, dsum, B, T, D, H, causal, stream); \
-    return true;                                                                                           \
+#define PYLON_DKDV_CASE(HD, WARPS)                                                                   \
+  if (head_dim == HD && tiles.dkdv_warps == WARPS) {                                                 \
+    launch_dkdv_wgmma<HD, WARPS / 4>(dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream);        \
+    return true;                                                                                     \
   }
-  PYLON_BWD_CASE(64, 4)
-  PYLON_BWD_CASE(64, 8)
-  PYLON_BWD_CASE(128, 4)
-  PYLON_BWD_CASE(128, 8)
-#undef PYLON_BWD_CASE
+  PYLON_DKDV_CASE(64, 4)
+  PYLON_DKDV_CASE(64, 8)
+  PYLON_DKDV_CASE(128, 4)
+  PYLON_DKDV_CASE(128, 8)
+#undef PYLON_DKDV_CASE
+  return false;
+}
+
+bool launch_attention_backward_dq_wgmma(const detail::AttentionTiles& tiles, int head_dim, bf16* dqkv,
+                                        const bf16* dout, const bf16* qkv, const float* lse, const float* dsum,
+                                        int B, int T, int D, int H, bool causal, cudaStream_t stream) {
+  if (tiles.dq_block_n != kTile) return false;
+#define PYLON_DQ_CASE(HD, WARPS)                                                                   \
+  if (head_dim == HD && tiles.dq_warps == WARPS) {                                                 \
+    launch_dq_wgmma<HD, WARPS / 4>(dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream);        \
+    return true;                                                                                   \
+  }
+  PYLON_DQ_CASE(64, 4)
+  PYLON_DQ_CASE(64, 8)
+  PYLON_DQ_CASE(128, 4)
+  PYLON_DQ_CASE(128, 8)
+#undef PYLON_DQ_CASE
   return false;
 }
 

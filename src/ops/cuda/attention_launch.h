@@ -21,7 +21,7 @@ bool launch_attention_forward_wgmma(const detail::AttentionTiles& tiles, int hea
 void launch_attention_backward_dsum(float* dsum, const __nv_bfloat16* dout, const __nv_bfloat16* out, int B,
                                     int T, int D, int H, cudaStream_t stream);
 
-// mma.sync: the dk and dv thirds of dqkv, then the dq third (recomputing s and dp); both read dsum.
+// dk and dv thirds of dqkv, then the dq third; both read dsum.
 bool launch_attention_backward_dkdv(const detail::AttentionTiles& tiles, int head_dim, __nv_bfloat16* dqkv,
                                     const __nv_bfloat16* dout, const __nv_bfloat16* qkv, const float* lse,
                                     const float* dsum, int B, int T, int D, int H, bool causal,
@@ -30,11 +30,13 @@ bool launch_attention_backward_dq(const detail::AttentionTiles& tiles, int head_
                                   const __nv_bfloat16* dout, const __nv_bfloat16* qkv, const float* lse,
                                   const float* dsum, int B, int T, int D, int H, bool causal,
                                   cudaStream_t stream);
-// Hopper: one pass writing all of dqkv. Per (key block, query tile) the dq partial is added to dq_acc
-// (B, H, T, hd) fp32 in a fixed order kept by dq_sem (B*H, ceil(T/64)) ints, which must be zero.
-bool launch_attention_backward_wgmma(const detail::AttentionTiles& tiles, int head_dim, __nv_bfloat16* dqkv,
-                                     float* dq_acc, int* dq_sem, const __nv_bfloat16* dout, const __nv_bfloat16* qkv,
-                                     const float* lse, const float* dsum, int B, int T, int D, int H, bool causal,
-                                     cudaStream_t stream);
+bool launch_attention_backward_dkdv_wgmma(const detail::AttentionTiles& tiles, int head_dim, __nv_bfloat16* dqkv,
+                                          const __nv_bfloat16* dout, const __nv_bfloat16* qkv, const float* lse,
+                                          const float* dsum, int B, int T, int D, int H, bool causal,
+                                          cudaStream_t stream);
+bool launch_attention_backward_dq_wgmma(const detail::AttentionTiles& tiles, int head_dim, __nv_bfloat16* dqkv,
+                                        const __nv_bfloat16* dout, const __nv_bfloat16* qkv, const float* lse,
+                                        const float* dsum, int B, int T, int D, int H, bool causal,
+                                        cudaStream_t stream);
 
 }  // namespace pylon::cuda

@@ -32,15 +32,15 @@ CudaStep run_cuda_step(const ModelConfig& c, const std::vector<__nv_bfloat16>& p
       loss(4);
   PYLON_CUDA_CHECK(cudaMemcpy(w.get(), params_bf16.data(), w.bytes(), cudaMemcpyHostToDevice));
   PYLON_CUDA_CHECK(cudaMemcpy(tok.get(), tokens.data(), tok.bytes(), cudaMemcpyHostToDevice));
-  PYLON_CUDA_CHECK(cudaMemset(g.get(), 0xFF, g.bytes()));  // NaN: backward must overwrite all
-  PYLON_CUDA_CHECK(cudaMemset(loss.get(), 0, 4));
+  cuda::Stream stream;  // non-blocking: the memsets go on it to be ordered with the step
+  PYLON_CUDA_CHECK(cudaMemsetAsync(g.get(), 0xFF, g.bytes(), stream.get()));  // NaN: backward must overwrite all
+  PYLON_CUDA_CHECK(cudaMemsetAsync(loss.get(), 0, 4, stream.get()));
   std::vector<const cuda::bf16*> P;
   std::vector<float*> G;
   for (const auto& p : table.params) {
     P.push_back(w.as<cuda::bf16>() + p.offset);
     G.push_back(g.as<float>() + p.offset);
   }
-  cuda::Stream stream;
   model.set_loss_scale(1.f / static_cast<float>(N));
   model.forward(P, tok.as<int32_t>(), tok.as<int32_t>() + N, loss.as<float>(), stream.get());
   model.backward(P, G, /*accumulate=*/false, stream.get());
