@@ -25,7 +25,7 @@ int run_train(int argc, char** argv) {
   int master_port = 0;
   std::string master_addr;
   double dist_timeout = 300;
-  bool no_reshard = false;
+  bool no_reshard = false, no_prefetch = false;
   int64_t warmup = 0;
   int64_t seed = 0;
   o.batch = 16, o.seq = 128, o.steps = 300, o.adamw.lr = 1e-3f, o.adamw.weight_decay = 0.1f;
@@ -70,6 +70,8 @@ int run_train(int argc, char** argv) {
   args.add("master-port", &master_port, "rendezvous port on rank 0's host (0: $MASTER_PORT, else a free one on one node)");
   args.add("dist-timeout", &dist_timeout, "seconds a collective may wait for its peers");
   args.add_switch("no-reshard", &no_reshard, "keep units gathered from forward to backward (ZeRO-2)");
+  args.add_switch("no-prefetch", &no_prefetch,
+                  "run FSDP's collectives on the compute thread, each when its unit needs it");
   args.add_switch("no-sync", &o.no_sync, "accumulate gradients over micro-steps, reduce once per step");
   args.add_switch("check-reshard", &o.check_reshard,
                   "debug: fill freed parameter slots with NaN (a read of a resharded unit shows)");
@@ -118,6 +120,7 @@ int run_train(int argc, char** argv) {
   o.schedule.warmup = warmup;
   o.seed = static_cast<uint64_t>(seed);
   o.reshard_after_forward = !no_reshard;
+  o.prefetch = !no_prefetch;
 
   if (nproc > 1 || nnodes > 1) {  // the launcher: the ranks re-run this command line
     check_train_options(o);        // bad input: one error here rather than one per rank

@@ -46,25 +46,37 @@ void PagedBuffer::release(size_t begin, size_t end) {
 }
 
 FsdpModel::FsdpModel(const ShardLayout& layout, Communicator& comm, FsdpOptions options)
-    : layout_(layout),
-      comm_(comm),
-      options_(options),
-      params_(static_cast<size_t>(layout.table().total)),
-      grads_(static_cast<size_t>(layout.table().total)),
-      gathered_(layout.units().size(), false) {
+    : layout_(layout), comm_(comm), options_(options), gathered_(layout.units().size(), false),
+      gather_ticket_(layout.units().size(), 0) {
   PYLON_CHECK(comm.world() == layout.world(), "layout for ", layout.world(), " ranks, communicator has ",
               comm.world());
+  const ParamTable& table = layout.table();
+  param_ptrs_.resize(table.params.size()), grad_ptrs_.resize(table.params.size());
   shards_.resize(layout.units().size());
   int64_t most = 0;
   for (size_t i = 0; i < shards_.size(); ++i) {
-    const size_t s = static_cast<size_t>(layout.units()[i].shard);
+    const ShardUnit& u = layout.units()[i];
+    const size_t s = static_cast<size_t>(u.shard);
     shards_[i].param.assign(s, 0.f), shards_[i].grad.assign(s, 0.f);
     shards_[i].m.assign(s, 0.f), shards_[i].v.assign(s, 0.f);
-    most = std::max(most, layout.units()[i].padded);
+    most = std::max(most, u.shard);
+    float *params = shards_[i].param.data(), *grads = shards_[i].grad.data();  // world 1: the unit
+    if (sharded()) {
+      unit_params_.push_back(std::make_unique<PagedBuffer>(static_cast<size_t>(u.padded)));
+      unit_grads_.push_back(std::make_unique<PagedBuffer>(static_cast<size_t>(u.padded)));
+      params = unit_params_.back()->data(), grads = unit_grads_.back()->data();
+    }
+    for (const UnitParam& p : u.params) {
+      param_ptrs_[static_cast<size_t>(p.param)] = params + p.unit_offset;
+      grad_ptrs_[static_cast<size_t>(p.param)] = grads + p.unit_offset;
+    }
   }
-  staging_.resize(static_cast<size_t>(most));
-  if (options_.poison_resharded)
-    for (const ShardUnit& u : layout.units()) free_params(u.id);
+  if (sharded()) {
+    reduced_.resize(static_cast<size_t>(most));
+    if (options_.prefetch) queue_ = std::make_unique<CollectiveQueue>();
+    if (options_.poison_resharded)
+      for (const ShardUnit& u : layout.units()) free_params(u.id);
+  }
 }
 
 void FsdpModel::init_params(uint64_t seed) {
@@ -91,79 +103,110 @@ void FsdpModel::load_params(const SafetensorsReader& file) {
   }
 }
 
-void FsdpModel::gather(int unit) {
+void FsdpModel::start_gather(int unit) {
   const size_t i = static_cast<size_t>(unit + 1);
-  if (gathered_[i]) return;
+  if (!sharded() || gathered_[i]) return;
   const ShardUnit& u = layout_.units()[i];
-  // (padded) <- every rank's (shard); then each parameter to its slots in the flat buffer.
-  {
-    PYLON_RANGE_SHAPES("collective", "all_gather", {u.shard, comm_.world()});
-    comm_.all_gather(shards_[i].param.data(), staging_.data(), static_cast<size_t>(u.shard));
-  }
-  for (const UnitParam& p : u.params)
-    std::memcpy(params_.data() + p.flat_offset, staging_.data() + p.unit_offset,
-                static_cast<size_t>(p.numel) * sizeof(float));
   gathered_[i] = true;
   gathered_floats_ += u.numel;
   profile::record_counter("fsdp_gathered_param_bytes", static_cast<double>(gathered_floats_) * sizeof(float));
+  auto task = [this, i, &u] {  // every rank's (shard) -> the (padded) unit buffer
+    PYLON_RANGE_SHAPES("collective", "all_gather", {u.shard, comm_.world()});
+    comm_.all_gather(shards_[i].param.data(), unit_params_[i]->data(), static_cast<size_t>(u.shard));
+  };
+  if (queue_)
+    gather_ticket_[i] = queue_->submit(task);
+  else
+    task();
+}
+
+void FsdpModel::gather(int unit) {
+  start_gather(unit);
+  const size_t i = static_cast<size_t>(unit + 1);
+  if (queue_ && gather_ticket_[i]) {
+    PYLON_RANGE("collective", "wait_all_gather");
+    queue_->wait(gather_ticket_[i]);
+  }
 }
 
 void FsdpModel::free_params(int unit) {
+  if (!sharded()) return;  // the unit is the shard
   const size_t i = static_cast<size_t>(unit + 1);
+  const ShardUnit& u = layout_.units()[i];
+  if (queue_ && gather_ticket_[i]) queue_->wait(gather_ticket_[i]);  // no gather may still write it
   if (gathered_[i]) {
-    gathered_floats_ -= layout_.units()[i].numel;
+    gathered_floats_ -= u.numel;
     profile::record_counter("fsdp_gathered_param_bytes", static_cast<double>(gathered_floats_) * sizeof(float));
   }
-  for (const UnitParam& p : layout_.units()[i].params) {
-    const size_t b = static_cast<size_t>(p.flat_offset), e = b + static_cast<size_t>(p.numel);
-    if (options_.poison_resharded)
-      std::fill(params_.data() + b, params_.data() + e, std::numeric_limits<float>::quiet_NaN());
-    else if (options_.return_memory)
-      params_.release(b, e);
-  }
+  float* buffer = unit_params_[i]->data();
+  if (options_.poison_resharded)
+    std::fill(buffer, buffer + u.padded, std::numeric_limits<float>::quiet_NaN());
+  else if (options_.return_memory)
+    unit_params_[i]->release(0, static_cast<size_t>(u.padded));
   gathered_[i] = false;
 }
 
 void FsdpModel::reduce_grads(int unit) {
-  if (!reduce_grads_) return;  // no-sync micro-step: keep accumulating in the slots
+  // World 1: the model wrote the gradient shard. No-sync micro-step: keep accumulating locally.
+  if (!sharded() || !reduce_grads_) return;
   const size_t i = static_cast<size_t>(unit + 1);
   const ShardUnit& u = layout_.units()[i];
-  // Slots -> (padded) unit buffer, zero padding; Σ over ranks of my slice -> (shard); += shard.
-  for (const UnitParam& p : u.params)
-    std::memcpy(staging_.data() + p.unit_offset, grads_.data() + p.flat_offset,
-                static_cast<size_t>(p.numel) * sizeof(float));
-  std::fill(staging_.begin() + u.numel, staging_.begin() + u.padded, 0.f);
-  reduced_.resize(static_cast<size_t>(u.shard));
-  {
-    PYLON_RANGE_SHAPES("collective", "reduce_scatter", {u.padded});
-    comm_.reduce_scatter_sum(staging_.data(), reduced_.data(), static_cast<size_t>(u.shard));
-  }
-  float* g = shards_[i].grad.data();
-  for (size_t k = 0; k < reduced_.size(); ++k) g[k] += reduced_[k];
-  for (const UnitParam& p : u.params) {  // the slots start the next backward at zero
-    const size_t b = static_cast<size_t>(p.flat_offset), e = b + static_cast<size_t>(p.numel);
+  // Σ over ranks of my slice of the (padded, zero padding) unit gradient -> (shard); += shard;
+  // the unit buffer starts the next backward at zero.
+  auto task = [this, i, &u] {
+    {
+      PYLON_RANGE_SHAPES("collective", "reduce_scatter", {u.padded});
+      comm_.reduce_scatter_sum(unit_grads_[i]->data(), reduced_.data(), static_cast<size_t>(u.shard));
+    }
+    float* g = shards_[i].grad.data();
+    for (int64_t k = 0; k < u.shard; ++k) g[k] += reduced_[static_cast<size_t>(k)];
     if (options_.return_memory)
-      grads_.release(b, e);
+      unit_grads_[i]->release(0, static_cast<size_t>(u.padded));
     else
-      std::fill(grads_.data() + b, grads_.data() + e, 0.f);
-  }
+      std::fill(unit_grads_[i]->data(), unit_grads_[i]->data() + u.padded, 0.f);
+  };
+  if (queue_)
+    queue_->submit(task);
+  else
+    task();
 }
 
-void FsdpModel::before_forward(int unit) { gather(unit); }
+// Unit order: forward −1, 0 .. L−1 (the root stays for backward); backward −1, L−1 .. 0. Each
+// hook that gathers a unit also starts the next one's gather, which then runs on the worker
+// while this unit computes.
+void FsdpModel::before_forward(int unit) {
+  gather(unit);
+  const int blocks = static_cast<int>(layout_.units().size()) - 1;
+  if (unit + 1 < blocks) start_gather(unit + 1);
+}
 
 void FsdpModel::after_forward(int unit) {
   // The root (embedding, head) stays gathered for backward, which starts with the head.
   if (unit < 0 ? forward_only_ : options_.reshard_after_forward) free_params(unit);
 }
 
-void FsdpModel::before_backward(int unit) { gather(unit); }
+void FsdpModel::before_backward(int unit) {
+  gather(unit);
+  const int blocks = static_cast<int>(layout_.units().size()) - 1;
+  const int next = unit < 0 ? blocks - 1 : unit - 1;
+  if (next >= 0) start_gather(next);
+}
 
 void FsdpModel::after_backward(int unit) {
   reduce_grads(unit);
   free_params(unit);  // the optimizer step changes the shards: the next pass gathers afresh
+  if (unit < 0) sync();  // the step's last unit: its collectives end with the backward
+}
+
+void FsdpModel::sync() {
+  if (queue_) {
+    PYLON_RANGE("collective", "wait_reduce_scatter");
+    queue_->drain();
+  }
 }
 
 void FsdpModel::zero_grad() {
+  sync();
   for (auto& s : shards_) std::fill(s.grad.begin(), s.grad.end(), 0.f);
 }
 
@@ -174,27 +217,31 @@ double FsdpModel::local_grad_sum_of_squares() const {
 }
 
 void FsdpModel::scale_grads(float s) {
+  sync();
   for (auto& sh : shards_) scale_in_place(sh.grad.data(), static_cast<int64_t>(sh.grad.size()), s);
 }
 
 void FsdpModel::adamw_step(float lr, const AdamWConfig& c, int64_t t) {
+  sync();
   for (auto& s : shards_)
     adamw_update(s.param.data(), s.grad.data(), s.m.data(), s.v.data(),
                  static_cast<int64_t>(s.param.size()), lr, c, t);
 }
 
 std::vector<float> FsdpModel::gather_full_params(int root) {
-  std::vector<float> full;
+  sync();
+  std::vector<float> full, unit;
   if (comm_.rank() == root) full.resize(static_cast<size_t>(layout_.table().total));
   for (size_t i = 0; i < shards_.size(); ++i) {
     const ShardUnit& u = layout_.units()[i];
+    unit.resize(static_cast<size_t>(u.padded));
     {
       PYLON_RANGE_SHAPES("collective", "all_gather", {u.shard, comm_.world()});
-      comm_.all_gather(shards_[i].param.data(), staging_.data(), static_cast<size_t>(u.shard));
+      comm_.all_gather(shards_[i].param.data(), unit.data(), static_cast<size_t>(u.shard));
     }
     if (full.empty()) continue;
     for (const UnitParam& p : u.params)
-      std::memcpy(full.data() + p.flat_offset, staging_.data() + p.unit_offset,
+      std::memcpy(full.data() + p.flat_offset, unit.data() + p.unit_offset,
                   static_cast<size_t>(p.numel) * sizeof(float));
   }
   return full;

@@ -1,15 +1,19 @@
 // Fully sharded data parallel state and schedule for MiniLLM on one rank: the fp32 parameter,
 // gradient and AdamW shards of every unit (ShardLayout), and the UnitHooks that all-gather a
-// unit's parameters into the model's flat buffer just before it runs, free them after (reshard
-// after forward; off = ZeRO-2), re-gather them for backward, and reduce-scatter its gradient
-// into the gradient shard as soon as its backward ends. Collectives are blocking (CPU ranks);
-// the GPU path will issue the same calls on streams with one-ahead prefetch.
+// unit's parameters into its unit buffer just before it runs (and the next unit's while it runs:
+// one-ahead prefetch, forward in order, backward in reverse), free them after (reshard after
+// forward; off = ZeRO-2), and reduce-scatter its gradient into the gradient shard as soon as its
+// backward ends, while the backward of the unit before it goes on. Collectives run in order on a
+// worker thread (CollectiveQueue); the step's own collectives follow a drain at its end.
+// A world of one gathers nothing: the model reads the shards and writes the gradient shards.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "dist/collective_queue.h"
 #include "dist/communicator.h"
 #include "dist/shard_layout.h"
 #include "io/safetensors.h"
@@ -26,6 +30,9 @@ struct FsdpOptions {
   // page on a paravirtualised VM). Off: freed slots stay resident, as the blocks of a caching
   // allocator would (a world of one shards nothing, so freeing would only cost time).
   bool return_memory = true;
+  // Gathers the next unit and reduce-scatters on a worker thread while this unit computes;
+  // off: every collective blocks the compute thread where the hook calls it.
+  bool prefetch = true;
 };
 
 // One unit's state on this rank; each vector has ShardUnit::shard elements (padding included).
@@ -57,10 +64,10 @@ class FsdpModel final : public UnitHooks {
 
   const ShardLayout& layout() const { return layout_; }
   Communicator& comm() { return comm_; }
-  // The model-side flat buffers (ParamTable order, table.total elements) handed to
-  // MiniLLM::forward/backward: a unit's slots are valid only between its hooks.
-  const float* params() const { return params_.data(); }
-  float* grads() { return grads_.data(); }
+  // Per-parameter pointers (ParamTable order) handed to MiniLLM::forward/backward: into the unit
+  // buffers, valid only between the unit's hooks (at world 1: the shards themselves).
+  const std::vector<const float*>& params() const { return param_ptrs_; }
+  const std::vector<float*>& grads() const { return grad_ptrs_; }
   // Shards by unit index (root first, as layout().units()).
   std::vector<UnitShards>& shards() { return shards_; }
   const std::vector<UnitShards>& shards() const { return shards_; }
@@ -76,6 +83,8 @@ class FsdpModel final : public UnitHooks {
   // Forward passes without backward (evaluation) free the root at its after_forward.
   void set_forward_only(bool on) { forward_only_ = on; }
 
+  // Waits for the collectives in flight (the step's end; the optimizer methods below call it).
+  void sync();
   void zero_grad();
   double local_grad_sum_of_squares() const;  // over this rank's gradient shards (padding is 0)
   void scale_grads(float s);
@@ -91,17 +100,24 @@ class FsdpModel final : public UnitHooks {
   void after_backward(int unit) override;
 
  private:
-  void gather(int unit);
+  void start_gather(int unit);  // queued when prefetching
+  void gather(int unit);        // start_gather, then wait for it
   void free_params(int unit);
-  void reduce_grads(int unit);
+  void reduce_grads(int unit);  // queued when prefetching
+  bool sharded() const { return layout_.world() > 1; }
 
   const ShardLayout& layout_;
   Communicator& comm_;
   FsdpOptions options_;
   std::vector<UnitShards> shards_;
-  PagedBuffer params_, grads_;
-  std::vector<float> staging_, reduced_;  // (padded) gather/reduce-scatter buffer, (shard) result
-  std::vector<bool> gathered_;
+  // Per unit (padded elements; empty at world 1): gathered parameters, local gradient.
+  std::vector<std::unique_ptr<PagedBuffer>> unit_params_, unit_grads_;
+  std::vector<const float*> param_ptrs_;
+  std::vector<float*> grad_ptrs_;
+  std::vector<float> reduced_;  // (largest shard) reduce-scatter result, worker thread only
+  std::vector<bool> gathered_;  // gathered or being gathered
+  std::vector<CollectiveQueue::Ticket> gather_ticket_;
+  std::unique_ptr<CollectiveQueue> queue_;  // null: blocking collectives
   int64_t gathered_floats_ = 0;  // parameters of the gathered units (the profiler's memory track)
   bool reduce_grads_ = true, forward_only_ = false;
 };

@@ -2,6 +2,7 @@
 // rendezvous store. Gloo stays behind this header; callers see only Communicator.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 
@@ -39,7 +40,7 @@ class GlooCommunicator final : public Communicator {
 
   int rank_, world_;
   std::chrono::milliseconds timeout_;
-  bool aborted_ = false;
+  std::atomic<bool> aborted_{false};  // set from any thread (an error path), read by the collectives
   std::unique_ptr<Impl> impl_;
 };
 

@@ -32,13 +32,13 @@ void MiniLLM::resize(int B, int T) {
   df_.resize(N * 4 * D);
 }
 
-float MiniLLM::forward(const float* params, const int32_t* inputs, const int32_t* targets, int B,
-                       int T, UnitHooks* hooks) {
+float MiniLLM::forward(const std::vector<const float*>& P, const int32_t* inputs,
+                       const int32_t* targets, int B, int T, UnitHooks* hooks) {
   PYLON_ASSERT(B > 0 && T > 0);
   PYLON_RANGE("model", "forward");
   resize(B, T);
+  PYLON_ASSERT(P.size() == table_.params.size());
   const int N = B * T, D = config_.dim, H = config_.heads, V = config_.vocab;
-  const float* P = params;
   inputs_.assign(inputs, inputs + N);
   has_targets_ = targets != nullptr;
   if (has_targets_) targets_.assign(targets, targets + N);
@@ -48,33 +48,33 @@ float MiniLLM::forward(const float* params, const int32_t* inputs, const int32_t
                 V);
   float* x = x_.data();
   if (hooks) hooks->before_forward(-1);
-  cpu::embedding_forward(x, inputs, P + table_.params.front().offset, N, D);
+  cpu::embedding_forward(x, inputs, P.front(), N, D);
   for (int l = 0; l < config_.layers; ++l) {
     profile::Range layer_range("layer", "block_forward");
     if (layer_range.on()) layer_range.set_int("layer", l);
     if (hooks) hooks->before_forward(l);
-    const BlockOffsets o = block_offsets(table_, l);
+    const float* const* W = P.data() + block_first_param(l);
     Layer& a = layers_[l];
     float* x_out = x + static_cast<size_t>(N) * D;
     // h = RMSNorm1(x); qkv = h·W_inᵀ + b_in; [RoPE]; attention; x_mid = x + out_proj(att)
-    cpu::rmsnorm_forward(a.h1.data(), a.rstd1.data(), x, P + o.norm1, N, D, config_.norm_eps);
-    cpu::linear_forward(a.qkv.data(), a.h1.data(), P + o.in_proj_w, P + o.in_proj_b, N, D, 3 * D);
+    cpu::rmsnorm_forward(a.h1.data(), a.rstd1.data(), x, W[kNorm1], N, D, config_.norm_eps);
+    cpu::linear_forward(a.qkv.data(), a.h1.data(), W[kInProjW], W[kInProjB], N, D, 3 * D);
     if (config_.causal()) cpu::rope_forward(a.qkv.data(), B, T, D, H, config_.rope_theta);
     cpu::attention_forward(a.att.data(), a.probs.data(), a.qkv.data(), B, T, D, H,
                            config_.causal());
-    cpu::linear_forward(a.x_mid.data(), a.att.data(), P + o.out_proj_w, P + o.out_proj_b, N, D, D);
+    cpu::linear_forward(a.x_mid.data(), a.att.data(), W[kOutProjW], W[kOutProjB], N, D, D);
     for (size_t i = 0; i < a.x_mid.size(); ++i) a.x_mid[i] += x[i];
     // x_out = x_mid + W2·SiLU(W1·RMSNorm2(x_mid))
-    cpu::rmsnorm_forward(a.h2.data(), a.rstd2.data(), a.x_mid.data(), P + o.norm2, N, D,
+    cpu::rmsnorm_forward(a.h2.data(), a.rstd2.data(), a.x_mid.data(), W[kNorm2], N, D,
                          config_.norm_eps);
-    cpu::linear_forward(a.f1.data(), a.h2.data(), P + o.ffn1, nullptr, N, D, 4 * D);
+    cpu::linear_forward(a.f1.data(), a.h2.data(), W[kFfn1], nullptr, N, D, 4 * D);
     cpu::silu_forward(a.f1_act.data(), a.f1.data(), static_cast<int64_t>(a.f1.size()));
-    cpu::linear_forward(x_out, a.f1_act.data(), P + o.ffn2, nullptr, N, 4 * D, D);
+    cpu::linear_forward(x_out, a.f1_act.data(), W[kFfn2], nullptr, N, 4 * D, D);
     for (size_t i = 0; i < static_cast<size_t>(N) * D; ++i) x_out[i] += a.x_mid[i];
     x = x_out;
     if (hooks) hooks->after_forward(l);
   }
-  cpu::linear_forward(logits_.data(), x, P + table_.params.back().offset, nullptr, N, D, V);
+  cpu::linear_forward(logits_.data(), x, P.back(), nullptr, N, D, V);
   if (hooks) hooks->after_forward(-1);
   if (!has_targets_) return 0.f;
   for (int n = 0; n < N; ++n)
@@ -85,47 +85,47 @@ float MiniLLM::forward(const float* params, const int32_t* inputs, const int32_t
   return static_cast<float>(sum / N);
 }
 
-void MiniLLM::backward(const float* params, float* grads, float loss_scale, UnitHooks* hooks) {
+void MiniLLM::backward(const std::vector<const float*>& P, const std::vector<float*>& G,
+                       float loss_scale, UnitHooks* hooks) {
   PYLON_ASSERT(has_targets_, "backward() needs a forward() with targets");
   PYLON_RANGE("model", "backward");
   const int B = B_, T = T_, N = B * T, D = config_.dim, H = config_.heads, V = config_.vocab;
-  const float* P = params;
-  const ParamInfo& head = table_.params.back();
+  PYLON_ASSERT(P.size() == table_.params.size() && G.size() == P.size());
   // dlogits (N, V) in place of the probabilities; dx = dlogits·W_head, dW_head += dlogitsᵀ·x_L.
   cpu::cross_entropy_backward(logits_.data(), logits_.data(), targets_.data(), N, V, loss_scale);
   const float* x_last = x_.data() + static_cast<size_t>(config_.layers) * N * D;
   if (hooks) hooks->before_backward(-1);
-  cpu::linear_backward(dx_.data(), grads + head.offset, nullptr, logits_.data(), x_last,
-                       P + head.offset, N, D, V);
+  cpu::linear_backward(dx_.data(), G.back(), nullptr, logits_.data(), x_last, P.back(), N, D, V);
   for (int l = config_.layers - 1; l >= 0; --l) {
     profile::Range layer_range("layer", "block_backward");
     if (layer_range.on()) layer_range.set_int("layer", l);
     if (hooks) hooks->before_backward(l);
-    const BlockOffsets o = block_offsets(table_, l);
+    const float* const* W = P.data() + block_first_param(l);
+    float* const* dW = G.data() + block_first_param(l);
     Layer& a = layers_[l];
     const float* x_in = x_.data() + static_cast<size_t>(l) * N * D;
     // MLP branch: dx flows to x_mid directly and through W2, SiLU, W1, RMSNorm2.
-    cpu::linear_backward(df_.data(), grads + o.ffn2, nullptr, dx_.data(), a.f1_act.data(),
-                         P + o.ffn2, N, 4 * D, D);
+    cpu::linear_backward(df_.data(), dW[kFfn2], nullptr, dx_.data(), a.f1_act.data(),
+                         W[kFfn2], N, 4 * D, D);
     cpu::silu_backward(df_.data(), df_.data(), a.f1.data(), static_cast<int64_t>(df_.size()));
-    cpu::linear_backward(dh_.data(), grads + o.ffn1, nullptr, df_.data(), a.h2.data(), P + o.ffn1,
+    cpu::linear_backward(dh_.data(), dW[kFfn1], nullptr, df_.data(), a.h2.data(), W[kFfn1],
                          N, D, 4 * D);
-    cpu::rmsnorm_backward(datt_.data(), grads + o.norm2, dh_.data(), a.x_mid.data(), P + o.norm2,
+    cpu::rmsnorm_backward(datt_.data(), dW[kNorm2], dh_.data(), a.x_mid.data(), W[kNorm2],
                           a.rstd2.data(), N, D);
     for (size_t i = 0; i < dx_.size(); ++i) dx_[i] += datt_[i];  // dx now = d(x_mid)
     // Attention branch: through out_proj, attention, RoPE, in_proj, RMSNorm1.
-    cpu::linear_backward(datt_.data(), grads + o.out_proj_w, grads + o.out_proj_b, dx_.data(),
-                         a.att.data(), P + o.out_proj_w, N, D, D);
+    cpu::linear_backward(datt_.data(), dW[kOutProjW], dW[kOutProjB], dx_.data(),
+                         a.att.data(), W[kOutProjW], N, D, D);
     cpu::attention_backward(dqkv_.data(), datt_.data(), a.qkv.data(), a.probs.data(), B, T, D, H);
     if (config_.causal()) cpu::rope_backward(dqkv_.data(), B, T, D, H, config_.rope_theta);
-    cpu::linear_backward(dh_.data(), grads + o.in_proj_w, grads + o.in_proj_b, dqkv_.data(),
-                         a.h1.data(), P + o.in_proj_w, N, D, 3 * D);
-    cpu::rmsnorm_backward(datt_.data(), grads + o.norm1, dh_.data(), x_in, P + o.norm1,
+    cpu::linear_backward(dh_.data(), dW[kInProjW], dW[kInProjB], dqkv_.data(),
+                         a.h1.data(), W[kInProjW], N, D, 3 * D);
+    cpu::rmsnorm_backward(datt_.data(), dW[kNorm1], dh_.data(), x_in, W[kNorm1],
                           a.rstd1.data(), N, D);
     for (size_t i = 0; i < dx_.size(); ++i) dx_[i] += datt_[i];  // dx now = d(x_in)
     if (hooks) hooks->after_backward(l);
   }
-  cpu::embedding_backward(grads + table_.params.front().offset, dx_.data(), inputs_.data(), N, D);
+  cpu::embedding_backward(G.front(), dx_.data(), inputs_.data(), N, D);
   if (hooks) hooks->after_backward(-1);
   has_targets_ = false;  // the probabilities became gradients: a second backward would be wrong
 }

@@ -18,15 +18,25 @@ class MiniLLM {
   const ModelConfig& config() const { return config_; }
   const ParamTable& table() const { return table_; }
 
-  // inputs, targets: (B, T) token ids. Keeps the activations for backward() and returns the mean
+  // params[i]: parameter i of table() (per-parameter pointers, see param_pointers); inputs,
+  // targets: (B, T) token ids. Keeps the activations for backward() and returns the mean
   // cross-entropy over the B*T positions. With targets == nullptr only logits() are computed.
-  // A unit's slots of params are read only between its hooks' before_forward and after_forward.
+  // A unit's parameters are read only between its hooks' before_forward and after_forward.
+  float forward(const std::vector<const float*>& params, const int32_t* inputs,
+                const int32_t* targets, int B, int T, UnitHooks* hooks = nullptr);
+  // grads[i] += d(loss_scale * Σ_positions loss) / d(parameter i), for the last forward() (which
+  // must have had targets). A unit's parameters and gradients are used only between its
+  // before_backward and after_backward.
+  void backward(const std::vector<const float*>& params, const std::vector<float*>& grads,
+                float loss_scale, UnitHooks* hooks = nullptr);
+  // The same over flat buffers laid out by table().
   float forward(const float* params, const int32_t* inputs, const int32_t* targets, int B, int T,
-                UnitHooks* hooks = nullptr);
-  // grads (flat, table().total) += d(loss_scale * Σ_positions loss) / d(params), for the last
-  // forward() (which must have had targets). A unit's slots of params and grads are used only
-  // between its before_backward and after_backward.
-  void backward(const float* params, float* grads, float loss_scale, UnitHooks* hooks = nullptr);
+                UnitHooks* hooks = nullptr) {
+    return forward(param_pointers(table_, params), inputs, targets, B, T, hooks);
+  }
+  void backward(const float* params, float* grads, float loss_scale, UnitHooks* hooks = nullptr) {
+    backward(param_pointers(table_, params), param_pointers(table_, grads), loss_scale, hooks);
+  }
 
   const float* logits() const { return logits_.data(); }  // (B, T, V) after forward(no targets)
   const float* losses() const { return losses_.data(); }  // (B, T) after forward(targets)

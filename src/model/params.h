@@ -38,6 +38,20 @@ struct BlockOffsets {
   int64_t norm1, in_proj_w, in_proj_b, out_proj_w, out_proj_b, norm2, ffn1, ffn2;
 };
 
+// A block's parameters in table order: table index block_first_param(l) + one of these.
+enum BlockParam { kNorm1, kInProjW, kInProjB, kOutProjW, kOutProjB, kNorm2, kFfn1, kFfn2, kBlockParams };
+inline size_t block_first_param(int layer) { return 1 + static_cast<size_t>(layer) * kBlockParams; }
+
+// Per-parameter pointers into a flat buffer, in table order: the form in which models read
+// weights and write gradients, so that they need not lie in one buffer (FSDP's units).
+template <typename T>
+std::vector<T*> param_pointers(const ParamTable& t, T* flat) {
+  std::vector<T*> out;
+  out.reserve(t.params.size());
+  for (const auto& p : t.params) out.push_back(flat + p.offset);
+  return out;
+}
+
 ParamTable param_table(const ModelConfig& c);
 BlockOffsets block_offsets(const ParamTable& t, int layer);
 

@@ -61,6 +61,7 @@ nlohmann::json options_json(const TrainOptions& o) {
           {"lr_schedule", o.schedule.kind == LrSchedule::cosine ? "cosine" : "constant"},
           {"warmup", o.schedule.warmup}, {"min_lr_frac", o.schedule.min_lr_frac},
           {"seed", o.seed}, {"data", o.data}, {"reshard_after_forward", o.reshard_after_forward},
+          {"prefetch", o.prefetch},
           {"no_sync", o.no_sync}};
 }
 
@@ -83,6 +84,7 @@ double evaluate_sharded(MiniLLM& model, FsdpModel& fsdp, const TokenFile& data, 
     sum += model.forward(fsdp.params(), inputs.data(), targets.data(), batch, seq, &fsdp);
   }
   fsdp.set_forward_only(false);
+  fsdp.sync();
   PYLON_RANGE("collective", "all_reduce");
   comm.all_reduce_sum(&sum, 1);
   return sum / static_cast<double>(steps * comm.world());
@@ -146,6 +148,7 @@ TrainResult train(const TrainOptions& o, Communicator& comm) {
   FsdpOptions fsdp_options;
   fsdp_options.reshard_after_forward = o.reshard_after_forward;
   fsdp_options.poison_resharded = o.check_reshard;
+  fsdp_options.prefetch = o.prefetch;
   fsdp_options.return_memory = world > 1;  // see FsdpOptions
   FsdpModel fsdp(layout, comm, fsdp_options);
   if (!o.resume_dir.empty()) {

@@ -32,6 +32,7 @@ struct TrainOptions {
   std::string init_from, save_dir, resume_dir, metrics_path;
   int64_t save_every = 0, eval_every = 0, eval_steps = 8, log_every = 10;
   bool reshard_after_forward = true;  // false: ZeRO-2 (units stay gathered until their backward)
+  bool prefetch = true;               // FSDP collectives on a worker thread (see FsdpOptions)
   bool no_sync = false;               // accumulate gradients locally, reduce at the last micro-step
   bool check_reshard = false;         // debug: NaN in freed parameter slots (see FsdpOptions)
   Recompute recompute = Recompute::selective;  // cuda: activations kept vs recomputed (model/recompute.h)

@@ -1,5 +1,5 @@
 // FSDP through the real executable, the way users launch it: `pylon train --nproc-per-node N` at
-// world sizes 1-4 against one rank and the PyTorch golden; checkpoints resharded 4 -> 3 -> 1;
+// world sizes 1-4 and 8 against one rank and the PyTorch golden; checkpoints resharded 4 -> 3 -> 1;
 // bit-identical resume; a killed or hung rank ending the job in bounded time with a message that
 // names it; torchrun-style variables, two "nodes" over loopback and mpirun.
 //
@@ -153,11 +153,22 @@ TEST_F(FsdpCli, WorldSizesOneToFourGiveTheOneRankCurve) {
   }
 }
 
-// Reshard after forward on (default), off (ZeRO-2), and with freed units poisoned with NaN: the
-// same arithmetic, so the same bits.
+// Eight ranks (the largest world the scaling run uses; uneven shards: root 2650, blocks 7650)
+// against one rank with the same 24 rows per step.
+TEST_F(FsdpCli, EightRanksGiveTheOneRankCurve) {
+  ASSERT_EQ(run(train(1, 24, 4, "--metrics " + file("one.jsonl"))).exit_code, 0);
+  const Outcome r = run(train(8, 3, 4, "--metrics " + file("eight.jsonl")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto rows = metrics(file("eight.jsonl"));
+  expect_same_curve(rows, metrics(file("one.jsonl")), 0, "8 ranks");
+  EXPECT_EQ(rows.back()["peak_mem_bytes_per_rank"].size(), 8u);
+}
+
+// Reshard after forward on (default), off (ZeRO-2), with freed units poisoned with NaN, and with
+// the collectives on the compute thread: the same arithmetic, so the same bits.
 TEST_F(FsdpCli, ReshardModesGiveIdenticalLosses) {
   std::vector<std::vector<nlohmann::json>> runs;
-  for (const char* mode : {"", "--no-reshard", "--check-reshard"}) {
+  for (const char* mode : {"", "--no-reshard", "--check-reshard", "--no-prefetch"}) {
     const std::string m = file(std::string("mode") + std::to_string(runs.size()) + ".jsonl");
     const Outcome r = run(train(3, 4, 3, std::string(mode) + " --metrics " + m));
     ASSERT_EQ(r.exit_code, 0) << mode << ": " << r.err;

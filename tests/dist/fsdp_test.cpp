@@ -1,6 +1,6 @@
 // FSDP on one rank and across threads: MiniLLM calls its unit hooks in the promised order; the
-// sharded step equals the plain model's step bit for bit at world 1; NaN poisoning of freed units
-// really exposes a read of one; sharded checkpoints reload exactly at other world sizes and refuse
+// sharded step equals the plain model's step bit for bit at world 1; prefetching changes no bit;
+// NaN poisoning of freed units really exposes a read of one; sharded checkpoints reload exactly at other world sizes and refuse
 // other models and missing shards.
 #include <gtest/gtest.h>
 
@@ -60,9 +60,9 @@ TEST(Fsdp, MiniLlmCallsUnitHooksInOrder) {
   EXPECT_EQ(r.log, "B-1 B1 b1 B0 b0 b-1 ");
 }
 
-// World 1 through the FSDP hooks: the same loss and gradients, bit for bit, as the plain model;
-// and with freed units poisoned, a backward that skipped the re-gather would read NaN.
-TEST(Fsdp, SingleRankStepEqualsPlainModelAndPoisonCatchesStaleReads) {
+// World 1 through the FSDP hooks: the model reads the shards and writes the gradient shards, with
+// the same loss and gradients, bit for bit, as the plain model.
+TEST(Fsdp, SingleRankStepEqualsPlainModel) {
   const ModelConfig config = small_model(Preset::seed);
   MiniLLM model(config);
   const ParamTable& table = model.table();
@@ -86,18 +86,47 @@ TEST(Fsdp, SingleRankStepEqualsPlainModelAndPoisonCatchesStaleReads) {
         for (int64_t i = 0; i < p.numel; ++i)
           ASSERT_EQ(fsdp.shards()[u.id + 1].grad[p.unit_offset + i], grads[p.flat_offset + i])
               << table.params[p.param].name << "[" << i << "] reshard " << reshard;
-    for (int64_t i = 0; i < table.total; ++i)
-      ASSERT_TRUE(std::isnan(fsdp.params()[i])) << "slot " << i << " still holds a parameter";
   }
+}
 
-  FsdpModel fsdp(layout, *comm, {true, true});
-  fsdp.init_params(3);
-  model.forward(fsdp.params(), in.data(), tg.data(), 2, 6, &fsdp);
-  std::vector<float> stale(table.total, 0.f);
-  model.backward(fsdp.params(), stale.data(), 1.f / 12, nullptr);  // no re-gather: reads freed blocks
-  bool nan = false;
-  for (float g : stale) nan = nan || std::isnan(g);
-  EXPECT_TRUE(nan) << "poisoned slots did not show a read of a resharded unit";
+// Two ranks: with the collectives on the worker thread (prefetch) or blocking, the same bits;
+// every unit is freed (NaN-poisoned) after the step; a backward that skipped the re-gather of a
+// resharded unit reads NaN.
+TEST(Fsdp, PrefetchChangesNoBitAndPoisonCatchesStaleReads) {
+  const ModelConfig config = small_model(Preset::causal);
+  const ParamTable table = param_table(config);
+  std::vector<int32_t> in(2 * 6), tg(in.size());
+  tokens(in, tg, config.vocab);
+  std::mutex mutex;
+  std::vector<std::vector<float>> results(4);  // [prefetch · 2 + rank]: loss, then grad shards
+  testing::run_thread_ranks(2, [&](Communicator& comm) {
+    const ShardLayout layout(table, 2);
+    MiniLLM model(config);
+    for (bool prefetch : {false, true}) {
+      FsdpOptions options;
+      options.poison_resharded = true, options.prefetch = prefetch;
+      FsdpModel fsdp(layout, comm, options);
+      fsdp.init_params(3);
+      std::vector<float> out = {model.forward(fsdp.params(), in.data(), tg.data(), 2, 6, &fsdp)};
+      model.backward(fsdp.params(), fsdp.grads(), 1.f / 12, &fsdp);
+      for (const UnitShards& s : fsdp.shards()) out.insert(out.end(), s.grad.begin(), s.grad.end());
+      for (const float* p : fsdp.params())
+        ASSERT_TRUE(std::isnan(*p)) << "a parameter slot still holds a value after the step";
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        results[(prefetch ? 2 : 0) + comm.rank()] = out;
+      }
+      model.forward(fsdp.params(), in.data(), tg.data(), 2, 6, &fsdp);
+      std::vector<float> stale(table.total, 0.f);
+      model.backward(fsdp.params(), param_pointers(table, stale.data()), 1.f / 12, nullptr);
+      bool nan = false;
+      for (float g : stale) nan = nan || std::isnan(g);
+      EXPECT_TRUE(nan) << "poisoned slots did not show a read of a resharded unit";
+      fsdp.sync();
+    }
+  });
+  EXPECT_EQ(results[0], results[2]) << "rank 0: prefetch changed the step";
+  EXPECT_EQ(results[1], results[3]) << "rank 1: prefetch changed the step";
 }
 
 // A shard element's value in the test checkpoint: unit u, element i of the unit buffer.

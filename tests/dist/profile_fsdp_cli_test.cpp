@@ -33,7 +33,20 @@ TEST(ProfileFsdpCli, EachRankWritesItsTraceAndTheyMerge) {
     const auto names = testing::slice_names(doc);
     for (const char* n : {"all_gather", "reduce_scatter", "all_reduce", "linear_forward", "adamw"})
       EXPECT_TRUE(names.count(n)) << path << ": " << n;
-    for (const auto& e : doc["traceEvents"]) EXPECT_EQ(e["pid"], rank);
+    // The collectives run on the FSDP worker thread, beside the compute thread's ranges.
+    std::set<int64_t> compute_tids, collective_tids;
+    bool gathered_counter = false;
+    for (const auto& e : doc["traceEvents"]) {
+      EXPECT_EQ(e["pid"], rank);
+      if (e["ph"] == "C" && e["name"] == "fsdp_gathered_param_bytes") gathered_counter = true;
+      if (e["ph"] != "X") continue;
+      if (e["name"] == "linear_forward") compute_tids.insert(e["tid"].get<int64_t>());
+      if (e["name"] == "reduce_scatter") collective_tids.insert(e["tid"].get<int64_t>());
+    }
+    EXPECT_TRUE(gathered_counter) << path;
+    EXPECT_EQ(compute_tids.size(), 1u) << path;
+    EXPECT_EQ(collective_tids.size(), 1u) << path;
+    EXPECT_NE(compute_tids, collective_tids) << path << ": reduce-scatter ran on the compute thread";
     inputs += " " + path;
   }
   const auto m = testing::run_pylon("trace merge " + tmp.file("all.json") + inputs);

@@ -34,8 +34,9 @@ TEST(ProfileCli, TrainWritesAValidTraceTableAndCsv) {
   const auto names = testing::slice_names(doc);
   for (const char* n : {"linear_forward", "linear_backward", "attention_forward", "attention_backward",
                         "block_forward", "block_backward", "adamw", "data_load", "all_gather",
-                        "reduce_scatter", "all_reduce", "train_step", "checkpoint_save"})
+                        "all_reduce", "train_step", "checkpoint_save"})
     EXPECT_TRUE(names.count(n)) << n;
+  EXPECT_FALSE(names.count("reduce_scatter")) << "a world of one has no gradient to reduce";
   int steps = 0;
   std::set<std::string> counters;
   for (const auto& e : doc["traceEvents"]) {
@@ -43,7 +44,7 @@ TEST(ProfileCli, TrainWritesAValidTraceTableAndCsv) {
     if (e["ph"] == "C") counters.insert(e["name"].get<std::string>());
   }
   EXPECT_EQ(steps, 2);  // the active steps only
-  EXPECT_TRUE(counters.count("resident_bytes") && counters.count("fsdp_gathered_param_bytes"));
+  EXPECT_TRUE(counters.count("resident_bytes"));
   EXPECT_NE(r.out.find("Self CPU time total"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("linear_forward"), std::string::npos) << r.out;
   std::ifstream csv(tmp.file("prof/ops.csv"));
