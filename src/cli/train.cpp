@@ -20,7 +20,7 @@ namespace pylon {
 
 int run_train(int argc, char** argv) {
   TrainOptions o;
-  std::string preset = "causal", schedule = "cosine", device = "cpu", dtype = "fp32";
+  std::string preset = "causal", schedule = "cosine", device = "cpu", dtype = "fp32", recompute = "selective";
   int vocab = 32000, dim = 256, layers = 4, heads = 4, nproc = 1, nnodes = 1, node_rank = 0;
   int master_port = 0;
   std::string master_addr;
@@ -61,6 +61,8 @@ int run_train(int argc, char** argv) {
   args.add("init-from", &o.init_from, "initial weights (.safetensors with PyTorch names)");
   args.add_choice("device", &device, {"cpu", "cuda"}, "compute device");
   args.add_choice("dtype", &dtype, {"fp32", "bf16"}, "compute dtype (cpu: fp32; cuda: bf16, the default there)");
+  args.add_choice("recompute", &recompute, {"none", "selective", "full"},
+                  "cuda: activations backward recomputes (selective: norms and SiLU; full: whole blocks)");
   args.add("nproc-per-node", &nproc, "ranks to start on this machine (like torchrun)");
   args.add("nnodes", &nnodes, "machines in the job");
   args.add("node-rank", &node_rank, "this machine's index in 0..nnodes-1");
@@ -91,6 +93,9 @@ int run_train(int argc, char** argv) {
   PYLON_CHECK(device == "cuda" || dtype == "fp32", "--dtype bf16 needs --device cuda; the CPU path computes in fp32");
   PYLON_CHECK(device == "cpu" || dtype == "bf16", "--device cuda computes in bf16 (--dtype bf16); fp32 on CUDA is not built yet");
   o.device = device;
+  PYLON_CHECK(device == "cuda" || !args.given("recompute"),
+              "--recompute applies to --device cuda (the CPU path keeps every activation)");
+  o.recompute = parse_recompute(recompute);
   PYLON_CHECK(nproc >= 1 && nnodes >= 1, "--nproc-per-node and --nnodes must be >= 1");
   PYLON_CHECK(device == "cpu" || (nproc == 1 && nnodes == 1 && !std::getenv("WORLD_SIZE")),
               "--device cuda runs on one GPU for now; sharding over NCCL is not built yet");

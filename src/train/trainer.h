@@ -9,6 +9,7 @@
 
 #include "dist/communicator.h"
 #include "model/config.h"
+#include "model/recompute.h"
 #include "profile/session.h"
 #include "train/adamw.h"
 #include "train/checkpoint.h"
@@ -34,6 +35,7 @@ struct TrainOptions {
   bool prefetch = true;               // FSDP collectives on a worker thread (see FsdpOptions)
   bool no_sync = false;               // accumulate gradients locally, reduce at the last micro-step
   bool check_reshard = false;         // debug: NaN in freed parameter slots (see FsdpOptions)
+  Recompute recompute = Recompute::selective;  // cuda: activations kept vs recomputed (model/recompute.h)
   profile::ProfileOptions profile;    // --profile DIR and its step schedule (CPU ranges)
 };
 

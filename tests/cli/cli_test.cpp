@@ -87,6 +87,8 @@ TEST(Cli, BadFlagsAreErrors) {
   expect_clear_error(run_pylon("train --lr 1e-3x"), "--lr: expected a number");
   expect_clear_error(run_pylon("train --steps"), "--steps needs a value");
   expect_clear_error(run_pylon("train --preset gpt"), "--preset: expected one of seed|causal");
+  expect_clear_error(run_pylon("train --recompute some"), "--recompute: expected one of none|selective|full");
+  expect_clear_error(run_pylon("train --recompute full"), "--recompute applies to --device cuda");
   expect_clear_error(run_pylon("train stray"), "unexpected argument 'stray'");
   expect_clear_error(run_pylon("train --dim 30 --heads 4 --data x.bin"), "not divisible by heads");
   expect_clear_error(run_pylon("train --steps 1 --steps 2"), "given twice");

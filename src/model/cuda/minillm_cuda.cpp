@@ -1,6 +1,7 @@
-// The bf16 MiniLLM step on a CUDA stream, told as a story. Saved per block: its input x, qkv
-// (after RoPE), the attention output and log-sum-exp, x_mid and the FFN pre-activation f1; the
-// normalised inputs and SiLU(f1) are recomputed in backward (cheap, and saves 6·N·D bytes a block).
+// The bf16 MiniLLM step on a CUDA stream, told as a story. Saved per block (recompute selective, the
+// default): its input x, qkv (after RoPE), the attention output and log-sum-exp, x_mid and the FFN
+// pre-activation f1; the normalised inputs and SiLU(f1) are recomputed in backward (cheap, and saves
+// 12·N·D bytes a block). none keeps those too; full keeps only x and redoes the block up to f1.
 #include "model/cuda/minillm_cuda.h"
 
 #include <algorithm>
@@ -38,8 +39,8 @@ class Carver {
 
 }  // namespace
 
-MiniLLMCuda::MiniLLMCuda(const ModelConfig& config, int B, int T)
-    : config_(config), table_(param_table(config)), B_(B), T_(T), N_(B * T) {
+MiniLLMCuda::MiniLLMCuda(const ModelConfig& config, int B, int T, Recompute recompute)
+    : config_(config), table_(param_table(config)), B_(B), T_(T), N_(B * T), recompute_(recompute) {
   config_.validate();
   const size_t N = N_, D = config.dim, V = config.vocab, H = config.heads;
   const int L = config.layers;
@@ -49,11 +50,19 @@ MiniLLMCuda::MiniLLMCuda(const ModelConfig& config, int B, int T)
                                loss_mean_workspace_bytes(N_),
                                attention_backward_workspace_bytes(B, T, config.dim, config.heads)});
   auto plan = [&](Carver& c) {
-    layers_.assign(static_cast<size_t>(L), Layer{});
-    for (auto& l : layers_) {
-      l.x = c.take<bf16>(N * D), l.qkv = c.take<bf16>(N * 3 * D), l.att = c.take<bf16>(N * D);
+    auto take_saved = [&](Layer& l) {  // what backward reads besides x
+      l.qkv = c.take<bf16>(N * 3 * D), l.att = c.take<bf16>(N * D);
       l.x_mid = c.take<bf16>(N * D), l.f1 = c.take<bf16>(N * 4 * D);
       l.rstd1 = c.take<float>(N), l.rstd2 = c.take<float>(N), l.lse = c.take<float>(B * H * T);
+      if (recompute == Recompute::none)
+        l.h1 = c.take<bf16>(N * D), l.h2 = c.take<bf16>(N * D), l.act = c.take<bf16>(N * 4 * D);
+    };
+    Layer shared{};  // full: one block's worth, refilled by backward's recompute
+    if (recompute == Recompute::full) take_saved(shared);
+    layers_.assign(static_cast<size_t>(L), shared);
+    for (auto& l : layers_) {
+      l.x = c.take<bf16>(N * D);
+      if (recompute != Recompute::full) take_saved(l);
     }
     x_last_ = c.take<bf16>(N * D), logits_ = c.take<bf16>(N * V);
     h_ = c.take<bf16>(N * D), wide_ = c.take<bf16>(N * 4 * D), tmp_ = c.take<bf16>(N * D);
@@ -81,10 +90,24 @@ void MiniLLMCuda::linear_backward(bf16* din, float* dW, float* db, const bf16* d
   if (din) gemm_.run(false, false, N_, I, O, 1.f, dout, O, W, I, 0.f, din, GemmOut::kBf16, I, nullptr, s);
 }
 
+void MiniLLMCuda::block_forward_to_f1(const std::vector<const bf16*>& P, int l, const bf16* h1, cudaStream_t s) {
+  const int D = config_.dim, H = config_.heads;
+  const size_t p = 1 + static_cast<size_t>(l) * 8;
+  Layer& a = layers_[l];
+  linear_forward(a.qkv, h1, P[p + 1], P[p + 2], D, 3 * D, s);                  // (N, 3D)
+  if (config_.causal()) rope_forward(a.qkv, B_, T_, D, H, config_.rope_theta, 0, s);
+  attention_forward(a.att, a.lse, a.qkv, B_, T_, D, H, config_.causal(), s);  // (N, D)
+  linear_forward(tmp_, a.att, P[p + 3], P[p + 4], D, D, s);
+  // x_mid = x + proj; h2 = RMSNorm2(x_mid)
+  bf16* h2 = a.h2 ? a.h2 : h_;
+  residual_rmsnorm_forward(a.x_mid, h2, a.rstd2, a.x, tmp_, P[p + 5], N_, D, config_.norm_eps, s);
+  linear_forward(a.f1, h2, P[p + 6], nullptr, D, 4 * D, s);  // (N, 4D)
+}
+
 void MiniLLMCuda::forward(const std::vector<const bf16*>& P, const int32_t* inputs,
                           const int32_t* targets, float* loss_sum, cudaStream_t s,
                           UnitHooks* hooks) {
-  const int D = config_.dim, H = config_.heads, V = config_.vocab, L = config_.layers;
+  const int D = config_.dim, V = config_.vocab, L = config_.layers;
   const float eps = config_.norm_eps;
   inputs_ = inputs;
   const int64_t N = N_;
@@ -92,23 +115,21 @@ void MiniLLMCuda::forward(const std::vector<const bf16*>& P, const int32_t* inpu
   embedding_forward(L ? layers_[0].x : x_last_, inputs, P[0], N_, D, s);
   // h = RMSNorm1(x_0); later blocks get it fused with the previous block's residual add.
   if (L && hooks) hooks->before_forward(0);
-  if (L) residual_rmsnorm_forward(nullptr, h_, layers_[0].rstd1, layers_[0].x, nullptr, P[1], N_, D, eps, s);
+  if (L) {
+    Layer& first = layers_[0];
+    residual_rmsnorm_forward(nullptr, first.h1 ? first.h1 : h_, first.rstd1, first.x, nullptr, P[1], N_, D, eps, s);
+  }
   for (int l = 0; l < L; ++l) {
     const size_t p = 1 + static_cast<size_t>(l) * 8;  // norm1, in_w, in_b, out_w, out_b, norm2, ffn0, ffn2
     Layer& a = layers_[l];
-    linear_forward(a.qkv, h_, P[p + 1], P[p + 2], D, 3 * D, s);                  // (N, 3D)
-    if (config_.causal()) rope_forward(a.qkv, B_, T_, D, H, config_.rope_theta, 0, s);
-    attention_forward(a.att, a.lse, a.qkv, B_, T_, D, H, config_.causal(), s);  // (N, D)
-    linear_forward(tmp_, a.att, P[p + 3], P[p + 4], D, D, s);
-    // x_mid = x + proj; h = RMSNorm2(x_mid)
-    residual_rmsnorm_forward(a.x_mid, h_, a.rstd2, a.x, tmp_, P[p + 5], N_, D, eps, s);
-    linear_forward(a.f1, h_, P[p + 6], nullptr, D, 4 * D, s);                    // (N, 4D)
-    silu_forward(wide_, a.f1, N * 4 * D, s);
-    linear_forward(tmp_, wide_, P[p + 7], nullptr, 4 * D, D, s);
+    block_forward_to_f1(P, l, a.h1 ? a.h1 : h_, s);
+    bf16* act = a.act ? a.act : wide_;
+    silu_forward(act, a.f1, N * 4 * D, s);
+    linear_forward(tmp_, act, P[p + 7], nullptr, 4 * D, D, s);
     if (l + 1 < L) {  // x_{l+1} = x_mid + ffn; h = RMSNorm1_{l+1}(x_{l+1})
       if (hooks) hooks->before_forward(l + 1);
-      residual_rmsnorm_forward(layers_[l + 1].x, h_, layers_[l + 1].rstd1, a.x_mid, tmp_,
-                               P[p + 8], N_, D, eps, s);
+      Layer& next = layers_[l + 1];
+      residual_rmsnorm_forward(next.x, next.h1 ? next.h1 : h_, next.rstd1, a.x_mid, tmp_, P[p + 8], N_, D, eps, s);
     } else {
       residual_add(x_last_, a.x_mid, tmp_, N * D, s);
     }
@@ -148,23 +169,27 @@ void MiniLLMCuda::backward(const std::vector<const bf16*>& P, const std::vector<
     Layer& a = layers_[l];
     if (hooks) hooks->before_backward(l);
     zero_added_grads(l);
+    if (recompute_ == Recompute::full && l + 1 < L) {  // the shared buffers hold block L-1 after forward
+      residual_rmsnorm_forward(nullptr, h_, a.rstd1, a.x, nullptr, P[p], N_, D, eps, s);
+      block_forward_to_f1(P, l, h_, s);
+    }
     // FFN branch: x_out = x_mid + W2·SiLU(W1·h2), h2 = RMSNorm2(x_mid).
-    silu_forward(wide_, a.f1, N * 4 * D, s);  // recompute SiLU(f1)
-    gemm_.run(true, false, D, 4 * D, N_, 1.f, dx_, D, wide_, 4 * D, beta, G[p + 7], GemmOut::kF32,
-                 4 * D, nullptr, s);                                               // dW2 += dxᵀ·a
+    if (!a.act) silu_forward(wide_, a.f1, N * 4 * D, s);  // recompute SiLU(f1)
+    gemm_.run(true, false, D, 4 * D, N_, 1.f, dx_, D, a.act ? a.act : wide_, 4 * D, beta, G[p + 7],
+              GemmOut::kF32, 4 * D, nullptr, s);                                   // dW2 += dxᵀ·a
     gemm_.run(false, false, N_, 4 * D, D, 1.f, dx_, D, P[p + 7], 4 * D, 0.f, wide_, GemmOut::kBf16,
                  4 * D, nullptr, s);                                               // da = dx·W2
     silu_backward(wide_, wide_, a.f1, N * 4 * D, s);                                // df1
-    residual_rmsnorm_forward(nullptr, h_, rstd_tmp_, a.x_mid, nullptr, P[p + 5], N_, D, eps, s);
-    linear_backward(dh_, G[p + 6], nullptr, wide_, h_, P[p + 6], D, 4 * D, beta, s);
+    if (!a.h2) residual_rmsnorm_forward(nullptr, h_, rstd_tmp_, a.x_mid, nullptr, P[p + 5], N_, D, eps, s);
+    linear_backward(dh_, G[p + 6], nullptr, wide_, a.h2 ? a.h2 : h_, P[p + 6], D, 4 * D, beta, s);
     rmsnorm_backward(dx_mid_, G[p + 5], dh_, dx_, a.x_mid, P[p + 5], a.rstd2, N_, D, workspace_, s);
     // Attention branch: x_mid = x + W_out·att + b_out.
     linear_backward(datt_, G[p + 3], G[p + 4], dx_mid_, a.att, P[p + 3], D, D, beta, s);
     attention_backward(dqkv_, datt_, a.qkv, a.att, a.lse, B_, T_, D, H, config_.causal(), workspace_,
                        workspace_bytes_, s);
     if (config_.causal()) rope_backward(dqkv_, B_, T_, D, H, config_.rope_theta, 0, s);
-    residual_rmsnorm_forward(nullptr, h_, rstd_tmp_, a.x, nullptr, P[p], N_, D, eps, s);
-    linear_backward(dh_, G[p + 1], G[p + 2], dqkv_, h_, P[p + 1], D, 3 * D, beta, s);
+    if (!a.h1) residual_rmsnorm_forward(nullptr, h_, rstd_tmp_, a.x, nullptr, P[p], N_, D, eps, s);
+    linear_backward(dh_, G[p + 1], G[p + 2], dqkv_, a.h1 ? a.h1 : h_, P[p + 1], D, 3 * D, beta, s);
     rmsnorm_backward(dx_, G[p], dh_, dx_mid_, a.x, P[p], a.rstd1, N_, D, workspace_, s);
     if (hooks) hooks->after_backward(l);
   }

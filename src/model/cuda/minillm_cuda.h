@@ -11,6 +11,7 @@
 
 #include "model/config.h"
 #include "model/params.h"
+#include "model/recompute.h"
 #include "model/unit_hooks.h"
 #include "ops/cuda/gemm.h"
 #include "ops/cuda/runtime.h"
@@ -21,11 +22,14 @@ using bf16 = __nv_bfloat16;
 
 class MiniLLMCuda {
  public:
-  // Plans every activation and workspace buffer for micro-batches of (B, T) up front.
-  MiniLLMCuda(const ModelConfig& config, int B, int T);
+  // Plans every activation and workspace buffer for micro-batches of (B, T) up front; `recompute`
+  // decides which activations are kept for backward (model/recompute.h).
+  MiniLLMCuda(const ModelConfig& config, int B, int T, Recompute recompute = Recompute::selective);
 
   const ModelConfig& config() const { return config_; }
   const ParamTable& table() const { return table_; }
+  Recompute recompute() const { return recompute_; }
+  // Device bytes of every activation, gradient-of-activation and scratch buffer (one allocation).
   size_t activation_bytes() const { return arena_.bytes(); }
 
   // params[i]: device pointer to parameter i of table() in bf16. inputs/targets: device (B, T).
@@ -42,10 +46,13 @@ class MiniLLMCuda {
   void set_loss_scale(float s) { loss_scale_ = s; }
 
  private:
-  struct Layer {  // saved for backward; N = B*T rows
+  struct Layer {  // saved for backward; N = B*T rows. full: all but x shared by the blocks
     bf16 *x, *qkv, *att, *x_mid, *f1;
     float *rstd1, *rstd2, *lse;
+    bf16 *h1 = nullptr, *h2 = nullptr, *act = nullptr;  // none only: RMSNorm1(x), RMSNorm2(x_mid), SiLU(f1)
   };
+  // Block l from h1 = RMSNorm1(x) (in place) to f1: qkv, attention, x_mid, rstd2 and f1 of `a`.
+  void block_forward_to_f1(const std::vector<const bf16*>& P, int l, const bf16* h1, cudaStream_t s);
   void linear_forward(bf16* out, const bf16* in, const bf16* W, const bf16* b, int I, int O,
                       cudaStream_t s);
   // din (N, I) = dout·W (skipped when din is null); dW (O, I) += doutᵀ·in; db += Σ rows of dout.
@@ -55,6 +62,7 @@ class MiniLLMCuda {
   ModelConfig config_;
   ParamTable table_;
   int B_, T_, N_;
+  Recompute recompute_;
   float loss_scale_ = 1.f;
   Gemm gemm_;
   DeviceBuffer arena_;  // every buffer below lives in it

@@ -117,7 +117,7 @@ TrainResult train_cuda(const TrainOptions& o) {
     PYLON_CHECK(state.step < o.steps, o.resume_dir, ": already at step ", state.step);
   }
   if (!o.tokenizer.empty()) state.tokenizer = o.tokenizer;
-  cuda::MiniLLMCuda model(config, o.batch, o.seq);
+  cuda::MiniLLMCuda model(config, o.batch, o.seq, o.recompute);
   const ParamTable& table = model.table();
   const int64_t n = table.total;
   if (state.params.empty()) {
@@ -167,9 +167,11 @@ TrainResult train_cuda(const TrainOptions& o) {
   const size_t planned = 4 * fbytes + static_cast<size_t>(n) * sizeof(bf16) + model.activation_bytes() +
                          reduce_ws.bytes();
   std::printf("model: %s preset, %lld parameters on cuda:0 (bf16 compute, fp32 master); batch %d x %d "
-              "x %d accum = %lld tokens/step; planned device memory %.2f GB\n",
+              "x %d accum = %lld tokens/step; planned device memory %.2f GB (activations %.2f GB, "
+              "recompute %s)\n",
               preset_name(config.preset), static_cast<long long>(n), o.batch, o.seq, o.grad_accum,
-              static_cast<long long>(tokens_per_step), static_cast<double>(planned) / 1e9);
+              static_cast<long long>(tokens_per_step), static_cast<double>(planned) / 1e9,
+              static_cast<double>(model.activation_bytes()) / 1e9, recompute_name(o.recompute));
   std::fflush(stdout);
 
   std::FILE* metrics = nullptr;

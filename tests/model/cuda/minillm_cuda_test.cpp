@@ -1,10 +1,12 @@
 // The bf16 CUDA MiniLLM step against the fp32 CPU reference on the same (bf16-rounded) weights:
-// loss and every parameter gradient, both presets.
+// loss and every parameter gradient, both presets; and the three recompute policies against each other.
 #include <gtest/gtest.h>
 
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "model/cuda/minillm_cuda.h"
@@ -13,6 +15,43 @@
 
 namespace pylon {
 namespace {
+
+struct CudaStep {
+  float loss = 0;
+  std::vector<float> grads;
+  size_t activation_bytes = 0;
+};
+
+// One forward + backward of MiniLLMCuda on bf16 weights and (B, T) tokens (inputs, then targets).
+CudaStep run_cuda_step(const ModelConfig& c, const std::vector<__nv_bfloat16>& params_bf16,
+                       const std::vector<int32_t>& tokens, int B, int T, Recompute recompute) {
+  const int N = B * T;
+  const ParamTable table = param_table(c);
+  cuda::MiniLLMCuda model(c, B, T, recompute);
+  cuda::DeviceBuffer w(params_bf16.size() * 2), g(static_cast<size_t>(table.total) * 4), tok(tokens.size() * 4),
+      loss(4);
+  PYLON_CUDA_CHECK(cudaMemcpy(w.get(), params_bf16.data(), w.bytes(), cudaMemcpyHostToDevice));
+  PYLON_CUDA_CHECK(cudaMemcpy(tok.get(), tokens.data(), tok.bytes(), cudaMemcpyHostToDevice));
+  cuda::Stream stream;  // non-blocking: the memsets go on it to be ordered with the step
+  PYLON_CUDA_CHECK(cudaMemsetAsync(g.get(), 0xFF, g.bytes(), stream.get()));  // NaN: backward must overwrite all
+  PYLON_CUDA_CHECK(cudaMemsetAsync(loss.get(), 0, 4, stream.get()));
+  std::vector<const cuda::bf16*> P;
+  std::vector<float*> G;
+  for (const auto& p : table.params) {
+    P.push_back(w.as<cuda::bf16>() + p.offset);
+    G.push_back(g.as<float>() + p.offset);
+  }
+  model.set_loss_scale(1.f / static_cast<float>(N));
+  model.forward(P, tok.as<int32_t>(), tok.as<int32_t>() + N, loss.as<float>(), stream.get());
+  model.backward(P, G, /*accumulate=*/false, stream.get());
+  stream.synchronize();
+  CudaStep r;
+  r.grads.resize(table.total);
+  PYLON_CUDA_CHECK(cudaMemcpy(&r.loss, loss.get(), 4, cudaMemcpyDeviceToHost));
+  PYLON_CUDA_CHECK(cudaMemcpy(r.grads.data(), g.get(), g.bytes(), cudaMemcpyDeviceToHost));
+  r.activation_bytes = model.activation_bytes();
+  return r;
+}
 
 void check_step_matches_cpu(Preset preset) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
@@ -35,27 +74,9 @@ void check_step_matches_cpu(Preset preset) {
   const float loss_ref = ref.forward(params.data(), tokens.data(), tokens.data() + N, B, T);
   ref.backward(params.data(), grads_ref.data(), 1.f / N);
 
-  cuda::MiniLLMCuda model(c, B, T);
-  cuda::DeviceBuffer w(params_bf16.size() * 2), g(grads_ref.size() * 4), tok(tokens.size() * 4), loss(4);
-  PYLON_CUDA_CHECK(cudaMemcpy(w.get(), params_bf16.data(), w.bytes(), cudaMemcpyHostToDevice));
-  PYLON_CUDA_CHECK(cudaMemcpy(tok.get(), tokens.data(), tok.bytes(), cudaMemcpyHostToDevice));
-  PYLON_CUDA_CHECK(cudaMemset(g.get(), 0xFF, g.bytes()));  // NaN: backward must overwrite all
-  PYLON_CUDA_CHECK(cudaMemset(loss.get(), 0, 4));
-  std::vector<const cuda::bf16*> P;
-  std::vector<float*> G;
-  for (const auto& p : table.params) {
-    P.push_back(w.as<cuda::bf16>() + p.offset);
-    G.push_back(g.as<float>() + p.offset);
-  }
-  cuda::Stream stream;
-  model.set_loss_scale(1.f / N);
-  model.forward(P, tok.as<int32_t>(), tok.as<int32_t>() + N, loss.as<float>(), stream.get());
-  model.backward(P, G, /*accumulate=*/false, stream.get());
-  stream.synchronize();
-  float loss_gpu = 0;
-  std::vector<float> grads(table.total);
-  PYLON_CUDA_CHECK(cudaMemcpy(&loss_gpu, loss.get(), 4, cudaMemcpyDeviceToHost));
-  PYLON_CUDA_CHECK(cudaMemcpy(grads.data(), g.get(), g.bytes(), cudaMemcpyDeviceToHost));
+  const CudaStep step = run_cuda_step(c, params_bf16, tokens, B, T, Recompute::selective);
+  const float loss_gpu = step.loss;
+  const std::vector<float>& grads = step.grads;
 
   // bf16 activations through 2 blocks: the loss to 1e-2 relative (bf16's eps is 7.8e-3).
   EXPECT_NEAR(loss_gpu, loss_ref, 1e-2 * loss_ref);
@@ -75,6 +96,41 @@ void check_step_matches_cpu(Preset preset) {
 
 TEST(CudaMiniLLM, SeedStepMatchesCpu) { check_step_matches_cpu(Preset::seed); }
 TEST(CudaMiniLLM, CausalStepMatchesCpu) { check_step_matches_cpu(Preset::causal); }
+
+// none, selective and full run the same kernels on the same values (recomputation is deterministic),
+// so loss and every gradient are bit-identical; and each keeps less than the one before.
+TEST(CudaMiniLLM, RecomputePoliciesGiveIdenticalGradients) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  for (Preset preset : {Preset::seed, Preset::causal}) {
+    SCOPED_TRACE(preset_name(preset));
+    ModelConfig c;
+    c.preset = preset, c.vocab = 509, c.dim = 256, c.layers = 3, c.heads = 2;  // head dim 128
+    const int B = 2, T = 80;
+    const ParamTable table = param_table(c);
+    std::vector<float> params(table.total);
+    init_params(table, 5, params.data());
+    std::vector<__nv_bfloat16> params_bf16(params.size());
+    for (size_t i = 0; i < params.size(); ++i) params_bf16[i] = __float2bfloat16(params[i]);
+    std::vector<int32_t> tokens(2 * B * T);
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 104729 + 7) % c.vocab);
+
+    const CudaStep selective = run_cuda_step(c, params_bf16, tokens, B, T, Recompute::selective);
+    for (Recompute r : {Recompute::none, Recompute::full}) {
+      SCOPED_TRACE(recompute_name(r));
+      const CudaStep other = run_cuda_step(c, params_bf16, tokens, B, T, r);
+      EXPECT_EQ(std::memcmp(&other.loss, &selective.loss, sizeof(float)), 0) << other.loss << " vs " << selective.loss;
+      size_t differ = 0;
+      double max_diff = 0;
+      for (size_t i = 0; i < other.grads.size(); ++i) {
+        differ += std::memcmp(&other.grads[i], &selective.grads[i], sizeof(float)) != 0;
+        max_diff = std::max(max_diff, static_cast<double>(std::fabs(other.grads[i] - selective.grads[i])));
+      }
+      EXPECT_EQ(differ, 0u) << "gradients that differ from selective's (max |diff| " << max_diff << ")";
+      if (r == Recompute::none) EXPECT_GT(other.activation_bytes, selective.activation_bytes);
+      else EXPECT_LT(other.activation_bytes, selective.activation_bytes);
+    }
+  }
+}
 
 }  // namespace
 }  // namespace pylon
