@@ -45,7 +45,7 @@ print("PYLON " + json.dumps({"gpus": n, "step_ms_median": round(ms, 2),
       "allocated_gb": round(rows[-1]["allocated_bytes"] / 1e9, 2),
       "gather_ms": round(med("gather_ms"), 2), "reduce_ms": round(med("reduce_ms"), 2),
       "exposed_wait_ms": round(med("exposed_wait_ms"), 2), "tail_ms": round(med("tail_ms"), 2),
-      "hidden_share": round(1 - exposed / comm, 3) if comm > 0 else None,
+      "hidden_share": round(1 - exposed / comm, 3) if n > 1 and comm > 0 else None,
       "final_loss": rows[-1]["loss"]}))
 PY
 done
