@@ -77,6 +77,19 @@ if(NOT PYLON_CUDA STREQUAL "OFF")
 endif()
 pylon_optional(PYLON_CUDA PYLON_HAVE_CUDA)
 
+# NCCL: the GPU collectives of FSDP (libnccl-dev, or the copy inside the CUDA toolkit). Without it
+# the CUDA backend trains on one GPU only.
+set(PYLON_HAVE_NCCL OFF)
+if(PYLON_HAVE_CUDA)
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES include)
+  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} PATH_SUFFIXES lib lib64)
+  if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+    set(PYLON_HAVE_NCCL ON)
+  else()
+    message(WARNING "NCCL not found (apt install libnccl-dev): --device cuda is limited to one GPU")
+  endif()
+endif()
+
 set(PYLON_HAVE_VULKAN OFF)
 if(NOT PYLON_VULKAN STREQUAL "OFF")
   find_package(Vulkan COMPONENTS glslc)

@@ -11,6 +11,9 @@
 #include "core/timer.h"
 #include "dist/gloo_communicator.h"
 #include "dist/launcher.h"
+#ifdef PYLON_HAVE_CUDA
+#include "train/cuda/trainer_cuda.h"
+#endif
 #include "dist/rendezvous.h"
 #include "io/default_data.h"
 #include "io/tokenizer.h"
@@ -97,8 +100,6 @@ int run_train(int argc, char** argv) {
               "--recompute applies to --device cuda (the CPU path keeps every activation)");
   o.recompute = parse_recompute(recompute);
   PYLON_CHECK(nproc >= 1 && nnodes >= 1, "--nproc-per-node and --nnodes must be >= 1");
-  PYLON_CHECK(device == "cpu" || (nproc == 1 && nnodes == 1 && !std::getenv("WORLD_SIZE")),
-              "--device cuda runs on one GPU for now; sharding over NCCL is not built yet");
   PYLON_CHECK(dist_timeout > 0, "--dist-timeout must be positive");
   PYLON_CHECK(o.profile.dir.empty() || device == "cpu",
               "--profile: CUDA traces (CUPTI) are not built yet; profile the CPU path (--device cpu)");
@@ -132,18 +133,21 @@ int run_train(int argc, char** argv) {
     return launch_ranks(l);
   }
   TrainResult r;
-  int world = 1;
+  const DistEnv env = dist_env_from_environment(master_addr, master_port);
+  const std::chrono::milliseconds timeout(static_cast<int64_t>(dist_timeout * 1000.0));
+  share_cores_among_local_ranks(env.local_world);
   if (o.device == "cuda") {
-    r = train(o);  // one GPU, no communicator yet
+#ifdef PYLON_HAVE_CUDA
+    r = train_cuda(o, env, timeout);  // GPU = LOCAL_RANK; NCCL when world > 1
+#else
+    throw Error("--device cuda: this build has no CUDA backend (install the CUDA toolkit and rebuild)");
+#endif
   } else {
-    const DistEnv env = dist_env_from_environment(master_addr, master_port);
-    share_cores_among_local_ranks(env.local_world);
-    const auto comm = make_communicator(
-        env, std::chrono::milliseconds(static_cast<int64_t>(dist_timeout * 1000.0)));
+    const auto comm = make_communicator(env, timeout);
     r = train(o, *comm);
-    if (comm->rank() != 0) return 0;
-    world = env.world;
   }
+  if (env.rank != 0) return 0;
+  const int world = env.world;
   std::printf("trained %lld steps in %s: final loss %.4f", static_cast<long long>(r.steps_done),
               format_duration(r.seconds).c_str(), static_cast<double>(r.final_loss));
   if (r.final_val_loss >= 0) std::printf(", val loss %.4f", r.final_val_loss);

@@ -19,7 +19,7 @@ namespace pylon {
 
 struct TrainOptions {
   ModelConfig model;
-  std::string device = "cpu";  // cpu | cuda (one GPU for now)
+  std::string device = "cpu";  // cpu | cuda (one rank per GPU)
   int batch = 8;        // rows per rank per micro-step
   int seq = 256;        // tokens per row
   int64_t steps = 100;  // optimizer steps (total, including any resumed ones)

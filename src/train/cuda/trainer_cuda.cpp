@@ -1,95 +1,48 @@
+// The GPU training loop, one for every world size: FsdpCuda holds the shards and runs the unit
+// hooks, MiniLLMCuda enqueues forward and backward, NCCL (world > 1) gathers and reduces. A step
+// is enqueued without host synchronisation; the host reads step t's metrics while step t + 1 runs.
 #include "train/cuda/trainer_cuda.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
+#include <memory>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "dist/communicator.h"
+#include "core/timer.h"
+#include "dist/cuda/fsdp_cuda.h"
+#include "dist/fault_injection.h"
 #include "dist/fsdp.h"
 #include "dist/shard_layout.h"
-#include "core/timer.h"
 #include "io/safetensors.h"
 #include "io/token_file.h"
 #include "model/cuda/minillm_cuda.h"
-#include "model/weights.h"
-#include "ops/cuda/adamw.h"
-#include "ops/cuda/cast.h"
-#include "ops/cuda/reduce.h"
 #include "ops/cuda/runtime.h"
 #include "train/checkpoint.h"
 #include "train/data_loader.h"
+#ifdef PYLON_HAVE_NCCL
+#include "dist/cuda/nccl_communicator.h"
+#endif
 
 namespace pylon {
 namespace {
 
-// Page-locked host memory, so copies to the device run asynchronously.
+// Page-locked host memory, so copies to and from the device run asynchronously.
 template <typename T>
 class PinnedArray {
  public:
-  explicit PinnedArray(size_t n) : n_(n) { PYLON_CUDA_CHECK(cudaMallocHost(&p_, n * sizeof(T))); }
+  explicit PinnedArray(size_t n) { PYLON_CUDA_CHECK(cudaMallocHost(&p_, n * sizeof(T))); }
   ~PinnedArray() { cudaFreeHost(p_); }
   PinnedArray(const PinnedArray&) = delete;
   PinnedArray& operator=(const PinnedArray&) = delete;
   T* data() const { return p_; }
-  T& operator[](size_t i) const { return p_[i]; }
 
  private:
   T* p_ = nullptr;
-  size_t n_;
 };
-
-// The optimizer state in table order, as the device holds it; on disk it is the sharded format
-// (train/checkpoint.h) of a world of one, so CPU and GPU runs resume each other's checkpoints.
-struct HostState {
-  int64_t step = 0;
-  std::vector<float> params, m, v;
-  std::string tokenizer;
-};
-
-void copy_units(const ShardLayout& layout, std::vector<UnitShards>& shards, HostState& flat,
-                bool to_shards) {
-  for (size_t u = 0; u < layout.units().size(); ++u)
-    for (const UnitParam& p : layout.units()[u].params) {
-      float* unit_side[3] = {shards[u].param.data(), shards[u].m.data(), shards[u].v.data()};
-      float* flat_side[3] = {flat.params.data(), flat.m.data(), flat.v.data()};
-      for (int k = 0; k < 3; ++k) {
-        float* a = unit_side[k] + p.unit_offset;
-        float* b = flat_side[k] + p.flat_offset;
-        std::copy_n(to_shards ? b : a, p.numel, to_shards ? a : b);
-      }
-    }
-}
-
-HostState load_state(const std::string& dir, const ModelConfig& config) {
-  const CheckpointInfo info = read_checkpoint_info(dir);
-  PYLON_CHECK(info.config.dim == config.dim && info.config.layers == config.layers &&
-                  info.config.heads == config.heads && info.config.vocab == config.vocab &&
-                  info.config.preset == config.preset,
-              dir, ": checkpoint model differs from the requested one");
-  const ShardLayout layout(param_table(config), 1);
-  std::vector<UnitShards> shards;
-  load_checkpoint_shards(info, layout, 0, shards);
-  HostState s;
-  s.step = info.step, s.tokenizer = info.tokenizer_path;
-  const int64_t n = layout.table().total;
-  s.params.resize(n), s.m.resize(n), s.v.resize(n);
-  copy_units(layout, shards, s, /*to_shards=*/false);
-  return s;
-}
-
-std::string save_state(const std::string& dir, const ModelConfig& config, HostState& s,
-                       const nlohmann::json& options) {
-  const auto comm = make_single_rank_communicator();
-  const ShardLayout layout(param_table(config), 1);
-  FsdpModel host(layout, *comm, FsdpOptions{});
-  copy_units(layout, host.shards(), s, /*to_shards=*/true);
-  return save_checkpoint(dir, CheckpointMeta{config, s.step, {{"options", options}}, s.tokenizer}, host);
-}
 
 size_t free_device_bytes() {
   size_t free = 0, total = 0;
@@ -97,156 +50,250 @@ size_t free_device_bytes() {
   return free;
 }
 
+// The communicators of a GPU job: none for a world of one; otherwise the rendezvous store and
+// three NCCL communicators (gather, reduce, and the host-side one for checkpoints and metrics).
+struct GpuComms {
+  std::unique_ptr<TcpStore> store;
+#ifdef PYLON_HAVE_NCCL
+  std::unique_ptr<cuda::NcclComm> gather, reduce;
+#endif
+  std::unique_ptr<Communicator> host;
+};
+
+GpuComms connect(const DistEnv& env, std::chrono::milliseconds timeout) {
+  GpuComms c;
+  if (env.world == 1) {
+    c.host = make_single_rank_communicator();
+    return c;
+  }
+#ifdef PYLON_HAVE_NCCL
+  const std::string who = "rank " + std::to_string(env.rank);
+  c.store = std::make_unique<TcpStore>(env.master_addr, env.master_port, env.rank == 0, timeout, who);
+  c.gather = std::make_unique<cuda::NcclComm>(*c.store, "gather", env.rank, env.world, timeout);
+  c.reduce = std::make_unique<cuda::NcclComm>(*c.store, "reduce", env.rank, env.world, timeout);
+  c.host = std::make_unique<cuda::NcclHostCommunicator>(
+      std::make_unique<cuda::NcclComm>(*c.store, "host", env.rank, env.world, timeout), timeout);
+  return c;
+#else
+  (void)timeout;
+  throw Error("--device cuda over " + std::to_string(env.world) +
+              " ranks needs NCCL: this build has none (apt install libnccl-dev and rebuild)");
+#endif
+}
+
 }  // namespace
 
-TrainResult train_cuda(const TrainOptions& o) {
+TrainResult train_cuda(const TrainOptions& o, const DistEnv& env, std::chrono::milliseconds timeout) {
   using cuda::bf16;
-  PYLON_CHECK(cuda::device_count() > 0, "--device cuda: no CUDA device is visible (driver missing, "
-                                        "or CUDA_VISIBLE_DEVICES empty)");
-  PYLON_CHECK(o.batch > 0 && o.seq > 0 && o.steps > 0 && o.grad_accum > 0,
-              "--batch, --seq, --steps and --grad-accum must be positive");
-  PYLON_CHECK(o.init_from.empty() || o.resume_dir.empty(), "--init-from and --resume exclude each other");
-  PYLON_CUDA_CHECK(cudaSetDevice(0));
+  const int devices = cuda::device_count();
+  PYLON_CHECK(devices > 0, "--device cuda: no CUDA device is visible (driver missing, or "
+                           "CUDA_VISIBLE_DEVICES empty)");
+  const CheckpointInfo resume = check_train_options(o);
+  const int rank = env.rank, world = env.world;
+  const bool lead = rank == 0;
+  const std::string who = "rank " + std::to_string(rank);
+  PYLON_CHECK(env.local_rank < devices, who, ": local rank ", env.local_rank, " needs GPU ",
+              env.local_rank, " but only ", devices, " are visible");
+  PYLON_CUDA_CHECK(cudaSetDevice(env.local_rank));
   const size_t free_at_start = free_device_bytes();
+  GpuComms comms = connect(env, timeout);
 
-  // Host copies of the initial state (resumed, loaded or initialised), then on to the device.
-  ModelConfig config = o.model;
-  HostState state;
-  if (!o.resume_dir.empty()) {
-    state = load_state(o.resume_dir, config);
-    PYLON_CHECK(state.step < o.steps, o.resume_dir, ": already at step ", state.step);
-  }
-  if (!o.tokenizer.empty()) state.tokenizer = o.tokenizer;
+  // The model, this rank's shards and their values: resumed, loaded, or from the seed.
+  const ModelConfig config = o.model;
+  const int64_t start_step = o.resume_dir.empty() ? 0 : resume.step;
+  const std::string tokenizer = o.tokenizer.empty() ? resume.tokenizer_path : o.tokenizer;
   cuda::MiniLLMCuda model(config, o.batch, o.seq, o.recompute);
-  const ParamTable& table = model.table();
-  const int64_t n = table.total;
-  if (state.params.empty()) {
-    state.params.resize(n);
-    if (!o.init_from.empty())
-      load_weights(SafetensorsReader(o.init_from), table, state.params.data());
-    else
-      init_params(table, o.seed, state.params.data());
-    state.m.assign(n, 0.f), state.v.assign(n, 0.f);
-  }
-  const size_t fbytes = static_cast<size_t>(n) * sizeof(float);
-  cuda::DeviceBuffer master(fbytes), m(fbytes), v(fbytes), grads(fbytes);
-  cuda::DeviceBuffer weights(static_cast<size_t>(n) * sizeof(bf16));
-  cuda::DeviceBuffer scalars(4 * sizeof(float));  // loss_sum, grad norm², clip coefficient
-  cuda::DeviceBuffer reduce_ws(cuda::reduce_workspace_bytes(n));
-  PYLON_CUDA_CHECK(cudaMemcpy(master.get(), state.params.data(), fbytes, cudaMemcpyHostToDevice));
-  PYLON_CUDA_CHECK(cudaMemcpy(m.get(), state.m.data(), fbytes, cudaMemcpyHostToDevice));
-  PYLON_CUDA_CHECK(cudaMemcpy(v.get(), state.v.data(), fbytes, cudaMemcpyHostToDevice));
-  std::vector<const bf16*> P(table.params.size());
-  std::vector<float*> G(table.params.size());
-  for (size_t i = 0; i < table.params.size(); ++i) {
-    P[i] = weights.as<bf16>() + table.params[i].offset;
-    G[i] = grads.as<float>() + table.params[i].offset;
-  }
-
-  const TokenFile data(o.data);
-  data.check_vocab(config.vocab);
-  const DataLoader loader(data, o.batch, o.seq);
-  const size_t rows = static_cast<size_t>(o.batch) * o.seq;
-  PinnedArray<int32_t> host_tokens(4 * rows);  // 2 slots x (inputs, targets)
-  cuda::DeviceBuffer dev_tokens(4 * rows * sizeof(int32_t));
-  PinnedArray<float> host_scalars(4);
-  const int64_t tokens_per_step = loader.tokens_per_micro_step() * o.grad_accum;
-  model.set_loss_scale(1.f / static_cast<float>(tokens_per_step));
+  const ShardLayout layout(model.table(), world);
+  FsdpOptions host_options;
+  host_options.return_memory = false;
+  FsdpModel host(layout, *comms.host, host_options);  // host copies: load, init, checkpoints
+  if (!o.resume_dir.empty())
+    load_checkpoint_shards(resume, layout, rank, host.shards());
+  else if (!o.init_from.empty())
+    host.load_params(SafetensorsReader(o.init_from));
+  else
+    host.init_params(o.seed);
 
   cuda::Stream stream;
   const cudaStream_t s = stream.get();
-  cuda::cast_f32_to_bf16(weights.as<bf16>(), master.as<float>(), n, s);
-  std::vector<cuda::Event> slot_free;  // the device finished reading a token slot
-  slot_free.emplace_back(), slot_free.emplace_back();
-  slot_free[0].record(s), slot_free[1].record(s);
-  cuda::Event step_start(true), step_end(true);
-  float* loss_sum = scalars.as<float>();
-  float* norm_sq = loss_sum + 1;
-  float* clip = loss_sum + 2;
+  cuda::FsdpCudaOptions fo;
+  fo.reshard_after_forward = o.reshard_after_forward;
+  fo.no_sync = o.no_sync;
+  // Without clipping and with one reduction per step, AdamW runs per unit as its gradient
+  // arrives and no gradient shard is kept.
+  fo.fused_optimizer = o.grad_clip <= 0 && (o.grad_accum == 1 || o.no_sync);
+  fo.measure_overlap = true;
+#ifdef PYLON_HAVE_NCCL
+  cuda::FsdpCuda fsdp(layout, s, comms.gather.get(), comms.reduce.get(), fo);
+  std::vector<cuda::NcclComm*> watched;
+  if (comms.gather) watched = {comms.gather.get(), comms.reduce.get()};
+#else
+  cuda::FsdpCuda fsdp(layout, s, nullptr, nullptr, fo);
+#endif
+  fsdp.upload(host.shards());
 
-  const size_t planned = 4 * fbytes + static_cast<size_t>(n) * sizeof(bf16) + model.activation_bytes() +
-                         reduce_ws.bytes();
-  std::printf("model: %s preset, %lld parameters on cuda:0 (bf16 compute, fp32 master); batch %d x %d "
-              "x %d accum = %lld tokens/step; planned device memory %.2f GB (activations %.2f GB, "
-              "recompute %s)\n",
-              preset_name(config.preset), static_cast<long long>(n), o.batch, o.seq, o.grad_accum,
-              static_cast<long long>(tokens_per_step), static_cast<double>(planned) / 1e9,
-              static_cast<double>(model.activation_bytes()) / 1e9, recompute_name(o.recompute));
-  std::fflush(stdout);
+  const TokenFile data(o.data);
+  data.check_vocab(config.vocab);
+  const DataLoader loader(data, o.batch, o.seq, rank, world);
+  const size_t rows = static_cast<size_t>(o.batch) * o.seq;
+  PinnedArray<int32_t> host_tokens(4 * rows);  // 2 slots x (inputs, targets)
+  cuda::DeviceBuffer dev_tokens(4 * rows * sizeof(int32_t));
+  PinnedArray<float> host_scalars(4);  // per step parity: Σ losses, grad norm²
+  const int64_t tokens_per_step = loader.tokens_per_micro_step() * o.grad_accum;  // all ranks
+  model.set_loss_scale(1.f / static_cast<float>(tokens_per_step));
+  const int64_t global_rows = static_cast<int64_t>(o.batch) * world * o.grad_accum;
 
+  const size_t allocated = fsdp.device_bytes() + model.activation_bytes() + dev_tokens.bytes();
+  if (lead) {
+    std::printf("model: %s preset, %lld parameters (V=%d D=%d L=%d H=%d) on %d GPU%s (bf16 compute, fp32 "
+                "master, FSDP %s%s); %d x batch %d x %d tokens x %d accum = %lld tokens/step; "
+                "allocated per rank %.2f GB (activations %.2f GB, recompute %s)%s\n",
+                preset_name(config.preset), static_cast<long long>(layout.table().total), config.vocab,
+                config.dim, config.layers, config.heads, world, world > 1 ? "s" : "",
+                o.reshard_after_forward ? "reshard" : "no-reshard",
+                fo.fused_optimizer ? ", AdamW per unit" : "", world, o.batch, o.seq, o.grad_accum,
+                static_cast<long long>(tokens_per_step), static_cast<double>(allocated) / 1e9,
+                static_cast<double>(model.activation_bytes()) / 1e9, recompute_name(o.recompute),
+                start_step ? (", resumed at step " + std::to_string(start_step)).c_str() : "");
+    std::fflush(stdout);
+  }
+
+  std::vector<cuda::Event> slot_free(2);  // the device finished reading a token slot
+  for (auto& e : slot_free) e.record(s);
+  cuda::Event step_start[2] = {cuda::Event(true), cuda::Event(true)};
   std::FILE* metrics = nullptr;
-  if (!o.metrics_path.empty()) {
-    metrics = std::fopen(o.metrics_path.c_str(), state.step ? "a" : "w");
+  if (lead && !o.metrics_path.empty()) {
+    metrics = std::fopen(o.metrics_path.c_str(), start_step ? "a" : "w");
     PYLON_CHECK(metrics, o.metrics_path, ": cannot open for writing");
   }
+
+  // World > 1: a watchdog thread ends this rank when a step does not complete within `timeout`
+  // (a dead or hung peer), naming the ranks that did not enqueue it (each rank sets
+  // step/<t>/<rank> in the store once step t is enqueued; the watchdog asks through a store
+  // connection of its own, the store not being thread-safe).
+  std::unique_ptr<TcpStore> watchdog_store;
+#ifdef PYLON_HAVE_NCCL
+  std::unique_ptr<cuda::StepWatchdog> watchdog;
+  if (world > 1) {
+    watchdog_store = std::make_unique<TcpStore>(env.master_addr, env.master_port, false, timeout, who);
+    auto late = [&store = *watchdog_store, world](int64_t t) -> std::string {
+      std::string missing;
+      for (int r = 0; r < world; ++r) try {
+          store.wait({"step/" + std::to_string(t) + "/" + std::to_string(r)}, std::chrono::milliseconds(500));
+        } catch (const Error&) {
+          missing += (missing.empty() ? "rank " : ", rank ") + std::to_string(r);
+        }
+      return missing.empty() ? "every rank enqueued step " + std::to_string(t) + ": one died or hangs inside it"
+                             : missing + " did not enqueue step " + std::to_string(t) + " (died or hangs)";
+    };
+    watchdog = std::make_unique<cuda::StepWatchdog>(watched, timeout, who, late);
+  }
+#endif
+  // Waits for an event of this rank's steps; with NCCL the watchdog bounds it (the main thread's
+  // own bound is a backstop, should the watchdog thread itself be stuck).
+  auto wait = [&](const cuda::Event& e, int64_t t) {
+#ifdef PYLON_HAVE_NCCL
+    if (world > 1)
+      return cuda::wait_watched(e.get(), watched, 2 * timeout + std::chrono::seconds(10), who,
+                                "step " + std::to_string(t));
+#endif
+    (void)t;
+    PYLON_CUDA_CHECK(cudaEventSynchronize(e.get()));
+  };
+
   TrainResult result;
   const Stopwatch clock;
   size_t peak_used = 0;
-  // Reports step `done` (1-based) once its scalars have reached the host.
-  auto report = [&](int64_t done, float lr) {
-    PYLON_CUDA_CHECK(cudaEventSynchronize(step_end.get()));
-    const double loss = static_cast<double>(host_scalars[0]) / o.grad_accum;
-    const double grad_norm = std::sqrt(static_cast<double>(host_scalars[1]));
-    const double ms = step_end.elapsed_since(step_start);
-    const double tok_s = static_cast<double>(tokens_per_step) / (ms / 1e3);
+  auto report = [&](int64_t t) {
+    const cuda::Event& done = fsdp.step_done(t);
+    wait(done, t);
+    const float* sc = host_scalars.data() + 2 * (t % 2);
+    const double loss = static_cast<double>(sc[0]) / static_cast<double>(world * o.grad_accum);
+    const double grad_norm = std::sqrt(static_cast<double>(sc[1]));
+    const double ms = done.elapsed_since(step_start[t % 2]);
     peak_used = std::max(peak_used, free_at_start - free_device_bytes());
-    PYLON_CHECK(std::isfinite(loss), "training diverged at step ", done, " (loss ", loss, ")");
+    PYLON_CHECK(std::isfinite(loss), "training diverged at step ", t, " (loss ", loss, ")");
+    const cuda::OverlapStats ov = fsdp.overlap(t);
+    const float lr = lr_at(o.schedule, t - 1, o.steps);
     if (metrics) {
-      const std::string line = nlohmann::json{{"step", done}, {"loss", loss}, {"lr", lr},
-                                              {"grad_norm", grad_norm}, {"tokens_per_s", tok_s},
-                                              {"peak_mem_bytes", peak_used}, {"step_ms", ms}}
-                                   .dump() + "\n";
-      PYLON_CHECK(std::fputs(line.c_str(), metrics) >= 0 && std::fflush(metrics) == 0,
-                  "cannot write metrics");
+      const std::string line =
+          nlohmann::json{{"step", t}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
+                         {"tokens_per_s", static_cast<double>(tokens_per_step) / (ms / 1e3)},
+                         {"peak_mem_bytes", peak_used}, {"allocated_bytes", allocated},
+                         {"step_ms", ms}, {"world", world}, {"gather_ms", ov.gather_ms},
+                         {"reduce_ms", ov.reduce_ms}, {"exposed_wait_ms", ov.exposed_wait_ms},
+                         {"tail_ms", ov.tail_ms}}
+              .dump() + "\n";
+      PYLON_CHECK(std::fputs(line.c_str(), metrics) >= 0 && std::fflush(metrics) == 0, "cannot write metrics");
     }
-    if (done == state.step + 1 || done == o.steps || (o.log_every > 0 && done % o.log_every == 0)) {
-      std::printf("step %6lld/%lld  loss %.4f  lr %.2e  norm %.3f  %.0f tok/s  %.1f ms  mem %.2f GB\n",
-                  static_cast<long long>(done), static_cast<long long>(o.steps), loss,
-                  static_cast<double>(lr), grad_norm, tok_s, ms, static_cast<double>(peak_used) / 1e9);
+    if (lead && (t == start_step + 1 || t == o.steps || (o.log_every > 0 && t % o.log_every == 0))) {
+      std::printf("step %6lld/%lld  loss %.4f  lr %.2e  norm %.3f  %.0f tok/s/GPU  %.1f ms  mem %.2f GB\n",
+                  static_cast<long long>(t), static_cast<long long>(o.steps), loss,
+                  static_cast<double>(lr), grad_norm,
+                  static_cast<double>(tokens_per_step) / world / (ms / 1e3), ms,
+                  static_cast<double>(peak_used) / 1e9);
       std::fflush(stdout);
     }
     result.final_loss = static_cast<float>(loss);
-    result.steps_done = done;
-    result.peak_mem_bytes = static_cast<int64_t>(peak_used);
+    result.steps_done = t;
+  };
+  auto save = [&](int64_t t) {
+    fsdp.download(host.shards());
+    const nlohmann::json trainer = {
+        {"options", {{"device", "cuda"}, {"batch", o.batch}, {"seq", o.seq}, {"grad_accum", o.grad_accum},
+                     {"lr", o.adamw.lr}, {"world", world}}},
+        {"global_batch_rows", global_rows}};
+    const std::string path = save_checkpoint(o.save_dir, {config, t, trainer, tokenizer}, host);
+    if (lead) std::printf("saved checkpoint %s\n", path.c_str());
   };
 
-  for (int64_t step = state.step; step < o.steps; ++step) {
-    step_start.record(s);
-    PYLON_CUDA_CHECK(cudaMemsetAsync(loss_sum, 0, sizeof(float), s));
+  int64_t reported = start_step;
+  auto catch_up = [&](int64_t upto) {
+    while (reported < upto) report(++reported);
+  };
+  for (int64_t step = start_step; step < o.steps; ++step) {
+    const int64_t t = step + 1;
+    inject_test_faults(rank, t);
+    step_start[t % 2].record(s);
+    fsdp.begin_step({lr_at(o.schedule, step, o.steps), o.adamw.beta1, o.adamw.beta2, o.adamw.eps,
+                     o.adamw.weight_decay, t},
+                    o.grad_clip);
     for (int a = 0; a < o.grad_accum; ++a) {
       const int64_t micro = step * o.grad_accum + a;
       const size_t slot = static_cast<size_t>(micro % 2);
-      PYLON_CUDA_CHECK(cudaEventSynchronize(slot_free[slot].get()));  // host may reuse the slot
+      wait(slot_free[slot], t - 1);  // the host may refill the slot
       int32_t* h = host_tokens.data() + slot * 2 * rows;
       int32_t* d = dev_tokens.as<int32_t>() + slot * 2 * rows;
       loader.load(micro, h, h + rows);
       PYLON_CUDA_CHECK(cudaMemcpyAsync(d, h, 2 * rows * sizeof(int32_t), cudaMemcpyHostToDevice, s));
-      model.forward(P, d, d + rows, loss_sum, s);
-      model.backward(P, G, /*accumulate=*/a > 0, s);
+      const bool accumulate = fsdp.begin_micro_step(a, o.grad_accum);
+      model.forward(fsdp.params(), d, d + rows, fsdp.loss_sum(), s, &fsdp);
+      model.backward(fsdp.params(), fsdp.grads(), accumulate, s, &fsdp);
       slot_free[slot].record(s);
     }
-    cuda::sum_of_squares(norm_sq, grads.as<float>(), n, reduce_ws.get(), s);
-    cuda::clip_coefficient(clip, norm_sq, o.grad_clip, s);
-    const float lr = lr_at(o.schedule, step, o.steps);
-    cuda::adamw_update(master.as<float>(), m.as<float>(), v.as<float>(), grads.as<float>(),
-                       weights.as<bf16>(), n, lr, o.adamw.beta1, o.adamw.beta2, o.adamw.eps,
-                       o.adamw.weight_decay, step + 1, clip, s);
-    PYLON_CUDA_CHECK(cudaMemcpyAsync(host_scalars.data(), loss_sum, 2 * sizeof(float),
-                                     cudaMemcpyDeviceToHost, s));
-    step_end.record(s);
-    report(step + 1, lr);
-    if (!o.save_dir.empty() && ((o.save_every > 0 && (step + 1) % o.save_every == 0) || step + 1 == o.steps)) {
-      PYLON_CUDA_CHECK(cudaStreamSynchronize(s));  // explicit: a checkpoint is outside the step
-      HostState c{step + 1, std::vector<float>(n), std::vector<float>(n), std::vector<float>(n),
-                  state.tokenizer};
-      PYLON_CUDA_CHECK(cudaMemcpy(c.params.data(), master.get(), fbytes, cudaMemcpyDeviceToHost));
-      PYLON_CUDA_CHECK(cudaMemcpy(c.m.data(), m.get(), fbytes, cudaMemcpyDeviceToHost));
-      PYLON_CUDA_CHECK(cudaMemcpy(c.v.data(), v.get(), fbytes, cudaMemcpyDeviceToHost));
-      const nlohmann::json options = {{"device", "cuda"}, {"batch", o.batch}, {"seq", o.seq},
-                                      {"grad_accum", o.grad_accum}, {"lr", o.adamw.lr}};
-      std::printf("saved checkpoint %s\n", save_state(o.save_dir, config, c, options).c_str());
+    fsdp.end_step(host_scalars.data() + 2 * (t % 2));
+    if (comms.store) comms.store->set("step/" + std::to_string(t) + "/" + std::to_string(rank), {'1'});
+#ifdef PYLON_HAVE_NCCL
+    if (watchdog) watchdog->step_enqueued(t, fsdp.reduce_stream());
+#endif
+    catch_up(t - 1);  // step t runs meanwhile
+    if (!o.save_dir.empty() && ((o.save_every > 0 && t % o.save_every == 0) || t == o.steps)) {
+      catch_up(t);
+      save(t);
     }
   }
+  catch_up(o.steps);
+  // Every rank's peak, for the summary (the metrics carry rank 0's).
+  std::vector<double> peaks(static_cast<size_t>(world), 0.0);
+  peaks[static_cast<size_t>(rank)] = static_cast<double>(peak_used);
+  comms.host->all_reduce_sum(peaks.data(), peaks.size());
+  result.peak_mem_bytes = static_cast<int64_t>(*std::max_element(peaks.begin(), peaks.end()));
+  if (world > 1 && lead) {
+    std::printf("peak device memory in use per rank:");
+    for (double p : peaks) std::printf(" %.2f GB", p / 1e9);
+    std::printf(" (allocated by Pylon %.2f GB each)\n", static_cast<double>(allocated) / 1e9);
+  }
+  comms.host->barrier();  // nobody tears down NCCL while a peer may still need it
   if (metrics) std::fclose(metrics);
   result.seconds = clock.seconds();
   return result;

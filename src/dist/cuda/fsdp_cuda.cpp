@@ -1,0 +1,323 @@
+// The GPU FSDP unit runtime: gathers into rotating slots with one-unit prefetch, reduce-scatters as
+// each unit's backward ends, and the optimizer on shards; three streams ordered by events.
+#include "dist/cuda/fsdp_cuda.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "dist/cuda/shard_ops.h"
+#include "ops/cuda/adamw.h"
+#include "ops/cuda/cast.h"
+#include "ops/cuda/reduce.h"
+#ifdef PYLON_HAVE_NCCL
+#include "dist/cuda/nccl_communicator.h"
+#endif
+
+namespace pylon::cuda {
+
+using bf16 = __nv_bfloat16;
+
+FsdpCuda::FsdpCuda(const ShardLayout& layout, cudaStream_t compute, NcclComm* gather, NcclComm* reduce,
+                   FsdpCudaOptions options)
+    : layout_(layout),
+      compute_(compute),
+      gather_comm_(gather),
+      reduce_comm_(reduce),
+      options_(options),
+      rank_(0),
+      world_(layout.world()),
+      layers_(static_cast<int>(layout.units().size()) - 1) {
+#ifdef PYLON_HAVE_NCCL
+  PYLON_CHECK(world_ == 1 || (gather && reduce), "FSDP over ", world_, " GPUs needs NCCL communicators");
+  if (gather) rank_ = gather->rank();
+#else
+  PYLON_CHECK(world_ == 1, "FSDP over ", world_, " GPUs needs NCCL: this build has none (apt install libnccl-dev)");
+#endif
+  const std::vector<ShardUnit>& units = layout.units();
+  int64_t total = 0, most = 0, block_padded = 0;
+  for (const ShardUnit& u : units) {
+    shard_offset_.push_back(total);
+    total += u.shard;
+    most = std::max(most, u.shard);
+    if (u.id >= 0) block_padded = std::max(block_padded, u.padded);
+  }
+  const int L = layers_;
+  PYLON_CHECK(L >= 1, "FSDP needs at least one block");
+  // A world of one shards nothing: the bf16 weights stay in place and AdamW writes them.
+  persistent_ = world_ == 1;
+  const int param_slots = options.reshard_after_forward && !persistent_ ? std::min(2, L) : L;
+  const int grad_slots = options.no_sync ? L : std::min(2, L);
+  const size_t f = sizeof(float), h = sizeof(bf16);
+  auto alloc = [&](DeviceBuffer& b, size_t bytes) {
+    b = DeviceBuffer(bytes);
+    device_bytes_ += bytes;
+    if (bytes) PYLON_CUDA_CHECK(cudaMemset(b.get(), 0, bytes));  // padding stays zero from here on
+  };
+  const size_t shard_bytes = static_cast<size_t>(total) * f;
+  alloc(master_, shard_bytes), alloc(m_, shard_bytes), alloc(v_, shard_bytes);
+  if (!options.fused_optimizer) alloc(grad_, shard_bytes);
+  alloc(scalars_, 4 * f);
+  alloc(reduce_ws_, reduce_workspace_bytes(options.fused_optimizer ? most : total));
+  const int64_t root_padded = units[0].padded;
+  if (persistent_) {
+    alloc(block_params_, static_cast<size_t>(total) * h);  // the shard layout, in bf16
+  } else {
+    alloc(root_param_, static_cast<size_t>(root_padded) * h);
+    alloc(block_params_, static_cast<size_t>(param_slots * block_padded) * h);
+  }
+  alloc(root_grad_, static_cast<size_t>(root_padded) * f);
+  alloc(block_grads_, static_cast<size_t>(grad_slots * block_padded) * f);
+
+  slots_.resize(static_cast<size_t>(1 + param_slots));
+  for (size_t k = 0; k < slots_.size(); ++k)  // persistent: slot k holds unit k − 1
+    slots_[k].data = persistent_ ? block_params_.as<bf16>() + shard_offset_[k]
+                     : k == 0    ? root_param_.as<bf16>()
+                                 : block_params_.as<bf16>() + static_cast<int64_t>(k - 1) * block_padded;
+  grad_slots_.resize(static_cast<size_t>(1 + grad_slots));
+  grad_slots_[0].data = root_grad_.as<float>();
+  for (int s = 0; s < grad_slots; ++s) grad_slots_[static_cast<size_t>(1 + s)].data = block_grads_.as<float>() + s * block_padded;
+  for (Slot& s : slots_) s.released.record(compute_);
+  for (GradSlot& g : grad_slots_) g.released.record(compute_);
+  slot_of_.assign(units.size(), -1);
+  gathered_.resize(units.size()), shard_ready_.resize(units.size()), grads_done_.resize(units.size());
+  for (Event& e : shard_ready_) e.record(compute_);
+  params_.assign(layout.table().params.size(), nullptr);
+  grads_.assign(layout.table().params.size(), nullptr);
+  // cudaMemset runs on the legacy stream, which does not order our non-blocking streams.
+  PYLON_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void FsdpCuda::upload(const std::vector<UnitShards>& host) {
+  PYLON_ASSERT(host.size() == layout_.units().size());
+  for (size_t i = 0; i < host.size(); ++i) {
+    const size_t off = static_cast<size_t>(shard_offset_[i]), n = static_cast<size_t>(layout_.units()[i].shard);
+    const UnitShards& s = host[i];
+    PYLON_ASSERT(s.param.size() == n && s.m.size() == n && s.v.size() == n);
+    PYLON_CUDA_CHECK(cudaMemcpy(master_.as<float>() + off, s.param.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    PYLON_CUDA_CHECK(cudaMemcpy(m_.as<float>() + off, s.m.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    PYLON_CUDA_CHECK(cudaMemcpy(v_.as<float>() + off, s.v.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  }
+  if (persistent_) {  // every unit "gathered" for good: one cast
+    cast_f32_to_bf16(block_params_.as<bf16>(), master_.as<float>(),
+                     static_cast<int64_t>(master_.bytes() / sizeof(float)), compute_);
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      slots_[i].unit = static_cast<int>(i) - 1;
+      slot_of_[i] = static_cast<int>(i);
+      for (const UnitParam& q : layout_.units()[i].params)
+        params_[static_cast<size_t>(q.param)] = slots_[i].data + q.unit_offset;
+      shard_ready_[i].record(compute_);
+    }
+  }
+  PYLON_CUDA_CHECK(cudaDeviceSynchronize());  // pageable copies may still be in flight on return
+}
+
+void FsdpCuda::download(std::vector<UnitShards>& host) {
+  PYLON_CUDA_CHECK(cudaStreamSynchronize(compute_));  // explicit: a checkpoint is outside the step
+  gather_stream_.synchronize(), reduce_stream_.synchronize();
+  host.resize(layout_.units().size());
+  for (size_t i = 0; i < host.size(); ++i) {
+    const size_t off = static_cast<size_t>(shard_offset_[i]), n = static_cast<size_t>(layout_.units()[i].shard);
+    UnitShards& s = host[i];
+    s.param.resize(n), s.m.resize(n), s.v.resize(n);
+    PYLON_CUDA_CHECK(cudaMemcpy(s.param.data(), master_.as<float>() + off, n * sizeof(float), cudaMemcpyDeviceToHost));
+    PYLON_CUDA_CHECK(cudaMemcpy(s.m.data(), m_.as<float>() + off, n * sizeof(float), cudaMemcpyDeviceToHost));
+    PYLON_CUDA_CHECK(cudaMemcpy(s.v.data(), v_.as<float>() + off, n * sizeof(float), cudaMemcpyDeviceToHost));
+  }
+}
+
+FsdpCuda::Probe& FsdpCuda::probe(bool wait, bool gather) {
+  std::deque<Probe>& d = probes_[parity_];
+  size_t& used = probes_used_[parity_];
+  if (used == d.size()) d.emplace_back();
+  Probe& p = d[used++];
+  p.wait = wait, p.gather = gather;
+  return p;
+}
+
+// The consumer stream waits for the producer's event; with measure_overlap, timing events just
+// before and after the wait bracket the stall (no work lies between them).
+void FsdpCuda::wait_for(const Event& producer, cudaStream_t consumer, bool gather_wait) {
+  if (!options_.measure_overlap) return producer.wait_on(consumer);
+  Probe& p = probe(true, gather_wait);
+  p.from.record(consumer);
+  producer.wait_on(consumer);
+  p.to.record(consumer);
+}
+
+void FsdpCuda::begin_step(const AdamWStep& adam, float grad_clip) {
+  PYLON_CHECK(!options_.fused_optimizer || grad_clip <= 0, "the fused optimizer step cannot clip gradients");
+  adam_ = adam, grad_clip_ = grad_clip;
+  parity_ = static_cast<int>(adam.t % 2);
+  probes_used_[parity_] = 0;
+  // The previous step's scalars have reached the host before they are zeroed (a no-op at first).
+  step_done_[1 - parity_].wait_on(compute_);
+  PYLON_CUDA_CHECK(cudaMemsetAsync(scalars_.as<float>(), 0, sizeof(float), compute_));
+  PYLON_CUDA_CHECK(cudaMemsetAsync(scalars_.as<float>() + 1, 0, sizeof(float), reduce_stream_.get()));
+}
+
+bool FsdpCuda::begin_micro_step(int micro, int count) {
+  PYLON_CHECK(!options_.fused_optimizer || options_.no_sync || count == 1,
+              "the fused optimizer step needs one gradient reduction per step (--no-sync or no accumulation)");
+  reduce_now_ = !options_.no_sync || micro + 1 == count;
+  first_reduce_ = options_.no_sync || micro == 0;
+  // Gathers in use order: the root, blocks forward, then the blocks backward needs gathered again.
+  order_.assign(1, -1);
+  if (persistent_) order_.clear();
+  for (int l = 0; l < layers_ && !persistent_; ++l) order_.push_back(l);
+  if (options_.reshard_after_forward && !persistent_)
+    for (int l = layers_ - 2; l >= 0; --l) order_.push_back(l);  // layers_ − 1 is kept
+  cursor_ = 0;
+  return options_.no_sync && micro > 0;
+}
+
+void FsdpCuda::gather(int unit) {
+  const size_t i = index(unit);
+  PYLON_ASSERT(!persistent_, "a world of one never gathers");
+  PYLON_ASSERT(slot_of_[i] < 0, "unit ", unit, " gathered twice");
+  size_t slot = 0;
+  if (unit >= 0) {
+    slot = 1;
+    while (slot < slots_.size() && slots_[slot].unit != -2) ++slot;
+    PYLON_ASSERT(slot < slots_.size(), "no free parameter slot for unit ", unit);
+  }
+  Slot& s = slots_[slot];
+  s.unit = unit;
+  slot_of_[i] = static_cast<int>(slot);
+  const ShardUnit& u = layout_.units()[i];
+  const cudaStream_t g = gather_stream_.get();
+  s.released.wait_on(g);    // compute is done with the previous occupant
+  shard_ready_[i].wait_on(g);  // the optimizer has written this unit's shard
+  Probe* p = options_.measure_overlap ? &probe(false, true) : nullptr;
+  if (p) p->from.record(g);
+  bf16* mine = s.data + rank_ * u.shard;
+  cast_f32_to_bf16(mine, master_.as<float>() + offset(unit), u.shard, g);
+#ifdef PYLON_HAVE_NCCL
+  if (world_ > 1) gather_comm_->all_gather(mine, s.data, static_cast<size_t>(u.shard), ncclBfloat16, g);
+#endif
+  if (p) p->to.record(g);
+  gathered_[i].record(g);
+  for (const UnitParam& q : u.params) params_[static_cast<size_t>(q.param)] = s.data + q.unit_offset;
+}
+
+void FsdpCuda::release(int unit) {
+  const size_t i = index(unit);
+  PYLON_ASSERT(slot_of_[i] >= 0, "unit ", unit, " released but not gathered");
+  Slot& s = slots_[static_cast<size_t>(slot_of_[i])];
+  s.released.record(compute_);
+  s.unit = -2;
+  slot_of_[i] = -1;
+  for (const UnitParam& q : layout_.units()[i].params) params_[static_cast<size_t>(q.param)] = nullptr;
+}
+
+void FsdpCuda::prefetch() {
+  while (cursor_ < order_.size()) {
+    const int u = order_[cursor_];
+    if (slot_of_[index(u)] >= 0) break;  // still gathered from its previous use: wait for release
+    if (u >= 0 && std::none_of(slots_.begin() + 1, slots_.end(), [](const Slot& s) { return s.unit == -2; }))
+      break;
+    gather(u);
+    ++cursor_;
+  }
+}
+
+void FsdpCuda::before_forward(int unit) {
+  if (slot_of_[index(unit)] < 0) {  // not prefetched: it must be the next use
+    PYLON_ASSERT(cursor_ < order_.size() && order_[cursor_] == unit, "unit ", unit, " out of order");
+    gather(unit);
+    ++cursor_;
+  }
+  // Persistent weights are written by AdamW itself: wait for that instead of a gather.
+  wait_for(persistent_ ? shard_ready_[index(unit)] : gathered_[index(unit)], compute_, true);
+  prefetch();
+}
+
+void FsdpCuda::after_forward(int unit) {
+  if (unit >= 0 && options_.reshard_after_forward && unit + 1 < layers_ && !persistent_) release(unit);
+  prefetch();
+}
+
+void FsdpCuda::before_backward(int unit) {
+  before_forward(unit);  // gathered (the root and the last block still are)
+  const size_t g = unit < 0 ? 0 : 1 + static_cast<size_t>(unit) % (grad_slots_.size() - 1);
+  wait_for(grad_slots_[g].released, compute_, false);
+  for (const UnitParam& q : layout_.units()[index(unit)].params)
+    grads_[static_cast<size_t>(q.param)] = grad_slots_[g].data + q.unit_offset;
+}
+
+void FsdpCuda::after_backward(int unit) {
+  grads_done_[index(unit)].record(compute_);
+  if (!persistent_) release(unit);
+  prefetch();
+  if (reduce_now_) reduce(unit);
+}
+
+void FsdpCuda::reduce(int unit) {
+  const size_t i = index(unit);
+  const ShardUnit& u = layout_.units()[i];
+  const size_t n = static_cast<size_t>(u.shard);
+  const cudaStream_t r = reduce_stream_.get();
+  GradSlot& slot = grad_slots_[unit < 0 ? 0 : 1 + static_cast<size_t>(unit) % (grad_slots_.size() - 1)];
+  grads_done_[i].wait_on(r);
+  Probe* p = options_.measure_overlap ? &probe(false, false) : nullptr;
+  if (p) p->from.record(r);
+  float* mine = slot.data + rank_ * u.shard;  // (padded) -> this rank's (shard), in place
+#ifdef PYLON_HAVE_NCCL
+  if (world_ > 1) reduce_comm_->reduce_scatter(slot.data, mine, n, ncclFloat32, r);
+#endif
+  if (p) p->to.record(r);
+  if (options_.fused_optimizer) {
+    sum_of_squares(scalars_.as<float>() + 1, mine, u.shard, reduce_ws_.get(), r, /*accumulate=*/true);
+    adamw_update(master_.as<float>() + offset(unit), m_.as<float>() + offset(unit),
+                 v_.as<float>() + offset(unit), mine,
+                 persistent_ ? block_params_.as<bf16>() + offset(unit) : nullptr, u.shard, adam_.lr, adam_.beta1,
+                 adam_.beta2, adam_.eps, adam_.weight_decay, adam_.t, nullptr, r);
+    shard_ready_[i].record(r);
+  } else if (first_reduce_) {
+    PYLON_CUDA_CHECK(cudaMemcpyAsync(grad_.as<float>() + offset(unit), mine, n * sizeof(float),
+                                     cudaMemcpyDeviceToDevice, r));
+  } else {
+    accumulate_f32(grad_.as<float>() + offset(unit), mine, u.shard, r);
+  }
+  slot.released.record(r);
+}
+
+void FsdpCuda::end_step(float* host_scalars) {
+  const cudaStream_t r = reduce_stream_.get();
+  float* loss_sum = scalars_.as<float>();
+  float* norm_sq = loss_sum + 1;
+  float* clip = loss_sum + 2;
+  compute_end_[parity_].record(compute_);
+  compute_end_[parity_].wait_on(r);  // the losses are summed; every reduction is enqueued
+  const int64_t total = static_cast<int64_t>(master_.bytes() / sizeof(float));
+  if (!options_.fused_optimizer) sum_of_squares(norm_sq, grad_.as<float>(), total, reduce_ws_.get(), r);
+#ifdef PYLON_HAVE_NCCL
+  if (world_ > 1) reduce_comm_->all_reduce(loss_sum, loss_sum, 2, ncclFloat32, ncclSum, r);
+#endif
+  if (!options_.fused_optimizer) {
+    clip_coefficient(clip, norm_sq, grad_clip_, r);
+    adamw_update(master_.as<float>(), m_.as<float>(), v_.as<float>(), grad_.as<float>(),
+                 persistent_ ? block_params_.as<bf16>() : nullptr, total,
+                 adam_.lr, adam_.beta1, adam_.beta2, adam_.eps, adam_.weight_decay, adam_.t, clip, r);
+    for (Event& e : shard_ready_) e.record(r);
+  }
+  PYLON_CUDA_CHECK(cudaMemcpyAsync(host_scalars, loss_sum, 2 * sizeof(float), cudaMemcpyDeviceToHost, r));
+  step_done_[parity_].record(r);
+  // The next step's compute must not zero the loss before this copy: begin_step waits step_done.
+}
+
+OverlapStats FsdpCuda::overlap(int64_t t) const {
+  const int p = static_cast<int>(t % 2);
+  OverlapStats s;
+  for (size_t k = 0; k < probes_used_[p]; ++k) {
+    const Probe& q = probes_[p][k];
+    const double ms = q.to.elapsed_since(q.from);
+    if (q.wait)
+      s.exposed_wait_ms += ms;
+    else
+      (q.gather ? s.gather_ms : s.reduce_ms) += ms;
+  }
+  s.tail_ms = step_done_[p].elapsed_since(compute_end_[p]);
+  return s;
+}
+
+}  // namespace pylon::cuda

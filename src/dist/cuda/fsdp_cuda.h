@@ -1,0 +1,151 @@
+// FSDP on one GPU rank: the unit runtime behind MiniLLMCuda's UnitHooks. Per unit it keeps only
+// this rank's fp32 shards (ShardLayout) of the master parameters, AdamW m and v, and, when the
+// optimizer step needs the whole gradient first (clipping, accumulation), of the gradients.
+// Parameters are gathered in bf16 into a few rotating slots just in time, one unit ahead, on a
+// gather stream and communicator; gradients are reduce-scattered in fp32 on a reduce stream and
+// communicator as each unit's backward ends. The streams meet only through events: the host
+// never waits inside a step.
+//
+// Per micro-step the units are used in the order root, 0..L−1 (forward), L−1..0 (backward); the
+// root (embedding and head, its own slot) stays gathered from the start of forward to the end of
+// backward. With reshard_after_forward a block is freed after its forward (the last block is kept:
+// backward starts with it) and gathered again for backward; without it (ZeRO-2) every block keeps
+// its own slot from forward to backward. A world of one keeps every unit's bf16 weights in place
+// (AdamW writes them); nothing is gathered or reduced there.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "dist/fsdp.h"
+#include "dist/shard_layout.h"
+#include "model/unit_hooks.h"
+#include "ops/cuda/runtime.h"
+
+namespace pylon::cuda {
+
+class NcclComm;
+
+struct FsdpCudaOptions {
+  bool reshard_after_forward = true;
+  // Gradients are reduced only at the last micro-step; until then every unit keeps a full
+  // gradient buffer (the memory of unsharded gradients, as in PyTorch's no_sync).
+  bool no_sync = false;
+  // AdamW runs on each unit's shard right after its reduce-scatter, so no gradient shard is kept.
+  // Needs no clipping (the global norm is known only at the end) and one reduction per step.
+  bool fused_optimizer = false;
+  // Timing events around every collective and wait (FsdpCuda::overlap()); costs a few µs a unit.
+  bool measure_overlap = false;
+};
+
+struct AdamWStep {
+  float lr, beta1, beta2, eps, weight_decay;
+  int64_t t;  // 1-based optimizer step
+};
+
+// Collective time and how much of it the compute stream waited for, over one optimizer step.
+struct OverlapStats {
+  double gather_ms = 0, reduce_ms = 0;  // Σ durations of the all-gathers (with their casts), reduce-scatters
+  double exposed_wait_ms = 0;  // compute stream stalled on a gather or a gradient slot
+  double tail_ms = 0;          // reduce stream still busy after compute's last kernel: last
+                               // reduce-scatters, norm all-reduce and the optimizer's tail
+};
+
+class FsdpCuda final : public UnitHooks {
+ public:
+  // gather/reduce: null for a world of one (gathers are casts, reductions nothing).
+  FsdpCuda(const ShardLayout& layout, cudaStream_t compute, NcclComm* gather, NcclComm* reduce,
+           FsdpCudaOptions options);
+
+  const ShardLayout& layout() const { return layout_; }
+  // Per parameter (table order): bf16 weights / fp32 gradients, valid between the unit's hooks.
+  const std::vector<const __nv_bfloat16*>& params() const { return params_; }
+  const std::vector<float*>& grads() const { return grads_; }
+  float* loss_sum() const { return scalars_.as<float>(); }  // the model adds each micro-step's mean loss
+  size_t device_bytes() const { return device_bytes_; }   // everything this object allocated
+
+  // Host copies of the parameter and AdamW shards (UnitShards::grad is not touched).
+  void upload(const std::vector<UnitShards>& host);
+  void download(std::vector<UnitShards>& host);  // synchronises
+
+  // The step: begin_step, then per micro-step begin_micro_step + model forward/backward with these
+  // hooks, then end_step, which enqueues the norm, clipping and AdamW (unless fused) and copies
+  // {Σ micro-step losses, global grad norm²} (all ranks) into host_scalars (pinned, 2 floats).
+  void begin_step(const AdamWStep& adam, float grad_clip);
+  // Whether backward must accumulate into the gradient slots (no-sync micro-steps after the first).
+  bool begin_micro_step(int micro, int count);
+  void end_step(float* host_scalars);
+  // Step t (1-based, as in AdamWStep) has finished on every stream: a timing event. Kept for two
+  // steps, so the host can read step t while step t + 1 runs.
+  const Event& step_done(int64_t t) const { return step_done_[t % 2]; }
+  cudaStream_t reduce_stream() const { return reduce_stream_.get(); }  // where a step ends
+  // With measure_overlap, of step t once step_done(t) has completed.
+  OverlapStats overlap(int64_t t) const;
+
+  void before_forward(int unit) override;
+  void after_forward(int unit) override;
+  void before_backward(int unit) override;
+  void after_backward(int unit) override;
+
+ private:
+  struct Slot {
+    __nv_bfloat16* data = nullptr;
+    int unit = -2;  // occupant; −2: free
+    Event released;  // compute finished with the previous occupant
+  };
+  struct GradSlot {
+    float* data = nullptr;
+    Event released;  // the reduce stream finished with the previous occupant
+  };
+  // Timing pairs for OverlapStats: a duration (from, to) or a wait (consumer ready, producer done).
+  struct Probe {
+    Event from{true}, to{true};
+    bool wait = false;
+    bool gather = false;
+  };
+
+  static size_t index(int unit) { return static_cast<size_t>(unit + 1); }
+  int64_t offset(int unit) const { return shard_offset_[index(unit)]; }
+  void gather(int unit);
+  void release(int unit);  // compute is done with the unit's gathered parameters
+  void prefetch();         // gathers ahead in use order while a slot is free
+  void reduce(int unit);
+  Probe& probe(bool wait, bool gather);
+  void wait_for(const Event& producer, cudaStream_t consumer, bool gather_wait);
+
+  const ShardLayout& layout_;
+  cudaStream_t compute_;
+  NcclComm *gather_comm_, *reduce_comm_;
+  FsdpCudaOptions options_;
+  int rank_, world_, layers_;
+  Stream gather_stream_, reduce_stream_;
+
+  std::vector<int64_t> shard_offset_;   // per unit, into the flat shard buffers
+  DeviceBuffer master_, m_, v_, grad_;  // (Σ shard) fp32; grad_ only without fused_optimizer
+  DeviceBuffer scalars_;                // loss sum, grad norm², clip coefficient
+  DeviceBuffer reduce_ws_;
+  DeviceBuffer root_param_, block_params_, root_grad_, block_grads_;
+  std::vector<Slot> slots_;           // [0]: the root's; then the blocks'
+  std::vector<GradSlot> grad_slots_;  // [0]: the root's; then the blocks' (fixed by unit % count)
+  std::vector<int> slot_of_;          // per unit: its slot, −1 when not gathered
+  std::vector<Event> gathered_, shard_ready_, grads_done_;
+  std::vector<const __nv_bfloat16*> params_;
+  std::vector<float*> grads_;
+  std::vector<int> order_;  // this micro-step's uses, in order
+  size_t cursor_ = 0;       // next entry of order_ to gather
+  bool persistent_ = false;  // world of one: weights stay gathered, AdamW writes their bf16 copy
+  bool reduce_now_ = true, first_reduce_ = true;
+  AdamWStep adam_{};
+  float grad_clip_ = 0;
+  Event step_done_[2] = {Event(true), Event(true)}, compute_end_[2] = {Event(true), Event(true)};
+  std::deque<Probe> probes_[2];  // by step parity; a deque keeps references stable as it grows
+  size_t probes_used_[2] = {0, 0};
+  int parity_ = 0;
+  size_t device_bytes_ = 0;
+};
+
+}  // namespace pylon::cuda
