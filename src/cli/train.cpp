@@ -14,6 +14,7 @@
 #include "dist/rendezvous.h"
 #include "io/default_data.h"
 #include "io/tokenizer.h"
+#include "profile/device_trace.h"
 #include "train/trainer.h"
 
 namespace pylon {
@@ -77,7 +78,8 @@ int run_train(int argc, char** argv) {
   args.add("metrics", &o.metrics_path, "JSONL file, one object per optimizer step");
   args.add("log-every", &o.log_every, "progress line every K steps");
   args.add("profile", &o.profile.dir,
-           "write DIR/trace.rank<R>.json per rank, DIR/ops.csv, and print the top ops (CPU)");
+           "write DIR/trace.rank<R>.json per rank (CPU ranges; CUDA kernels and copies via CUPTI), "
+           "DIR/ops.csv, DIR/analysis.json, and print the top ops and the step breakdown");
   args.add("profile-wait", &o.profile.schedule.wait, "profiler schedule: steps not recorded first");
   args.add("profile-warmup", &o.profile.schedule.warmup, "profiler schedule: then steps recorded and dropped");
   args.add("profile-active", &o.profile.schedule.active, "profiler schedule: then steps recorded");
@@ -93,8 +95,8 @@ int run_train(int argc, char** argv) {
   PYLON_CHECK(device == "cpu" || (nproc == 1 && nnodes == 1 && !std::getenv("WORLD_SIZE")),
               "--device cuda runs on one GPU for now; sharding over NCCL is not built yet");
   PYLON_CHECK(dist_timeout > 0, "--dist-timeout must be positive");
-  PYLON_CHECK(o.profile.dir.empty() || device == "cpu",
-              "--profile: CUDA traces (CUPTI) are not built yet; profile the CPU path (--device cpu)");
+  PYLON_CHECK(o.profile.dir.empty() || device == "cpu" || profile::device_tracing_available(),
+              "--profile --device cuda: this build has no CUPTI (install the CUDA toolkit's CUPTI and rebuild)");
   PYLON_CHECK(seed >= 0, "--seed must be non-negative");
   PYLON_CHECK(warmup >= 0, "--warmup must be non-negative");
 

@@ -1,9 +1,12 @@
 // One profiled training run on one rank: the step schedule, then DIR/trace.rank<R>.json, and on
-// rank 0 DIR/ops.csv and the printed top-ops table.
+// rank 0 DIR/ops.csv, DIR/analysis.json and the printed top-ops table and step breakdown. With
+// device tracing, CUPTI starts with the warmup (its start-up cost lands there) and stops, with an
+// explicit device sync, when the last active step is over.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "profile/tracer.h"
 
@@ -12,7 +15,12 @@ namespace pylon::profile {
 struct ProfileOptions {
   std::string dir;  // "" = no profiling
   Schedule schedule;
+  bool device = false;  // also trace the CUDA device (CUPTI; profile/device_trace.h)
 };
+
+// Checks the schedule for a run of `steps` steps: one clear error unless an active step falls
+// inside the run (no-op without a profile directory).
+void check_schedule(const ProfileOptions& options, int64_t steps);
 
 // The tracer is process-wide: one session at a time per process (one rank per process, as
 // `pylon train` runs them).
@@ -34,6 +42,8 @@ class ProfileSession {
   StepScheduler scheduler_;
   bool open_ = false;
   int statm_fd_ = -1;
+  bool device_started_ = false, device_stopped_ = false, active_seen_ = false;
+  std::vector<DeviceRecord> device_records_;
 };
 
 }  // namespace pylon::profile

@@ -21,6 +21,8 @@
 #include "ops/cuda/cast.h"
 #include "ops/cuda/reduce.h"
 #include "ops/cuda/runtime.h"
+#include "profile/session.h"
+#include "profile/tracer.h"
 #include "train/checkpoint.h"
 #include "train/data_loader.h"
 
@@ -177,6 +179,10 @@ TrainResult train_cuda(const TrainOptions& o) {
     metrics = std::fopen(o.metrics_path.c_str(), state.step ? "a" : "w");
     PYLON_CHECK(metrics, o.metrics_path, ": cannot open for writing");
   }
+  profile::ProfileOptions profile_options = o.profile;
+  profile_options.device = true;
+  profile::check_schedule(profile_options, o.steps - state.step);
+  profile::ProfileSession profiler(profile_options, 0);
   TrainResult result;
   const Stopwatch clock;
   size_t peak_used = 0;
@@ -209,6 +215,8 @@ TrainResult train_cuda(const TrainOptions& o) {
   };
 
   for (int64_t step = state.step; step < o.steps; ++step) {
+    profiler.step(step - state.step);
+    PYLON_RANGE("step", "train_step");
     step_start.record(s);
     PYLON_CUDA_CHECK(cudaMemsetAsync(loss_sum, 0, sizeof(float), s));
     for (int a = 0; a < o.grad_accum; ++a) {
@@ -246,6 +254,7 @@ TrainResult train_cuda(const TrainOptions& o) {
     }
   }
   if (metrics) std::fclose(metrics);
+  profiler.finish();
   result.seconds = clock.seconds();
   return result;
 }
