@@ -18,7 +18,9 @@ int run_roofline(int argc, char** argv) {
   const std::string summary =
       std::string("Roofline verdicts per kernel (memory-, compute- or latency-bound, and the fix).\n"
                   "From Nsight Compute: ncu --clock-control none --csv --page raw --metrics \\\n  ") +
-      profile::ncu_roofline_metrics() + " PROGRAM > FILE";
+      profile::ncu_roofline_metrics() + " --log-file FILE PROGRAM\n"
+      "On a Pylon training step without ncu (CUPTI's range profiler):\n"
+      "  pylon train --device cuda --profile DIR --profile-roofline  (writes DIR/roofline.json, .svg)";
   ArgParser args("roofline", summary);
   args.add("ncu-csv", &csv, "an `ncu --csv --page raw` export with the metrics above");
   args.add("json", &json_path, "also write the verdicts as JSON to this file");

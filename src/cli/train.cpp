@@ -14,6 +14,7 @@
 #include "dist/rendezvous.h"
 #include "io/default_data.h"
 #include "io/tokenizer.h"
+#include "profile/counter_profile.h"
 #include "profile/device_trace.h"
 #include "train/trainer.h"
 
@@ -83,6 +84,9 @@ int run_train(int argc, char** argv) {
   args.add("profile-wait", &o.profile.schedule.wait, "profiler schedule: steps not recorded first");
   args.add("profile-warmup", &o.profile.schedule.warmup, "profiler schedule: then steps recorded and dropped");
   args.add("profile-active", &o.profile.schedule.active, "profiler schedule: then steps recorded");
+  args.add_switch("profile-roofline", &o.profile.counters,
+                  "with --profile on CUDA: instead of tracing, hardware counters of the first active step's "
+                  "kernels (CUPTI range profiler, kernel replay) -> DIR/roofline.json, DIR/roofline.svg and verdicts");
   if (!args.parse(argc, argv)) {
     std::fputs(args.help().c_str(), stdout);
     return 0;
@@ -95,6 +99,10 @@ int run_train(int argc, char** argv) {
   PYLON_CHECK(device == "cpu" || (nproc == 1 && nnodes == 1 && !std::getenv("WORLD_SIZE")),
               "--device cuda runs on one GPU for now; sharding over NCCL is not built yet");
   PYLON_CHECK(dist_timeout > 0, "--dist-timeout must be positive");
+  PYLON_CHECK(!o.profile.counters || (device == "cuda" && !o.profile.dir.empty()),
+              "--profile-roofline needs --device cuda and --profile DIR");
+  PYLON_CHECK(!o.profile.counters || profile::counter_profiling_available(),
+              "--profile-roofline: this build has no CUPTI (install the CUDA toolkit's CUPTI and rebuild)");
   PYLON_CHECK(o.profile.dir.empty() || device == "cpu" || profile::device_tracing_available(),
               "--profile --device cuda: this build has no CUPTI (install the CUDA toolkit's CUPTI and rebuild)");
   PYLON_CHECK(seed >= 0, "--seed must be non-negative");

@@ -10,7 +10,9 @@
 #include "core/error.h"
 #include "profile/analysis.h"
 #include "profile/chrome_trace.h"
+#include "profile/counter_profile.h"
 #include "profile/device_trace.h"
+#include "profile/roofline.h"
 #include "profile/table.h"
 
 namespace pylon::profile {
@@ -57,13 +59,26 @@ ProfileSession::ProfileSession(const ProfileOptions& options, int rank)
   statm_fd_ = ::open("/proc/self/statm", O_RDONLY | O_CLOEXEC);  // -1: no memory track
 }
 
+void ProfileSession::write_roofline(const std::vector<KernelCounters>& kernels) const {
+  DeviceCeilings c = datasheet_ceilings(current_device_name());
+  if (c.dram_bytes_per_s <= 0) c.dram_bytes_per_s = implied_dram_bandwidth(kernels);
+  const auto verdicts = judge_all(kernels);
+  const std::string base = options_.dir + "/roofline" + (rank_ ? ".rank" + std::to_string(rank_) : std::string());
+  write_json(roofline_json(verdicts, c), base + ".json");
+  write_roofline_svg(verdicts, c, base + ".svg");
+  if (rank_ == 0) {
+    std::fputs(format_roofline_table(verdicts, c).c_str(), stdout);
+    std::printf("wrote %s.json and %s.svg (CUPTI range profiler, one step, kernel replay)\n", base.c_str(), base.c_str());
+    std::fflush(stdout);
+  }
+}
+
 ProfileSession::~ProfileSession() {
   if (open_) set_enabled(false);
-  if (device_started_ && !device_stopped_) {
-    try {
-      device_tracing_stop();
-    } catch (const Error&) {  // unwinding from another error already
-    }
+  try {  // unwinding from another error already: release CUPTI quietly
+    if (device_started_ && !device_stopped_) device_tracing_stop();
+    if (counters_started_ && !counters_done_) counter_profiling_stop();
+  } catch (const Error&) {
   }
   if (statm_fd_ >= 0) ::close(statm_fd_);
 }
@@ -71,7 +86,14 @@ ProfileSession::~ProfileSession() {
 void ProfileSession::step(int64_t k) {
   if (!open_) return;
   scheduler_.step(k);
-  if (options_.device) {
+  if (options_.counters) {
+    if (scheduler_.active(k) && !counters_started_) {
+      counter_profiling_start(), counters_started_ = true;
+    } else if (counters_started_ && !counters_done_) {  // one step of kernel replay is enough
+      counters_done_ = true;
+      write_roofline(counter_profiling_stop());
+    }
+  } else if (options_.device) {
     if (enabled() && !device_started_) device_tracing_start(), device_started_ = true;
     if (scheduler_.active(k) && !active_seen_) device_tracing_discard(), active_seen_ = true;
     if (!enabled() && active_seen_ && !device_stopped_) device_records_ = device_tracing_stop(), device_stopped_ = true;
@@ -87,6 +109,7 @@ std::string ProfileSession::finish() {
   set_enabled(false);
   open_ = false;
   if (device_started_ && !device_stopped_) device_records_ = device_tracing_stop(), device_stopped_ = true;
+  if (counters_started_ && !counters_done_) counters_done_ = true, write_roofline(counter_profiling_stop());
   Trace trace = snapshot(rank_, "rank " + std::to_string(rank_));
   trace.device = std::move(device_records_);
   const std::string path = options_.dir + "/trace.rank" + std::to_string(rank_) + ".json";

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "profile/roofline.h"
 #include "profile/tracer.h"
 
 namespace pylon::profile {
@@ -16,6 +17,9 @@ struct ProfileOptions {
   std::string dir;  // "" = no profiling
   Schedule schedule;
   bool device = false;  // also trace the CUDA device (CUPTI; profile/device_trace.h)
+  // Instead of tracing: hardware counters of the first active step's kernels (CUPTI's range
+  // profiler, profile/counter_profile.h), written as DIR/roofline.json and DIR/roofline.svg.
+  bool counters = false;
 };
 
 // Checks the schedule for a run of `steps` steps: one clear error unless an active step falls
@@ -42,7 +46,9 @@ class ProfileSession {
   StepScheduler scheduler_;
   bool open_ = false;
   int statm_fd_ = -1;
+  void write_roofline(const std::vector<KernelCounters>& kernels) const;
   bool device_started_ = false, device_stopped_ = false, active_seen_ = false;
+  bool counters_started_ = false, counters_done_ = false;
   std::vector<DeviceRecord> device_records_;
 };
 
