@@ -45,10 +45,10 @@ ncu --query-metrics >"$out/ncu_query.txt" 2>&1
 tensor=$(grep -oE '^sm__ops_path_tensor_src_(bf16|fp16)_dst_fp32 ' "$out/ncu_query.txt" | tr -d ' ' | sed 's/$/.sum/' | paste -sd, -)
 echo "tensor metrics: ${tensor:-none}"
 [ -n "$tensor" ] && metrics="$metrics,$tensor"
-timeout 240 ncu --clock-control none --csv --page raw --metrics "$metrics,device__attribute_display_name" \
+timeout 150 ncu --clock-control none --csv --page raw --metrics "$metrics,device__attribute_display_name" \
   --launch-count 100 --log-file "$out/ncu.csv" $pylon train $seed --layers 2 --steps 1 >"$out/ncu_app.log" 2>&1 \
   || { echo "ncu with the device name failed; without it"; tail -3 "$out/ncu.csv";
-       timeout 240 ncu --clock-control none --csv --page raw --metrics "$metrics" --launch-count 100 \
+       timeout 150 ncu --clock-control none --csv --page raw --metrics "$metrics" --launch-count 100 \
          --log-file "$out/ncu.csv" $pylon train $seed --layers 2 --steps 1 >"$out/ncu_app.log" 2>&1; }
 tail -2 "$out/ncu_app.log"
 $pylon roofline --ncu-csv "$out/ncu.csv" --json "$out/roofline.json" --svg "$out/roofline.svg" --top 40

@@ -44,7 +44,7 @@ int run_roofline(int argc, char** argv) {
   if (peak_fp32_tflops > 0) c.fp32_flops = peak_fp32_tflops * 1e12;
   if (peak_gbs > 0) c.dram_bytes_per_s = peak_gbs * 1e9;
   if (c.dram_bytes_per_s <= 0) c.dram_bytes_per_s = profile::implied_dram_bandwidth(kernels);
-  const auto verdicts = profile::judge_all(kernels);
+  const auto verdicts = profile::judge_all(kernels, c);
   std::fputs(profile::format_roofline_table(verdicts, c, static_cast<size_t>(top)).c_str(), stdout);
   if (!json_path.empty()) {
     std::FILE* f = std::fopen(json_path.c_str(), "w");

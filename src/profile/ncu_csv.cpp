@@ -75,12 +75,12 @@ std::vector<Record> split_csv(const std::string& text, const std::string& source
   return records;
 }
 
-// Factor from a unit of ncu's (byte, Kbyte, Mbyte, nsecond, usecond, %, inst, byte/second, ...)
+// Factor from a unit of ncu's (byte, Kbyte, Mbyte, ns, usecond, %, inst, byte/second, ...)
 // to the base unit; NaN for a unit it does not know.
 double unit_scale(const std::string& unit) {
   const size_t slash = unit.find('/');
   if (slash != std::string::npos) return unit_scale(unit.substr(0, slash)) / unit_scale(unit.substr(slash + 1));
-  static const char* kBase[] = {"", "%", "byte", "second", "inst", "cycle", "warp", "thread", "sector",
+  static const char* kBase[] = {"", "%", "byte", "second", "s", "inst", "cycle", "warp", "thread", "sector",
                                 "request", "op", "flop", "block", "register"};
   for (const char* b : kBase)
     if (unit == b) return 1.0;
@@ -131,7 +131,9 @@ std::string short_kernel_name(const std::string& name) {
       }
     }
   }
-  for (size_t at; (at = s.find("(anonymous namespace)::")) != std::string::npos;) s.erase(at, 23);
+  // The anonymous namespace as the demangler ("(anonymous namespace)") and ncu ("<unnamed>") spell it.
+  for (const std::string anon : {"(anonymous namespace)::", "<unnamed>::"})
+    for (size_t at; (at = s.find(anon)) != std::string::npos;) s.erase(at, anon.size());
   return s;
 }
 

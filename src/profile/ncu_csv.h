@@ -22,8 +22,8 @@ std::vector<KernelCounters> read_ncu_csv(const std::string& path, std::string* d
 std::vector<KernelCounters> parse_ncu_csv(const std::string& text, const std::string& source,
                                           std::string* device_name = nullptr);
 
-// A kernel name without "void ", its parameter list and return type: how ncu and CUPTI both
-// spell it once demangled ("pylon::cuda::adamw_kernel", "attention_forward_wgmma<128, true>").
+// A kernel name without "void ", its parameter list and anonymous namespaces: how ncu and CUPTI
+// both spell it once demangled ("pylon::adamw_kernel<4>", "attention_forward_wgmma<128, true>").
 std::string short_kernel_name(const std::string& name);
 
 }  // namespace pylon::profile

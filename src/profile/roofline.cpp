@@ -77,27 +77,30 @@ const char* bound_name(Bound b) {
   return "";
 }
 
-KernelVerdict judge(const KernelCounters& k) {
+KernelVerdict judge(const KernelCounters& k, const DeviceCeilings& c) {
   KernelVerdict v;
   v.k = k;
-  const double memory = std::max(k.dram_pct, k.memory_pct);
-  if (std::max(k.sm_pct, memory) < kBusyPct)
-    v.bound = Bound::latency;
-  else
-    v.bound = memory >= k.sm_pct ? Bound::memory : Bound::compute;
-  v.fix = fix_for(v.bound, k);
   if (k.seconds > 0) {
     if (k.tensor_flop >= 0 || k.fp32_flop >= 0)
       v.flops_per_s = (std::max(0.0, k.tensor_flop) + std::max(0.0, k.fp32_flop)) / k.seconds;
     if (k.dram_bytes >= 0) v.dram_bytes_per_s = k.dram_bytes / k.seconds;
   }
   if (v.flops_per_s >= 0 && k.dram_bytes > 0) v.intensity = v.flops_per_s * k.seconds / k.dram_bytes;
+  const double memory = std::max(k.dram_pct, k.memory_pct);
+  const double peak = k.tensor_flop > 0 ? c.tensor_flops : c.fp32_flops;
+  if (std::max(k.sm_pct, memory) < kBusyPct)
+    v.bound = Bound::latency;
+  else if (v.intensity >= 0 && peak > 0 && c.dram_bytes_per_s > 0)
+    v.bound = v.intensity < peak / c.dram_bytes_per_s ? Bound::memory : Bound::compute;
+  else
+    v.bound = memory >= k.sm_pct ? Bound::memory : Bound::compute;
+  v.fix = fix_for(v.bound, k);
   return v;
 }
 
-std::vector<KernelVerdict> judge_all(const std::vector<KernelCounters>& kernels) {
+std::vector<KernelVerdict> judge_all(const std::vector<KernelCounters>& kernels, const DeviceCeilings& c) {
   std::vector<KernelVerdict> out;
-  for (const KernelCounters& k : kernels) out.push_back(judge(k));
+  for (const KernelCounters& k : kernels) out.push_back(judge(k, c));
   std::stable_sort(out.begin(), out.end(),
                    [](const KernelVerdict& a, const KernelVerdict& b) { return a.k.seconds > b.k.seconds; });
   return out;
@@ -112,7 +115,7 @@ std::string format_roofline_table(const std::vector<KernelVerdict>& v, const Dev
                 v.size(), c.device.empty() ? "an unnamed device" : c.device.c_str(), c.tensor_flops / 1e12,
                 c.fp32_flops / 1e12, c.dram_bytes_per_s / 1e9);
   out += line;
-  const char* fmt = "%-44s %6s %10s %6s %6s %6s %9s %9s %9s %8s %8s  %s\n";
+  const char* fmt = "%-56s %6s %10s %6s %6s %6s %9s %9s %9s %8s %8s  %s\n";
   std::snprintf(line, sizeof line, fmt, "Kernel", "Calls", "Time", "Time%", "SM%", "DRAM%", "TC TF/s", "FP32 TF/s",
                 "DRAM MB", "GB/s", "FLOP/B", "Verdict");
   const std::string header = line;
@@ -127,7 +130,7 @@ std::string format_roofline_table(const std::vector<KernelVerdict>& v, const Dev
   for (size_t i = 0; i < v.size() && i < rows; ++i) {
     const KernelVerdict& x = v[i];
     const KernelCounters& k = x.k;
-    std::string name = k.name.size() > 44 ? k.name.substr(0, 41) + "..." : k.name;
+    std::string name = k.name.size() > 56 ? k.name.substr(0, 53) + "..." : k.name;
     std::snprintf(line, sizeof line, fmt, name.c_str(), std::to_string(k.launches).c_str(),
                   num(k.seconds * 1e3, "%.3fms").c_str(), num(total > 0 ? 100 * k.seconds / total : 0, "%.1f").c_str(),
                   num(k.sm_pct, "%.1f").c_str(), num(k.dram_pct, "%.1f").c_str(),

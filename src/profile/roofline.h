@@ -53,11 +53,14 @@ struct KernelVerdict {
   std::string fix;
 };
 
-// ncu's Speed-of-Light rule: neither SM nor memory throughput reaches 60% of peak -> latency-bound
-// (too little work in flight); else the busier of the two names the bound.
-KernelVerdict judge(const KernelCounters& k);
+// Neither SM nor memory throughput reaches 60% of peak -> latency-bound (ncu's Speed-of-Light
+// rule: too little work in flight). Else the roofline decides where it can: arithmetic intensity
+// below the ridge point (peak FLOP/s over DRAM bandwidth; the tensor peak when the kernel uses
+// tensor cores) -> memory-bound, above -> compute-bound. Without FLOP or byte counts or ceilings,
+// the busier of SM and memory throughput names the bound.
+KernelVerdict judge(const KernelCounters& k, const DeviceCeilings& c);
 // Every kernel, judged, sorted by total time (longest first).
-std::vector<KernelVerdict> judge_all(const std::vector<KernelCounters>& kernels);
+std::vector<KernelVerdict> judge_all(const std::vector<KernelCounters>& kernels, const DeviceCeilings& c);
 
 std::string format_roofline_table(const std::vector<KernelVerdict>& v, const DeviceCeilings& c, size_t rows = 30);
 nlohmann::json roofline_json(const std::vector<KernelVerdict>& v, const DeviceCeilings& c);

@@ -62,7 +62,7 @@ ProfileSession::ProfileSession(const ProfileOptions& options, int rank)
 void ProfileSession::write_roofline(const std::vector<KernelCounters>& kernels) const {
   DeviceCeilings c = datasheet_ceilings(current_device_name());
   if (c.dram_bytes_per_s <= 0) c.dram_bytes_per_s = implied_dram_bandwidth(kernels);
-  const auto verdicts = judge_all(kernels);
+  const auto verdicts = judge_all(kernels, c);
   const std::string base = options_.dir + "/roofline" + (rank_ ? ".rank" + std::to_string(rank_) : std::string());
   write_json(roofline_json(verdicts, c), base + ".json");
   write_roofline_svg(verdicts, c, base + ".svg");

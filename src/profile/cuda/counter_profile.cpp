@@ -1,17 +1,20 @@
 // CUPTI's range profiler with automatic ranges (one per kernel) and kernel replay: the host side
 // (libnvperf through CUPTI's profiler-host API) builds the config image for the metrics, the target
 // side collects into a counter-data image, and each range is evaluated back to metric values.
+// Kernel names: auto ranges are numbered in launch order, so launch callbacks supply the names.
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cupti_profiler_host.h>
 #include <cupti_profiler_target.h>
 #include <cupti_range_profiler.h>
+#include <cupti.h>
 #include <cupti_target.h>
 #include <cxxabi.h>
 
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <mutex>
 
 #include "core/error.h"
 #include "profile/counter_profile.h"
@@ -47,6 +50,7 @@ constexpr const char* kMetricNames[kCount] = {
 constexpr size_t kMaxRanges = 4096;  // kernels per profiled region
 
 struct Session {
+  CUpti_SubscriberHandle subscriber = nullptr;  // the launch callbacks that name the ranges
   CUpti_Profiler_Host_Object* host = nullptr;
   CUpti_RangeProfiler_Object* profiler = nullptr;
   std::vector<uint8_t> config, counter_data;
@@ -54,6 +58,57 @@ struct Session {
   std::vector<int> slot;             // Metric -> index in metrics, or -1
 };
 std::unique_ptr<Session> g_session;
+
+std::string demangled(const std::string& name);
+
+// Auto ranges are numbered in launch order ("0", "1", ...); the kernels' names come from the launch
+// API calls, recorded in the same order (a driver launch inside a runtime launch counts once).
+struct LaunchLog {
+  std::mutex mutex;
+  std::vector<std::string> names;
+};
+LaunchLog& launch_log() {
+  static LaunchLog* l = new LaunchLog;  // never destroyed: CUPTI may call back during exit
+  return *l;
+}
+thread_local int t_launch_depth = 0;
+thread_local std::string t_symbol;
+
+void CUPTIAPI on_launch(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void* data) {
+  const auto* cb = static_cast<const CUpti_CallbackData*>(data);
+  if (cb->callbackSite == CUPTI_API_ENTER) {
+    if (t_launch_depth++ == 0) t_symbol.clear();
+    if (t_symbol.empty() && cb->symbolName) t_symbol = cb->symbolName;
+    return;
+  }
+  if (--t_launch_depth != 0) return;
+  LaunchLog& l = launch_log();
+  const std::lock_guard<std::mutex> lock(l.mutex);
+  l.names.push_back(t_symbol.empty() ? "?" : t_symbol);
+}
+
+constexpr std::pair<CUpti_CallbackDomain, CUpti_CallbackId> kLaunches[] = {
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel},
+};
+
+// The name of auto range `index` called `range_name`, from the launch log.
+std::string range_kernel(const char* range_name, size_t index, const std::vector<std::string>& launches,
+                         size_t ranges) {
+  char* end = nullptr;
+  const unsigned long long n = range_name ? std::strtoull(range_name, &end, 10) : 0;
+  const bool numbered = range_name && *range_name && end && *end == 0;
+  if (!numbered) return demangled(range_name ? range_name : "?");  // a named range: use its name
+  if (launches.size() != ranges || n >= launches.size())  // the log does not line up: say so
+    return "kernel #" + std::to_string(numbered ? n : index);
+  return demangled(launches[n]);
+}
 
 template <typename P>
 P params(size_t size) {
@@ -70,6 +125,10 @@ std::string demangled(const std::string& name) {
 }
 
 void release(Session& s) {
+  if (s.subscriber) {
+    cuptiUnsubscribe(s.subscriber);
+    s.subscriber = nullptr;
+  }
   if (s.profiler) {
     auto p = params<CUpti_RangeProfiler_Disable_Params>(CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE);
     p.pRangeProfilerObject = s.profiler;
@@ -188,6 +247,13 @@ void counter_profiling_start() {
     config.passIndex = 0;
     config.targetNestingLevel = 1;
     PYLON_CUPTI_CHECK(cuptiRangeProfilerSetConfig(&config));
+    {
+      LaunchLog& l = launch_log();
+      const std::lock_guard<std::mutex> lock(l.mutex);
+      l.names.clear();
+    }
+    PYLON_CUPTI_CHECK(cuptiSubscribe(&s->subscriber, on_launch, nullptr));
+    for (const auto& [domain, cbid] : kLaunches) PYLON_CUPTI_CHECK(cuptiEnableCallback(1, s->subscriber, domain, cbid));
     auto start = params<CUpti_RangeProfiler_Start_Params>(CUpti_RangeProfiler_Start_Params_STRUCT_SIZE);
     start.pRangeProfilerObject = s->profiler;
     PYLON_CUPTI_CHECK(cuptiRangeProfilerStart(&start));
@@ -216,6 +282,12 @@ std::vector<KernelCounters> counter_profiling_stop() {
     info.pCounterDataImage = s->counter_data.data();
     info.counterDataImageSize = s->counter_data.size();
     PYLON_CUPTI_CHECK(cuptiRangeProfilerGetCounterDataInfo(&info));
+    std::vector<std::string> launches;
+    {
+      LaunchLog& l = launch_log();
+      const std::lock_guard<std::mutex> lock(l.mutex);
+      launches.swap(l.names);
+    }
     std::map<std::string, size_t> index_of;
     std::vector<double> values(s->metrics.size());
     for (size_t r = 0; r < info.numTotalRanges; ++r) {
@@ -238,7 +310,7 @@ std::vector<KernelCounters> counter_profiling_stop() {
       PYLON_CUPTI_CHECK(cuptiProfilerHostEvaluateToGpuValues(&eval));
       auto value = [&](Metric m) { return s->slot[m] < 0 ? -1.0 : values[static_cast<size_t>(s->slot[m])]; };
       KernelCounters k;
-      k.name = demangled(range.rangeName ? range.rangeName : "?");
+      k.name = range_kernel(range.rangeName, r, launches, info.numTotalRanges);
       k.launches = 1;
       k.seconds = value(kDuration) * 1e-9;  // ns
       k.sm_pct = value(kSm), k.dram_pct = value(kDram), k.memory_pct = value(kMemory);
