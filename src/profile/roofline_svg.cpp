@@ -52,17 +52,21 @@ void write_roofline_svg(const std::vector<KernelVerdict>& v, const DeviceCeiling
   }
   // Axis ranges in decades, wide enough for the dots and the ridge points.
   double x_lo = 1e-1, x_hi = 1e3, y_lo = 1e10, y_hi = std::max({c.tensor_flops, c.fp32_flops, 1e13});
-  for (const KernelVerdict* d : dots) {
-    x_lo = std::min(x_lo, d->intensity), x_hi = std::max(x_hi, d->intensity);
-    y_lo = std::min(y_lo, d->flops_per_s), y_hi = std::max(y_hi, d->flops_per_s);
+  for (const KernelVerdict* d : dots) {  // near-empty kernels would squash the chart: they sit on its edge
+    x_lo = std::max(1e-2, std::min(x_lo, d->intensity)), x_hi = std::max(x_hi, d->intensity);
+    y_lo = std::max(1e9, std::min(y_lo, d->flops_per_s)), y_hi = std::max(y_hi, d->flops_per_s);
   }
   if (c.dram_bytes_per_s > 0)
     for (double peak : {c.tensor_flops, c.fp32_flops})
       if (peak > 0) x_hi = std::max(x_hi, 4 * peak / c.dram_bytes_per_s);
   const double dx_lo = std::floor(std::log10(x_lo)), dx_hi = std::ceil(std::log10(x_hi));
   const double dy_lo = std::floor(std::log10(y_lo)), dy_hi = std::ceil(std::log10(y_hi * 1.5));
-  auto px = [&](double ai) { return L + (std::log10(ai) - dx_lo) / (dx_hi - dx_lo) * (W - L - R); };
-  auto py = [&](double f) { return H - B - (std::log10(f) - dy_lo) / (dy_hi - dy_lo) * (H - T - B); };
+  auto px = [&](double ai) {
+    return L + std::clamp((std::log10(ai) - dx_lo) / (dx_hi - dx_lo), 0.0, 1.0) * (W - L - R);
+  };
+  auto py = [&](double f) {
+    return H - B - std::clamp((std::log10(f) - dy_lo) / (dy_hi - dy_lo), 0.0, 1.0) * (H - T - B);
+  };
 
   std::string s;
   s += fmt(R"~(<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-family="sans-serif" font-size="12">)~",
