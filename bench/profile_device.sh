@@ -58,9 +58,12 @@ $pylon trace analyze "$out/prof.1/trace.rank0.json" >/dev/null && echo "trace an
 $pylon train $seed --layers 2 --steps 3 --profile "$out/counters" --profile-wait 1 --profile-warmup 0 \
   --profile-active 1 --profile-roofline >"$out/counters.log" 2>&1 || tail -5 "$out/counters.log"
 python3 - "$out/roofline.json" "$out/counters/roofline.json" <<'PY'
-import json, sys
-ncu = {k["name"]: k for k in json.load(open(sys.argv[1]))["kernels"]}
-cupti = {k["name"]: k for k in json.load(open(sys.argv[2]))["kernels"]}
+import json, re, sys
+# ncu and the C++ demangler spell names apart: ncu drops nested namespaces after an anonymous one
+# and writes template bools as 0/1.
+key = lambda n: re.sub(r"\btrue\b", "1", re.sub(r"\bfalse\b", "0", n.replace("pylon::cuda::", "pylon::")))
+ncu = {key(k["name"]): k for k in json.load(open(sys.argv[1]))["kernels"]}
+cupti = {key(k["name"]): k for k in json.load(open(sys.argv[2]))["kernels"]}
 both = [n for n in cupti if n in ncu]
 print(f"COMPARE {len(both)} kernels in both (ncu {len(ncu)}, cupti {len(cupti)})")
 worst = {"sm_pct": 0, "dram_pct": 0}

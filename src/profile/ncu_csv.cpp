@@ -3,11 +3,14 @@
 // dropped from numbers.
 #include "profile/ncu_csv.h"
 
+#include <cxxabi.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <memory>
 
 #include "core/error.h"
 
@@ -135,6 +138,13 @@ std::string short_kernel_name(const std::string& name) {
   for (const std::string anon : {"(anonymous namespace)::", "<unnamed>::"})
     for (size_t at; (at = s.find(anon)) != std::string::npos;) s.erase(at, anon.size());
   return s;
+}
+
+std::string kernel_name_from_symbol(const std::string& symbol) {
+  int status = 0;
+  const std::unique_ptr<char, decltype(&std::free)> d(abi::__cxa_demangle(symbol.c_str(), nullptr, nullptr, &status),
+                                                      &std::free);
+  return short_kernel_name(status == 0 && d ? d.get() : symbol);
 }
 
 std::vector<KernelCounters> parse_ncu_csv(const std::string& text, const std::string& source,

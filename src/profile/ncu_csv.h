@@ -25,5 +25,8 @@ std::vector<KernelCounters> parse_ncu_csv(const std::string& text, const std::st
 // A kernel name without "void ", its parameter list and anonymous namespaces: how ncu and CUPTI
 // both spell it once demangled ("pylon::adamw_kernel<4>", "attention_forward_wgmma<128, true>").
 std::string short_kernel_name(const std::string& name);
+// A kernel symbol as CUPTI reports it (mangled) demangled, then shortened as above; a name that
+// does not demangle is only shortened.
+std::string kernel_name_from_symbol(const std::string& symbol);
 
 }  // namespace pylon::profile

@@ -138,6 +138,11 @@ TEST(NcuCsv, ShortKernelNames) {
   EXPECT_EQ(short_kernel_name("void pylon::<unnamed>::silu_forward_kernel<8>(__nv_bfloat16 *, long)"),
             "pylon::silu_forward_kernel<8>");
   EXPECT_EQ(short_kernel_name("nvjet_tst_64x8"), "nvjet_tst_64x8");
+  // CUPTI's symbols: mangled names demangle, others pass through.
+  EXPECT_EQ(kernel_name_from_symbol("_ZN5pylon4cuda12_GLOBAL__N_112adamw_kernelILi4EEEvPfS3_S3_PKfP13__nv_bfloat16"),
+            "pylon::cuda::adamw_kernel<4>");
+  EXPECT_EQ(kernel_name_from_symbol("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT"),
+            "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT");
   EXPECT_EQ(short_kernel_name("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096>)"),
             "ncclDevKernel_AllGather_RING_LL");
 }

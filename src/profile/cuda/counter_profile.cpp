@@ -9,27 +9,17 @@
 #include <cupti_range_profiler.h>
 #include <cupti.h>
 #include <cupti_target.h>
-#include <cxxabi.h>
 
 #include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <utility>
 
 #include "core/error.h"
+#include "profile/cuda/cupti_check.h"
 #include "profile/counter_profile.h"
 #include "profile/ncu_csv.h"
-
-#define PYLON_CUPTI_CHECK(call)                                                                   \
-  do {                                                                                            \
-    const CUptiResult pylon_r_ = (call);                                                          \
-    if (pylon_r_ != CUPTI_SUCCESS) {                                                              \
-      const char* pylon_s_ = nullptr;                                                             \
-      cuptiGetResultString(pylon_r_, &pylon_s_);                                                  \
-      throw ::pylon::Error(::pylon::detail::concat(#call, " failed: ", pylon_s_ ? pylon_s_ : "?", \
-                                                   " (", __FILE__, ":", __LINE__, ")"));          \
-    }                                                                                             \
-  } while (0)
 
 namespace pylon::profile {
 namespace {
@@ -58,8 +48,6 @@ struct Session {
   std::vector<int> slot;             // Metric -> index in metrics, or -1
 };
 std::unique_ptr<Session> g_session;
-
-std::string demangled(const std::string& name);
 
 // Auto ranges are numbered in launch order ("0", "1", ...); the kernels' names come from the launch
 // API calls, recorded in the same order (a driver launch inside a runtime launch counts once).
@@ -104,10 +92,10 @@ std::string range_kernel(const char* range_name, size_t index, const std::vector
   char* end = nullptr;
   const unsigned long long n = range_name ? std::strtoull(range_name, &end, 10) : 0;
   const bool numbered = range_name && *range_name && end && *end == 0;
-  if (!numbered) return demangled(range_name ? range_name : "?");  // a named range: use its name
+  if (!numbered) return kernel_name_from_symbol(range_name ? range_name : "?");  // a named range: use its name
   if (launches.size() != ranges || n >= launches.size())  // the log does not line up: say so
     return "kernel #" + std::to_string(numbered ? n : index);
-  return demangled(launches[n]);
+  return kernel_name_from_symbol(launches[n]);
 }
 
 template <typename P>
@@ -115,13 +103,6 @@ P params(size_t size) {
   P p{};
   p.structSize = size;
   return p;
-}
-
-std::string demangled(const std::string& name) {
-  int status = 0;
-  std::unique_ptr<char, decltype(&std::free)> d(abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status),
-                                                &std::free);
-  return short_kernel_name(status == 0 && d ? d.get() : name);
 }
 
 void release(Session& s) {

@@ -4,7 +4,6 @@
 // records and CPU ranges share one clock.
 #include <cuda_runtime.h>
 #include <cupti.h>
-#include <cxxabi.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -12,19 +11,9 @@
 #include <mutex>
 
 #include "core/error.h"
+#include "profile/cuda/cupti_check.h"
 #include "profile/device_trace.h"
 #include "profile/ncu_csv.h"
-
-#define PYLON_CUPTI_CHECK(call)                                                                   \
-  do {                                                                                            \
-    const CUptiResult pylon_r_ = (call);                                                          \
-    if (pylon_r_ != CUPTI_SUCCESS) {                                                              \
-      const char* pylon_s_ = nullptr;                                                             \
-      cuptiGetResultString(pylon_r_, &pylon_s_);                                                  \
-      throw ::pylon::Error(::pylon::detail::concat(#call, " failed: ", pylon_s_ ? pylon_s_ : "?", \
-                                                   " (", __FILE__, ":", __LINE__, ")"));          \
-    }                                                                                             \
-  } while (0)
 
 namespace pylon::profile {
 namespace {
@@ -121,13 +110,6 @@ void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_recor
   *max_records = 0;  // as many as fit
 }
 
-std::string demangled(const char* name) {
-  if (!name) return "?";
-  int status = 0;
-  std::unique_ptr<char, decltype(&std::free)> d(abi::__cxa_demangle(name, nullptr, nullptr, &status), &std::free);
-  return short_kernel_name(status == 0 && d ? d.get() : name);
-}
-
 const char* copy_name(uint8_t kind) {
   switch (kind) {
     case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return "Memcpy HtoD";
@@ -146,7 +128,7 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
     DeviceRecord r;
     if (record->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || record->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
-      r = {demangled(k->name), "kernel", static_cast<int64_t>(k->start), static_cast<int64_t>(k->end),
+      r = {kernel_name_from_symbol(k->name ? k->name : "?"), "kernel", static_cast<int64_t>(k->start), static_cast<int64_t>(k->end),
            k->correlationId, static_cast<int>(k->deviceId), static_cast<int>(k->streamId), 0};
     } else if (record->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
