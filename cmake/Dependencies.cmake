@@ -90,6 +90,13 @@ if(PYLON_HAVE_CUDA)
   endif()
 endif()
 
+# CUPTI (the CUDA toolkit's extras): device traces for `train --profile` on CUDA.
+set(PYLON_HAVE_CUPTI OFF)
+if(PYLON_HAVE_CUDA AND NOT PYLON_CUPTI STREQUAL "OFF" AND TARGET CUDA::cupti)
+  set(PYLON_HAVE_CUPTI ON)
+endif()
+pylon_optional(PYLON_CUPTI PYLON_HAVE_CUPTI)
+
 set(PYLON_HAVE_VULKAN OFF)
 if(NOT PYLON_VULKAN STREQUAL "OFF")
   find_package(Vulkan COMPONENTS glslc)

@@ -11,5 +11,6 @@ int run_tokenize(int argc, char** argv);
 int run_export(int argc, char** argv);
 int run_inspect(int argc, char** argv);
 int run_trace(int argc, char** argv);
+int run_roofline(int argc, char** argv);
 
 }  // namespace pylon

@@ -22,7 +22,8 @@ constexpr Command kCommands[] = {
     {"tokenize", pylon::run_tokenize, "train a SentencePiece BPE model and write token files"},
     {"export", pylon::run_export, "write a model as a single-file edge model (f16/int8/int4)"},
     {"inspect", pylon::run_inspect, "print the header of an edge model file"},
-    {"trace", pylon::run_trace, "merge per-rank profiler traces (trace merge OUT IN...)"},
+    {"trace", pylon::run_trace, "merge per-rank traces, or analyze one (trace merge|analyze)"},
+    {"roofline", pylon::run_roofline, "roofline verdicts per kernel from hardware counters"},
 };
 
 void print_usage(std::FILE* out) {

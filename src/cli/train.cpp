@@ -17,6 +17,8 @@
 #include "dist/rendezvous.h"
 #include "io/default_data.h"
 #include "io/tokenizer.h"
+#include "profile/counter_profile.h"
+#include "profile/device_trace.h"
 #include "train/trainer.h"
 
 namespace pylon {
@@ -84,10 +86,14 @@ int run_train(int argc, char** argv) {
   args.add("metrics", &o.metrics_path, "JSONL file, one object per optimizer step");
   args.add("log-every", &o.log_every, "progress line every K steps");
   args.add("profile", &o.profile.dir,
-           "write DIR/trace.rank<R>.json per rank, DIR/ops.csv, and print the top ops (CPU)");
+           "write DIR/trace.rank<R>.json per rank (CPU ranges; CUDA kernels and copies via CUPTI), "
+           "DIR/ops.csv, DIR/analysis.json, and print the top ops and the step breakdown");
   args.add("profile-wait", &o.profile.schedule.wait, "profiler schedule: steps not recorded first");
   args.add("profile-warmup", &o.profile.schedule.warmup, "profiler schedule: then steps recorded and dropped");
   args.add("profile-active", &o.profile.schedule.active, "profiler schedule: then steps recorded");
+  args.add_switch("profile-roofline", &o.profile.counters,
+                  "with --profile on CUDA: instead of tracing, hardware counters of the first active step's "
+                  "kernels (CUPTI range profiler, kernel replay) -> DIR/roofline.json, DIR/roofline.svg and verdicts");
   if (!args.parse(argc, argv)) {
     std::fputs(args.help().c_str(), stdout);
     return 0;
@@ -101,8 +107,12 @@ int run_train(int argc, char** argv) {
   o.recompute = parse_recompute(recompute);
   PYLON_CHECK(nproc >= 1 && nnodes >= 1, "--nproc-per-node and --nnodes must be >= 1");
   PYLON_CHECK(dist_timeout > 0, "--dist-timeout must be positive");
-  PYLON_CHECK(o.profile.dir.empty() || device == "cpu",
-              "--profile: CUDA traces (CUPTI) are not built yet; profile the CPU path (--device cpu)");
+  PYLON_CHECK(!o.profile.counters || (device == "cuda" && !o.profile.dir.empty()),
+              "--profile-roofline needs --device cuda and --profile DIR");
+  PYLON_CHECK(!o.profile.counters || profile::counter_profiling_available(),
+              "--profile-roofline: this build has no CUPTI (install the CUDA toolkit's CUPTI and rebuild)");
+  PYLON_CHECK(o.profile.dir.empty() || device == "cpu" || profile::device_tracing_available(),
+              "--profile --device cuda: this build has no CUPTI (install the CUDA toolkit's CUPTI and rebuild)");
   PYLON_CHECK(seed >= 0, "--seed must be non-negative");
   PYLON_CHECK(warmup >= 0, "--warmup must be non-negative");
 

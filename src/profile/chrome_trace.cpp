@@ -2,6 +2,7 @@
 #include "profile/chrome_trace.h"
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
@@ -57,6 +58,43 @@ std::string us(int64_t ns) {
   return buf;
 }
 
+// Device records go on one track per (device, stream), after the CPU threads.
+int64_t stream_tid(const DeviceRecord& r) { return kStreamTidBase + int64_t{r.device} * 1000000 + r.stream; }
+
+void write_device_records(EventWriter& w, const Trace& trace) {
+  const int pid = trace.pid;
+  std::map<int64_t, const DeviceRecord*> tracks;
+  for (const DeviceRecord& r : trace.device) tracks.try_emplace(stream_tid(r), &r);
+  for (const auto& [tid, r] : tracks) {
+    write_metadata(w, "thread_name", pid, tid,
+                   "cuda:" + std::to_string(r->device) + " stream " + std::to_string(r->stream));
+    std::fprintf(w.next(), R"({"name":"thread_sort_index","ph":"M","pid":%d,"tid":%lld,"args":{"sort_index":%lld}})",
+                 pid, static_cast<long long>(tid), static_cast<long long>(tid));
+  }
+  // The launching API call of each correlation: where the flow starts.
+  std::map<int64_t, std::pair<int64_t, int64_t>> launch;  // correlation -> (tid, begin_ns)
+  for (const ThreadTrace& t : trace.threads)
+    for (const RangeEvent& e : t.ranges)
+      if (e.args.key && !std::strcmp(e.args.key, kCorrelationArg)) launch.try_emplace(e.args.values[0], t.tid, e.begin_ns);
+  for (const DeviceRecord& r : trace.device) {
+    const auto tid = static_cast<long long>(stream_tid(r));
+    std::fprintf(w.next(),
+                 R"({"name":%s,"cat":"%s","ph":"X","pid":%d,"tid":%lld,"ts":%s,"dur":%s,"args":{"correlation":%lld,"device":%d,"stream":%d%s}})",
+                 quoted(r.name).c_str(), r.category, pid, tid, us(r.begin_ns).c_str(), us(r.end_ns - r.begin_ns).c_str(),
+                 static_cast<long long>(r.correlation), r.device, r.stream,
+                 r.bytes ? (",\"bytes\":" + std::to_string(r.bytes)).c_str() : "");
+    const auto l = launch.find(r.correlation);
+    if (!r.correlation || l == launch.end()) continue;
+    // A flow from the launch to the record (Kineto's "ac2g" arrows); "bp":"e" binds the end to the
+    // slice that encloses it: the record itself.
+    std::fprintf(w.next(), R"({"name":"launch","cat":"ac2g","ph":"s","id":%lld,"pid":%d,"tid":%lld,"ts":%s})",
+                 static_cast<long long>(r.correlation), pid, static_cast<long long>(l->second.first),
+                 us(l->second.second).c_str());
+    std::fprintf(w.next(), R"({"name":"launch","cat":"ac2g","ph":"f","bp":"e","id":%lld,"pid":%d,"tid":%lld,"ts":%s})",
+                 static_cast<long long>(r.correlation), pid, tid, us(r.begin_ns).c_str());
+  }
+}
+
 }  // namespace
 
 void write_chrome_trace(const Trace& trace, const std::string& path) {
@@ -78,6 +116,7 @@ void write_chrome_trace(const Trace& trace, const std::string& path) {
       std::fprintf(w.next(), R"({"name":"%s","ph":"C","pid":%d,"tid":%lld,"ts":%s,"args":{"value":%.17g}})",
                    c.name, pid, tid, us(c.ts_ns).c_str(), c.value);
   }
+  write_device_records(w, trace);
   w.finish();
 }
 
@@ -85,7 +124,8 @@ void merge_chrome_traces(const std::string& out_path, const std::vector<std::str
   PYLON_CHECK(!inputs.empty(), "no input traces");
   std::vector<nlohmann::json> events;  // every input's traceEvents, pids remapped
   std::set<int64_t> used;
-  for (const std::string& path : inputs) {
+  for (int64_t input = 0; input < static_cast<int64_t>(inputs.size()); ++input) {
+    const std::string& path = inputs[static_cast<size_t>(input)];
     std::ifstream in(path);
     PYLON_CHECK(in, path, ": cannot open");
     nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
@@ -104,6 +144,9 @@ void merge_chrome_traces(const std::string& out_path, const std::vector<std::str
         used.insert(it->second);
       }
       e["pid"] = it->second;
+      // Flow ids (launch correlations) are per process: keep the inputs' apart.
+      if (e.contains("id") && e["id"].is_number_integer() && input > 0)
+        e["id"] = e["id"].get<int64_t>() + (input << 40);
       events.push_back(std::move(e));
     }
   }

@@ -1,5 +1,6 @@
 // Chrome trace JSON (the Trace Event Format that Perfetto UI and chrome://tracing open): one
-// process per rank, "X" complete events for ranges, "C" counter events, "M" name metadata.
+// process per rank, "X" complete events for ranges and device records (a track per stream), "C"
+// counter events, "M" name metadata, "s"/"f" flow pairs from each launch to its device record.
 #pragma once
 
 #include <string>
@@ -8,6 +9,9 @@
 #include "profile/tracer.h"
 
 namespace pylon::profile {
+
+// The tids of device tracks start here (one per device and stream).
+inline constexpr int64_t kStreamTidBase = 1000000000;
 
 // Streams the trace to path (ts and dur in µs). Throws pylon::Error when it cannot write.
 void write_chrome_trace(const Trace& trace, const std::string& path);

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <map>
+#include <unordered_map>
 #include <utility>
 
 #include "core/error.h"
@@ -33,6 +35,8 @@ std::string format_us(double us) {
 
 std::vector<OpStats> op_stats(const Trace& trace, bool group_by_shapes) {
   std::map<std::pair<std::string, std::string>, OpStats> by_key;
+  // The ranges open around each launching API call, outermost first (the call itself excluded).
+  std::unordered_map<int64_t, std::vector<OpStats*>> launched_in;
   for (const ThreadTrace& t : trace.threads) {
     // ranges are sorted by begin, enclosing first; the stack holds the open ancestors.
     std::vector<std::pair<const RangeEvent*, OpStats*>> stack;
@@ -46,13 +50,36 @@ std::vector<OpStats> op_stats(const Trace& trace, bool group_by_shapes) {
       s.total_cpu_us += dur;
       s.self_cpu_us += dur;
       if (!stack.empty()) stack.back().second->self_cpu_us -= dur;
+      if (e.args.key && !std::strcmp(e.args.key, kCorrelationArg)) {
+        std::vector<OpStats*>& chain = launched_in[e.args.values[0]];
+        for (const auto& open : stack) chain.push_back(open.second);
+      }
       stack.emplace_back(&e, &s);
     }
   }
+  // Device time: a record's own row (self = total), self time of the innermost range that
+  // launched it, total time of every range around that launch (counted once per range name).
+  bool device = false;
+  for (const DeviceRecord& r : trace.device) {
+    device = true;
+    const double dur = static_cast<double>(r.end_ns - r.begin_ns) / 1e3;
+    OpStats& k = by_key[{r.name, ""}];
+    k.name = r.name;
+    k.device_record = true;
+    k.calls += 1;
+    k.self_device_us += dur, k.total_device_us += dur;
+    const auto chain = launched_in.find(r.correlation);
+    if (chain == launched_in.end() || chain->second.empty()) continue;
+    chain->second.back()->self_device_us += dur;
+    std::vector<OpStats*> seen;
+    for (OpStats* s : chain->second)
+      if (std::find(seen.begin(), seen.end(), s) == seen.end()) s->total_device_us += dur, seen.push_back(s);
+  }
   std::vector<OpStats> out;
   for (auto& [key, s] : by_key) out.push_back(std::move(s));
-  std::stable_sort(out.begin(), out.end(),
-                   [](const OpStats& a, const OpStats& b) { return a.total_cpu_us > b.total_cpu_us; });
+  std::stable_sort(out.begin(), out.end(), [device](const OpStats& a, const OpStats& b) {
+    return device ? a.total_device_us > b.total_device_us : a.total_cpu_us > b.total_cpu_us;
+  });
   return out;
 }
 
@@ -68,7 +95,7 @@ std::string format_table(const std::vector<OpStats>& stats, size_t rows) {
   auto device = [](double v) { return v > 0 ? format_us(v) : std::string("-"); };
   std::string out;
   char line[512];
-  const char* fmt = "%-28s %11s %11s %11s %11s %11s %11s %11s %8s  %s\n";
+  const char* fmt = "%-40s %11s %11s %11s %11s %11s %11s %11s %8s  %s\n";
   std::snprintf(line, sizeof line, fmt, "Name", "Self CPU %", "Self CPU", "CPU total %", "CPU total",
                 "CPU avg", "Self dev", "Dev total", "Calls", shapes ? "Input shapes" : "");
   const std::string header = line;
@@ -76,14 +103,17 @@ std::string format_table(const std::vector<OpStats>& stats, size_t rows) {
   out += rule + "\n" + header + rule + "\n";
   for (size_t i = 0; i < stats.size() && i < rows; ++i) {
     const OpStats& s = stats[i];
-    std::snprintf(line, sizeof line, fmt, s.name.substr(0, 28).c_str(), pct(s.self_cpu_us).c_str(),
+    std::snprintf(line, sizeof line, fmt, s.name.substr(0, 40).c_str(), pct(s.self_cpu_us).c_str(),
                   format_us(s.self_cpu_us).c_str(), pct(s.total_cpu_us).c_str(),
                   format_us(s.total_cpu_us).c_str(), format_us(s.total_cpu_us / static_cast<double>(s.calls)).c_str(),
                   device(s.self_device_us).c_str(), device(s.total_device_us).c_str(),
                   std::to_string(s.calls).c_str(), s.shapes.c_str());
     out += line;
   }
+  double device_sum = 0;  // every record once: the device rows
+  for (const OpStats& s : stats) device_sum += s.device_record ? s.self_device_us : 0;
   out += rule + "\nSelf CPU time total: " + format_us(self_sum) + "\n";
+  if (device_sum > 0) out += "Self device time total: " + format_us(device_sum) + "\n";
   return out;
 }
 

@@ -1,5 +1,6 @@
 // The top-ops table, like PyTorch's key_averages().table(): per range name (and optionally input
-// shapes) its calls, self and total CPU time, average and share; device columns wait for CUPTI.
+// shapes) its calls, self and total CPU time, average and share, and self and total device time
+// (CUPTI records: each kernel is a row, and counts towards the ranges around its launch).
 #pragma once
 
 #include <cstdint>
@@ -14,10 +15,12 @@ struct OpStats {
   std::string name, shapes;  // shapes: "" unless grouped by them
   int64_t calls = 0;
   double self_cpu_us = 0, total_cpu_us = 0;   // self: minus the ranges directly inside it
-  double self_device_us = 0, total_device_us = 0;  // 0 until device records exist
+  double self_device_us = 0, total_device_us = 0;  // 0 without device records
+  bool device_record = false;  // a kernel / copy / fill row (no CPU time of its own)
 };
 
-// Aggregates every thread's ranges, sorted by total CPU time (descending).
+// Aggregates every thread's ranges and the device records, sorted by total device time when there
+// are device records, else by total CPU time (descending).
 std::vector<OpStats> op_stats(const Trace& trace, bool group_by_shapes = false);
 
 // The printable table of the first `rows` rows; % columns are shares of the summed self time.

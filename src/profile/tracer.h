@@ -1,6 +1,6 @@
 // The tracer: scoped CPU ranges and counter samples recorded into per-thread buffers, enabled by a
 // step schedule (wait / warmup / active, like torch.profiler.schedule). Disabled, a range costs one
-// branch. Device records (CUPTI) will join the snapshot as further tracks.
+// branch. Device records (CUPTI, profile/device_trace.h) join the snapshot as tracks per stream.
 #pragma once
 
 #include <atomic>
@@ -46,11 +46,26 @@ struct ThreadTrace {
   std::vector<CounterSample> counters;  // in time order
 };
 
+// The RangeArgs key of an API call that launched device work: values[0] is the correlation id.
+inline constexpr const char* kCorrelationArg = "correlation";
+
+// One record of the device's own activity (CUPTI): a kernel, copy or fill on a stream, linked to
+// the API call that launched it (a "cuda_runtime" range with the same correlation argument).
+struct DeviceRecord {
+  std::string name;      // demangled kernel name, or "Memcpy HtoD" / "Memset"
+  const char* category;  // "kernel", "gpu_memcpy", "gpu_memset" (Kineto's)
+  int64_t begin_ns, end_ns;  // on the tracer's clock
+  int64_t correlation = 0;
+  int device = 0, stream = 0;
+  int64_t bytes = 0;  // copies and fills
+};
+
 // Everything one process recorded: pid is the rank.
 struct Trace {
   int pid = 0;
   std::string process_name;
   std::vector<ThreadTrace> threads;
+  std::vector<DeviceRecord> device;  // in time order; empty without device tracing
 };
 
 inline std::atomic<bool> g_enabled{false};

@@ -47,6 +47,16 @@ TEST(ProfileCli, TrainWritesAValidTraceTableAndCsv) {
   EXPECT_TRUE(counters.count("resident_bytes"));
   EXPECT_NE(r.out.find("Self CPU time total"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("linear_forward"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("step time breakdown (CPU ranges)"), std::string::npos) << r.out;
+  std::ifstream analysis_file(tmp.file("prof/analysis.json"));
+  ASSERT_TRUE(analysis_file);
+  const auto analysis = nlohmann::json::parse(analysis_file);
+  EXPECT_EQ(analysis["steps"].size(), 2u);  // the active steps
+  for (const auto& st : analysis["steps"]) {
+    EXPECT_GT(st["compute_us"].get<double>(), 0.0);
+    EXPECT_LE(st["compute_us"].get<double>() + st["exposed_comm_us"].get<double>() + st["idle_us"].get<double>(),
+              st["step_us"].get<double>() * (1 + 1e-9));
+  }
   std::ifstream csv(tmp.file("prof/ops.csv"));
   std::string header, row;
   std::getline(csv, header);

@@ -1,5 +1,6 @@
 // Checks a Chrome trace document against the Trace Event Format's rules that Perfetto and
-// chrome://tracing rely on; returns the first broken rule, or "" when it holds.
+// chrome://tracing rely on (metadata, nesting per thread, monotone counters, paired flows bound to
+// slices); returns the first broken rule, or "" when it holds.
 #pragma once
 
 #include <algorithm>
@@ -20,6 +21,8 @@ inline std::string check_chrome_trace(const nlohmann::json& doc) {
   std::set<std::pair<int64_t, int64_t>> tids, named_tids;
   std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<double, double>>> slices;  // (ts, end)
   std::map<std::pair<int64_t, std::string>, double> last_counter_ts;
+  struct FlowEnd { int64_t pid, tid; double ts; };
+  std::map<std::string, std::pair<std::pair<bool, FlowEnd>, std::pair<bool, FlowEnd>>> flows;  // start, end
   for (const auto& e : doc["traceEvents"]) {
     if (!e.contains("ph") || !e["ph"].is_string()) return "an event without ph: " + e.dump();
     const std::string ph = e["ph"];
@@ -44,6 +47,13 @@ inline std::string check_chrome_trace(const nlohmann::json& doc) {
       double& last = last_counter_ts.try_emplace({pid, e["name"]}, -1.0).first->second;
       if (ts < last) return "counter " + e["name"].get<std::string>() + " goes back in time";
       last = ts;
+    } else if (ph == "s" || ph == "f") {
+      if (!e.contains("id") || !(e["id"].is_number_integer() || e["id"].is_string()) || !e.contains("cat"))
+        return "a flow event without id or cat: " + e.dump();
+      const std::string key = e["cat"].dump() + "/" + e["id"].dump();
+      auto& [start, end] = flows[key];
+      if ((ph == "s" ? start : end).first) return "flow " + key + " has two " + ph + " events";
+      (ph == "s" ? start : end) = {true, {pid, tid, ts}};
     } else {
       return "unexpected phase " + ph;
     }
@@ -64,6 +74,21 @@ inline std::string check_chrome_trace(const nlohmann::json& doc) {
         return "slices overlap partially on tid " + std::to_string(thread.second) + " at ts " + std::to_string(b);
       open_ends.push_back(e);
     }
+  }
+  // Flows: start and end pair up, the start is not later than the end, and each end binds to a
+  // slice of its thread that encloses it.
+  auto enclosed = [&](const FlowEnd& f) {
+    const auto it = slices.find({f.pid, f.tid});
+    if (it == slices.end()) return false;
+    for (const auto& [b, e] : it->second)
+      if (b <= f.ts + eps && f.ts <= e + eps) return true;
+    return false;
+  };
+  for (const auto& [key, ends] : flows) {
+    const auto& [start, end] = ends;
+    if (!start.first || !end.first) return "flow " + key + " has no " + (start.first ? "end" : "start");
+    if (start.second.ts > end.second.ts + eps) return "flow " + key + " ends before it starts";
+    if (!enclosed(start.second) || !enclosed(end.second)) return "flow " + key + " is not bound to a slice";
   }
   return "";
 }

@@ -15,6 +15,7 @@
 #include "ops/cuda/rmsnorm.h"
 #include "ops/cuda/rope.h"
 #include "ops/cuda/silu.h"
+#include "profile/tracer.h"
 
 namespace pylon::cuda {
 namespace {
@@ -111,6 +112,7 @@ void MiniLLMCuda::forward(const std::vector<const bf16*>& P, const int32_t* inpu
   const float eps = config_.norm_eps;
   inputs_ = inputs;
   const int64_t N = N_;
+  PYLON_RANGE("model", "forward");
   if (hooks) hooks->before_forward(-1);
   embedding_forward(L ? layers_[0].x : x_last_, inputs, P[0], N_, D, s);
   // h = RMSNorm1(x_0); later blocks get it fused with the previous block's residual add.
@@ -121,6 +123,8 @@ void MiniLLMCuda::forward(const std::vector<const bf16*>& P, const int32_t* inpu
   }
   for (int l = 0; l < L; ++l) {
     const size_t p = 1 + static_cast<size_t>(l) * 8;  // norm1, in_w, in_b, out_w, out_b, norm2, ffn0, ffn2
+    profile::Range layer_range("layer", "block_forward");
+    if (layer_range.on()) layer_range.set_int("layer", l);
     Layer& a = layers_[l];
     block_forward_to_f1(P, l, a.h1 ? a.h1 : h_, s);
     bf16* act = a.act ? a.act : wide_;
@@ -149,6 +153,7 @@ void MiniLLMCuda::backward(const std::vector<const bf16*>& P, const std::vector<
   const float eps = config_.norm_eps;
   const int64_t N = N_;
   const float beta = accumulate ? 1.f : 0.f;
+  PYLON_RANGE("model", "backward");
   // A unit's gradients that kernels add into (embedding, norms, biases) start at zero unless
   // accumulating; the GEMM-written ones are overwritten (beta 0). Zeroed once the unit is entered.
   auto zero_added_grads = [&](int unit) {
@@ -166,6 +171,8 @@ void MiniLLMCuda::backward(const std::vector<const bf16*>& P, const std::vector<
   linear_backward(dx_, G.back(), nullptr, logits_, x_last_, P.back(), D, V, beta, s);
   for (int l = L - 1; l >= 0; --l) {
     const size_t p = 1 + static_cast<size_t>(l) * 8;
+    profile::Range layer_range("layer", "block_backward");
+    if (layer_range.on()) layer_range.set_int("layer", l);
     Layer& a = layers_[l];
     if (hooks) hooks->before_backward(l);
     zero_added_grads(l);

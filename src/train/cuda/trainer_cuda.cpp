@@ -21,6 +21,8 @@
 #include "io/token_file.h"
 #include "model/cuda/minillm_cuda.h"
 #include "ops/cuda/runtime.h"
+#include "profile/session.h"
+#include "profile/tracer.h"
 #include "train/checkpoint.h"
 #include "train/data_loader.h"
 #ifdef PYLON_HAVE_NCCL
@@ -247,12 +249,19 @@ TrainResult train_cuda(const TrainOptions& o, const DistEnv& env, std::chrono::m
     if (lead) std::printf("saved checkpoint %s\n", path.c_str());
   };
 
+  profile::ProfileOptions profile_options = o.profile;
+  profile_options.device = true;  // CUPTI kernels, copies and launch flows
+  profile::check_schedule(profile_options, o.steps - start_step);
+  profile::ProfileSession profiler(profile_options, rank);
+
   int64_t reported = start_step;
   auto catch_up = [&](int64_t upto) {
     while (reported < upto) report(++reported);
   };
   for (int64_t step = start_step; step < o.steps; ++step) {
     const int64_t t = step + 1;
+    profiler.step(step - start_step);
+    PYLON_RANGE("step", "train_step");
     inject_test_faults(rank, t);
     step_start[t % 2].record(s);
     fsdp.begin_step({lr_at(o.schedule, step, o.steps), o.adamw.beta1, o.adamw.beta2, o.adamw.eps,
@@ -293,6 +302,7 @@ TrainResult train_cuda(const TrainOptions& o, const DistEnv& env, std::chrono::m
     for (double p : peaks) std::printf(" %.2f GB", p / 1e9);
     std::printf(" (allocated by Pylon %.2f GB each)\n", static_cast<double>(allocated) / 1e9);
   }
+  profiler.finish();
   comms.host->barrier();  // nobody tears down NCCL while a peer may still need it
   if (metrics) std::fclose(metrics);
   result.seconds = clock.seconds();

@@ -1,0 +1,66 @@
+// Analyses of a trace, the ones people use Holistic Trace Analysis for: per step, how the device's
+// time splits into compute, communication (hidden behind compute or exposed) and idle, and the
+// totals per kernel class. The "device" is the GPU's kernels and copies when the trace has them
+// (CUPTI records), else the CPU's innermost ranges (a CPU run computes on its threads).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace pylon::profile {
+
+// One complete ("X") event of a Chrome trace file.
+struct TraceSlice {
+  int64_t pid = 0, tid = 0;
+  std::string name, cat;
+  double ts_us = 0, dur_us = 0;
+  int64_t correlation = 0;  // args.correlation: links a device record to its CPU launch (0: none)
+};
+
+// The X events of a Chrome trace file. Throws pylon::Error naming the file when it is not a
+// Chrome trace or an X event lacks a numeric ts/dur.
+std::vector<TraceSlice> read_trace_slices(const std::string& path);
+
+// Device records as the CUPTI tracer writes them (Kineto's categories).
+bool is_device_slice(const TraceSlice& s);  // cat kernel, gpu_memcpy or gpu_memset
+// GEMM, attention, norm, elementwise, loss, embedding, reduction, optimizer, NCCL, memcpy, memset,
+// communication (CPU collectives), data, other: from the category and the name.
+std::string kernel_class(const TraceSlice& s);
+
+// One step of one process (rank); times in µs. busy = compute ∪ communication, so
+// step = busy + idle and communication = hidden + exposed.
+struct StepBreakdown {
+  int64_t pid = 0;
+  int64_t index = 0;            // 0-based among this process's steps in the trace
+  double begin_us = 0, step_us = 0;
+  double compute_us = 0;        // union of compute slices
+  double comm_us = 0;           // union of communication slices
+  double exposed_comm_us = 0;   // communication while no compute runs
+  double idle_us = 0;           // neither
+};
+
+struct ClassTotal {
+  std::string name;
+  int64_t count = 0;
+  double total_us = 0;
+};
+
+struct TraceAnalysis {
+  bool device = false;  // device records were analysed (else CPU ranges)
+  std::vector<StepBreakdown> steps;  // by pid, then time
+  std::vector<ClassTotal> classes;   // summed over the steps, largest first
+};
+
+// Steps are the "train_step" ranges of each process; device records belong to the step whose CPU
+// range launched them (by correlation, else by start time), and a device step spans its records.
+// A process without steps is one step over all its slices. Throws pylon::Error when nothing is left
+// to analyse.
+TraceAnalysis analyze_trace(const std::vector<TraceSlice>& slices);
+
+std::string format_analysis(const TraceAnalysis& a);
+nlohmann::json analysis_json(const TraceAnalysis& a);
+
+}  // namespace pylon::profile

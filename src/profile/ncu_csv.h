@@ -1,0 +1,32 @@
+// Reads Nsight Compute's raw CSV export (`ncu --csv --page raw --metrics ...`): a header row of
+// column names, a row of units, then one row per profiled kernel launch.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "profile/roofline.h"
+
+namespace pylon::profile {
+
+// The metrics to ask ncu for (comma-separated, for --metrics): the three that are required
+// (duration, SM and DRAM throughput as % of peak) and the optional bytes and FLOP counters.
+const char* ncu_roofline_metrics();
+
+// Per kernel name (launches summed), in order of first launch. Skips ncu's "==PROF==" lines and
+// anything before the header. Throws pylon::Error, one line naming the file and the row or
+// column, for input that is not such an export, a missing required metric, or a value that is
+// not a number.
+std::vector<KernelCounters> read_ncu_csv(const std::string& path, std::string* device_name = nullptr);
+// The same from text (the file's contents); `source` names it in errors.
+std::vector<KernelCounters> parse_ncu_csv(const std::string& text, const std::string& source,
+                                          std::string* device_name = nullptr);
+
+// A kernel name without "void ", its parameter list and anonymous namespaces: how ncu and CUPTI
+// both spell it once demangled ("pylon::adamw_kernel<4>", "attention_forward_wgmma<128, true>").
+std::string short_kernel_name(const std::string& name);
+// A kernel symbol as CUPTI reports it (mangled) demangled, then shortened as above; a name that
+// does not demangle is only shortened.
+std::string kernel_name_from_symbol(const std::string& symbol);
+
+}  // namespace pylon::profile
