@@ -9,6 +9,7 @@
 //                      [--prefill 128] [--decode 32] [--dir /tmp] [--device N]
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -45,6 +46,23 @@ double copy_bandwidth(vk::Context& ctx, uint64_t bytes) {
     if (i > 0) best = std::min(best, since(t));
   }
   return 2.0 * static_cast<double>(bytes) / best;
+}
+
+// Host memory read bandwidth: an OpenMP sum over `bytes` of floats, best of 5 after a warm-up (the
+// bound for CPU devices such as lavapipe, whose buffers are host memory).
+double host_read_bandwidth(uint64_t bytes) {
+  std::vector<float> a(bytes / 4, 1.0f);
+  double best = 1e30, sink = 0;
+  for (int i = 0; i < 6; ++i) {
+    const auto t = Clock::now();
+    double s = 0;
+#pragma omp parallel for reduction(+ : s) schedule(static)
+    for (int64_t j = 0; j < static_cast<int64_t>(a.size()); ++j) s += a[static_cast<size_t>(j)];
+    sink += s;
+    if (i > 0) best = std::min(best, since(t));
+  }
+  if (sink < 0) std::printf("%f", sink);
+  return static_cast<double>(bytes) / best;
 }
 
 std::string make_model(const ModelConfig& c, const std::string& quant, const std::string& dir,
@@ -90,12 +108,17 @@ int run(int argc, char** argv) {
   {
     vk::Context ctx(co);
     const uint64_t bytes = std::min<uint64_t>(1ull << 30, ctx.info().max_allocation / 2);
-    bw = copy_bandwidth(ctx, bytes);
+    const double copy = copy_bandwidth(ctx, bytes);
+    bw = copy;
+    const double host = host_read_bandwidth(1ull << 30);
+    std::printf("host read bandwidth (OpenMP sum over 1 GiB, best of 5): %.1f GB/s\n", host / 1e9);
+    if (ctx.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU) bw = std::max(bw, host);  // buffers are host memory
     std::printf("device %s (%s), subgroup %u, max storage range %llu, coopmat %s\n", ctx.info().name.c_str(),
                 ctx.info().type_name(), ctx.info().subgroup_size,
                 static_cast<unsigned long long>(ctx.info().max_storage_range), ctx.info().coopmat ? "yes" : "no");
     std::printf("copy bandwidth (vkCmdCopyBuffer %llu MiB, read+write, best of 5): %.1f GB/s\n",
-                static_cast<unsigned long long>(bytes >> 20), bw / 1e9);
+                static_cast<unsigned long long>(bytes >> 20), copy / 1e9);
+    std::printf("bound uses %.1f GB/s\n", bw / 1e9);
   }
   std::vector<float> flat;
   std::stringstream list(quants);

@@ -114,7 +114,7 @@ TEST(VulkanCli, NoDeviceBadFilesAndAllocationFailuresGiveOneLine) {
     expect_clear_error(run_pylon("generate --prompt hi --device vulkan --model " + tmp.file("cut.edge")), "cut.edge");
   }
   setenv("PYLON_VK_FAIL_ALLOC", "4", 1);
-  const auto oom = run_pylon(eval + edge + " --device vulkan");
+  const auto oom = run_pylon(eval + edge + " --device vulkan --weights-path upload");
   unsetenv("PYLON_VK_FAIL_ALLOC");
   expect_clear_error(oom, "VK_ERROR_OUT_OF_DEVICE_MEMORY");
 }

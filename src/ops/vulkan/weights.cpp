@@ -69,7 +69,8 @@ DeviceMatrix import_tensor(Context& ctx, const HostTensor& t, const std::byte* b
     PYLON_CHECK(hi <= mapped_bytes, "Vulkan: a tensor ends too near the end of the mapping to import it");
     PYLON_ASSERT((begin - lo) % ctx.info().storage_offset_alignment == 0, "misaligned import offset");
     keep.push_back(ctx.import_host(base + lo, hi - lo));
-    return BufferView{&keep.back(), begin - lo, n};
+    // Shaders read 32-bit words (and 16-byte vectors): the range covers the last partial one.
+    return BufferView{&keep.back(), begin - lo, std::min(hi - begin, (n + 15) / 16 * 16)};
   });
 }
 

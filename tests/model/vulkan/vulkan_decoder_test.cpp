@@ -84,7 +84,9 @@ TEST(VulkanDecoder, GreedyIdenticalToCpuAndLogitsClose) {
       const auto a = greedy([&](const int32_t* t, int n) { return cpu.feed(t, n); }, c.vocab, 20, &lc);
       const auto b = greedy([&](const int32_t* t, int n) { return gpu.feed(t, n); }, c.vocab, 20, &lg);
       const std::string what = std::string(preset_name(p)) + " " + edge_dtype_name(q);
-      if (q == EdgeDType::f16) EXPECT_EQ(a, b) << what;  // the contract: identical greedy text in f16
+      if (q == EdgeDType::f16) {
+        EXPECT_EQ(a, b) << what;  // the contract: identical greedy text in f16
+      }
       // Logits compared at the CPU's tokens (the first step always; later ones while ids agree).
       double worst = 0;
       for (size_t s = 0; s < lc.size() && a[5 + s] == b[5 + s]; ++s)
@@ -121,13 +123,14 @@ TEST(VulkanDecoder, ImportUploadAndSplitBuffersAgree) {
   if (!vulkan_present()) GTEST_SKIP() << "no Vulkan device";
   testing::TempDir tmp;
   ModelConfig c = small_config(Preset::causal);
-  c.vocab = 600;  // the head and embedding (600 rows) split at 256 rows below
+  c.vocab = 601;  // the head and embedding (601 rows) split at 256 rows below
+  c.dim = 32;     // one int4 group per row: 601 f16 scales, a range that ends mid-word
   const std::string path = export_model(tmp, c, EdgeDType::int4);
   std::vector<std::vector<float>> runs;
   for (const std::string w : {"upload", "import", "split"}) {
     VulkanOptions o;
     o.weights = w == "split" ? "auto" : w;
-    if (w == "split") o.max_buffer_bytes = 300 * 64 * 4;  // 300 rows of fp32 activations
+    if (w == "split") o.max_buffer_bytes = 300 * 32 * 4;  // 300 rows of fp32 activations
     std::unique_ptr<VulkanDecoder> d;
     try {
       d = std::make_unique<VulkanDecoder>(path, o, 16);
@@ -137,7 +140,7 @@ TEST(VulkanDecoder, ImportUploadAndSplitBuffersAgree) {
       continue;
     }
     std::printf("[ vulkan ] %s\n", d->describe().c_str());
-    const int32_t ids[] = {1, 500, 599, 3};
+    const int32_t ids[] = {1, 500, 600, 3};
     const float* l = d->feed(ids, 4);
     runs.emplace_back(l, l + c.vocab);
   }
@@ -157,11 +160,14 @@ TEST(VulkanDecoder, BadDeviceFileAndAllocationFailuresGiveErrors) {
   EXPECT_THROW(VulkanDecoder(tmp.file("cut.edge"), {}, 16), Error);
 
   // Every allocation in turn fails: each gives a pylon::Error naming the failed call, never a crash.
+  // (Forced upload: on the automatic path a failed import falls back to the upload, by design.)
+  VulkanOptions upload;
+  upload.weights = "upload";
   int failures = 0;
   for (int n = 1; n < 200; ++n) {
     setenv("PYLON_VK_FAIL_ALLOC", std::to_string(n).c_str(), 1);
     try {
-      VulkanDecoder d(path, {}, 16);
+      VulkanDecoder d(path, upload, 16);
       const int32_t t = 3;
       d.feed(&t, 1);
       break;  // n is past the last allocation
