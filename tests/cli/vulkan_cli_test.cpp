@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <random>
 #include <sstream>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -97,12 +98,24 @@ TEST(VulkanCli, NoDeviceBadFilesAndAllocationFailuresGiveOneLine) {
   expect_clear_error(run_pylon(eval + edge + " --device vulkan:abc"), "vulkan:abc");
   expect_clear_error(run_pylon(eval + kGolden + "/init.safetensors --device vulkan"), "edge file");
 
-  // No usable driver: the loader finds no ICD.
-  setenv("VK_DRIVER_FILES", "/nonexistent/icd.json", 1);
-  setenv("VK_ICD_FILENAMES", "/nonexistent/icd.json", 1);
-  const auto none = run_pylon(eval + edge + " --device vulkan");
-  unsetenv("VK_DRIVER_FILES");
-  unsetenv("VK_ICD_FILENAMES");
+  // No usable driver: the loader finds no ICD (the variables are restored for the later tests).
+  const auto none = [&] {
+    const char* names[] = {"VK_DRIVER_FILES", "VK_ICD_FILENAMES"};
+    std::string saved[2];
+    bool had[2];
+    for (int i = 0; i < 2; ++i) {
+      const char* v = std::getenv(names[i]);
+      had[i] = v != nullptr;
+      if (v) saved[i] = v;
+      setenv(names[i], "/nonexistent/icd.json", 1);
+    }
+    const auto r = run_pylon(eval + edge + " --device vulkan");
+    for (int i = 0; i < 2; ++i) {
+      if (had[i]) setenv(names[i], saved[i].c_str(), 1);
+      else unsetenv(names[i]);
+    }
+    return r;
+  }();
   expect_clear_error(none, "Vulkan");
 
   if (!testing::vulkan_context_or_null()) GTEST_SKIP() << "no Vulkan device";
