@@ -2,7 +2,9 @@
 # On the GPU machine (no glslc, no Vulkan headers, no loader there): builds Pylon's Vulkan parts
 # with carried tools, runs every Vulkan test (the coopmat GEMM against the plain one included) and
 # the edge benchmark at the seed size. TOOLS: a folder made by scripts/coopmat-glslc.sh, plus
-# gl/libvulkan1_*.deb (the loader). Logs go to $OUT (or ./vulkan-logs).
+# gl/*.deb: libvulkan1 (the loader) and libglvnd0, libglx0, libegl1, libgl1, libopengl0, libgles2
+# (the NVIDIA ICD, libGLX_nvidia, needs glvnd: without them vkCreateInstance finds no driver).
+# Logs go to $OUT (or ./vulkan-logs).
 # Usage, from the repo root there: bench/run_vulkan_device.sh TOOLS [bench flags...]
 set -u
 tools=$(realpath "${1:?usage: run_vulkan_device.sh TOOLS [bench flags]}")
@@ -18,7 +20,7 @@ if ! { cmake -S . -B /tmp/vkb -G Ninja -DCMAKE_BUILD_TYPE=Release -DPYLON_CUDA=O
          -DPYLON_VULKAN=ON -DVulkan_INCLUDE_DIR="$tools/root/usr/include" -DVulkan_LIBRARY="$loader" \
          -DVulkan_GLSLC_EXECUTABLE="$tools/glslc" -DPYLON_GLSLC_COOPMAT="$tools/glslc" > "$out/cmake.txt" 2>&1 &&
        ninja -C /tmp/vkb pylon_tests pylon_bench_vulkan > "$out/build.txt" 2>&1; }; then
-  tail -30 "$out/cmake.txt" "$out/build.txt"
+  tail -n 30 "$out/cmake.txt" "$out/build.txt"
   exit 1
 fi
 grep -E "Pylon:|coopmat" "$out/cmake.txt"

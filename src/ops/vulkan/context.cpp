@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <utility>
 
 #include "ops/vulkan/check.h"
@@ -84,9 +85,20 @@ void Buffer::release() {
 
 // ---- Context ----
 
-Context::Context(const ContextOptions& options) {
-  if (const char* f = std::getenv("PYLON_VK_FAIL_ALLOC")) fail_allocation_ = std::atol(f);
-
+// One VkInstance per process, made on first use and kept until exit (a failure is not kept: the
+// next Context tries again). On the H200's NVIDIA driver, creating instances again after a Context
+// constructor had thrown (device index out of range) failed with VK_ERROR_INCOMPATIBLE_DRIVER;
+// a single instance also spares each Context the loader's start-up.
+static VkInstance process_instance() {
+  static std::mutex mutex;
+  static struct Holder {
+    VkInstance instance = VK_NULL_HANDLE;
+    ~Holder() {
+      if (instance) vkDestroyInstance(instance, nullptr);
+    }
+  } holder;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (holder.instance) return holder.instance;
   uint32_t n_ext = 0;
   const VkResult loader = vkEnumerateInstanceExtensionProperties(nullptr, &n_ext, nullptr);
   PYLON_CHECK(loader == VK_SUCCESS, "Vulkan: no usable loader or driver (", result_name(loader), ")");
@@ -105,9 +117,16 @@ Context::Context(const ContextOptions& options) {
   ici.pApplicationInfo = &app;
   ici.enabledExtensionCount = static_cast<uint32_t>(enable.size());
   ici.ppEnabledExtensionNames = enable.data();
-  const VkResult created = vkCreateInstance(&ici, nullptr, &instance_);
+  const VkResult created = vkCreateInstance(&ici, nullptr, &holder.instance);
+  if (created != VK_SUCCESS) holder.instance = VK_NULL_HANDLE;
   PYLON_CHECK(created == VK_SUCCESS, "Vulkan: cannot create an instance (", result_name(created),
               "): no usable Vulkan driver");
+  return holder.instance;
+}
+
+Context::Context(const ContextOptions& options) {
+  if (const char* f = std::getenv("PYLON_VK_FAIL_ALLOC")) fail_allocation_ = std::atol(f);
+  instance_ = process_instance();
 
   try {
     uint32_t n_dev = 0;
@@ -252,7 +271,7 @@ void Context::destroy() {
     if (pool_) vkDestroyCommandPool(device_, pool_, nullptr);
     vkDestroyDevice(device_, nullptr);
   }
-  if (instance_) vkDestroyInstance(instance_, nullptr);
+  // instance_ belongs to process_instance()
   device_ = VK_NULL_HANDLE, instance_ = VK_NULL_HANDLE, fence_ = VK_NULL_HANDLE, pool_ = VK_NULL_HANDLE;
 }
 
