@@ -97,14 +97,41 @@ if(PYLON_HAVE_CUDA AND NOT PYLON_CUPTI STREQUAL "OFF" AND TARGET CUDA::cupti)
 endif()
 pylon_optional(PYLON_CUPTI PYLON_HAVE_CUPTI)
 
+# Vulkan: headers + loader (libvulkan-dev) and glslc (SPIR-V compiled at build time). The
+# cooperative-matrix GEMM needs a glslc that knows GL_KHR_cooperative_matrix (Debian 12's does not):
+# PYLON_GLSLC_COOPMAT names one (a command line, e.g. trixie's glslc run through its own loader);
+# it is probe-compiled and the coopmat shader is left out, with a message, when it fails.
 set(PYLON_HAVE_VULKAN OFF)
+set(PYLON_HAVE_VULKAN_COOPMAT OFF)
+set(PYLON_GLSLC_COOPMAT "" CACHE STRING "glslc command able to compile GL_KHR_cooperative_matrix")
 if(NOT PYLON_VULKAN STREQUAL "OFF")
   find_package(Vulkan COMPONENTS glslc)
   if(Vulkan_FOUND AND Vulkan_glslc_FOUND)
     set(PYLON_HAVE_VULKAN ON)
+  elseif(Vulkan_FOUND)
+    message(WARNING "Vulkan found but not glslc (apt install glslc): no Vulkan backend")
   endif()
 endif()
 pylon_optional(PYLON_VULKAN PYLON_HAVE_VULKAN)
+if(PYLON_HAVE_VULKAN)
+  set(_probe_src ${CMAKE_CURRENT_LIST_DIR}/../src/ops/vulkan/shaders/coopmat_probe.comp.in)
+  set(_glslc_coopmat ${PYLON_GLSLC_COOPMAT})
+  if(NOT _glslc_coopmat)
+    set(_glslc_coopmat ${Vulkan_GLSLC_EXECUTABLE})
+  endif()
+  separate_arguments(_glslc_coopmat)
+  configure_file(${_probe_src} ${CMAKE_BINARY_DIR}/coopmat_probe.comp COPYONLY)
+  execute_process(COMMAND ${_glslc_coopmat} --target-env=vulkan1.2 -o ${CMAKE_BINARY_DIR}/coopmat_probe.spv
+                          ${CMAKE_BINARY_DIR}/coopmat_probe.comp
+                  RESULT_VARIABLE _probe_rc OUTPUT_QUIET ERROR_QUIET)
+  if(_probe_rc EQUAL 0)
+    set(PYLON_HAVE_VULKAN_COOPMAT ON)
+    set(PYLON_GLSLC_COOPMAT_COMMAND ${_glslc_coopmat})
+  else()
+    message(STATUS "Vulkan: glslc cannot compile GL_KHR_cooperative_matrix: the coopmat GEMM is left "
+                   "out (set PYLON_GLSLC_COOPMAT to a glslc that can)")
+  endif()
+endif()
 
 set(PYLON_HAVE_MPI OFF)
 if(NOT PYLON_MPI STREQUAL "OFF")

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs what Pylon builds and runs with, from Debian/Ubuntu packages, when missing.
 # Usage: scripts/install-deps.sh [--with-torch]   (--with-torch: PyTorch to remake golden data)
+# The coopmat GEMM needs a newer glslc than Debian 12's: scripts/coopmat-glslc.sh DIR (optional).
 set -euo pipefail
 
 packages=(cmake ninja-build g++ pkg-config libopenblas-openmp-dev libsentencepiece-dev nlohmann-json3-dev
-          libgtest-dev fortunes libgloo-dev libopenmpi-dev openmpi-bin)
+          libgtest-dev fortunes libgloo-dev libopenmpi-dev openmpi-bin
+          libvulkan-dev glslc mesa-vulkan-drivers)  # Vulkan: headers + loader, GLSL -> SPIR-V, lavapipe
 [[ "${1:-}" == "--with-torch" ]] && packages+=(python3-torch libopenblas0-pthread)
 
 missing=()

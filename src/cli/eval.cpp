@@ -11,21 +11,39 @@
 #include "io/token_file.h"
 #include "model/minillm.h"
 #include "train/evaluate.h"
+#if PYLON_HAVE_VULKAN
+#include "io/edge_format.h"
+#include "model/vulkan/vulkan_decoder.h"
+#endif
 
 namespace pylon {
+namespace {
+void print_eval(const EvalResult& r, double seconds, bool json) {
+  if (json) {
+    std::printf("%s\n", nlohmann::json{{"loss", r.loss}, {"tokens", r.tokens}}.dump().c_str());
+  } else {
+    std::printf("loss %.6f over %lld tokens (%.0f tokens/s)\n", r.loss,
+                static_cast<long long>(r.tokens), static_cast<double>(r.tokens) / seconds);
+  }
+}
+}  // namespace
 
 int run_eval(int argc, char** argv) {
   std::string model_path, data_path, preset = "seed", device = "cpu";
   int heads = 16, batch = 8, seq = 256;
   int64_t steps = 10;
-  bool json = false;
+  bool json = false, no_coopmat = false;
+  std::string weights_path = "auto";
   ArgParser args("eval", "Mean loss of a model over a token file, in the data order of training.");
   args.add("model", &model_path, "weights: .safetensors, edge file, checkpoint step folder or save directory");
   args.add("data", &data_path, "token file");
   args.add_choice("preset", &preset, {"seed", "causal"},
                   "preset of a file without Pylon metadata (PyTorch export)");
   args.add("heads", &heads, "heads of a file without Pylon metadata");
-  args.add_choice("device", &device, {"cpu", "cuda", "vulkan"}, "compute device");
+  args.add("device", &device, "compute device: cpu, cuda, vulkan or vulkan:N (edge files)");
+  args.add_choice("weights-path", &weights_path, {"auto", "import", "upload"},
+                  "vulkan: zero-copy import of the file, upload, or auto (import on unified memory)");
+  args.add_switch("no-coopmat", &no_coopmat, "vulkan: the plain tiled GEMM even where coopmat runs");
   args.add("batch", &batch, "rows per micro-batch");
   args.add("seq", &seq, "tokens per row");
   args.add("steps", &steps, "micro-batches to score");
@@ -36,9 +54,29 @@ int run_eval(int argc, char** argv) {
   }
   PYLON_CHECK(!model_path.empty(), "--model is required");
   PYLON_CHECK(!data_path.empty(), "--data is required");
+  PYLON_CHECK(batch > 0 && seq > 0 && steps > 0, "--batch, --seq and --steps must be positive");
+  if (device.rfind("vulkan", 0) == 0) {
+#if PYLON_HAVE_VULKAN
+    VulkanOptions options;
+    parse_vulkan_device(device, &options);
+    options.allow_coopmat = !no_coopmat;
+    options.weights = weights_path;
+    PYLON_CHECK(EdgeFile::has_magic(model_path), "--device vulkan runs edge files: ", model_path,
+                " is not one (make it with pylon export)");
+    const TokenFile data(data_path);
+    VulkanDecoder model(model_path, options, seq);
+    data.check_vocab(model.config().vocab);
+    std::fprintf(stderr, "%s\n", model.describe().c_str());
+    const Stopwatch clock;
+    const EvalResult r = evaluate_vulkan(model, data, batch, seq, steps);
+    print_eval(r, clock.seconds(), json);
+    return 0;
+#else
+    PYLON_CHECK(false, "--device ", device, ": this build has no Vulkan backend (needs libvulkan-dev and glslc)");
+#endif
+  }
   PYLON_CHECK(device == "cpu", "--device ", device, ": this build has no ", device,
               " backend yet (use --device cpu)");
-  PYLON_CHECK(batch > 0 && seq > 0 && steps > 0, "--batch, --seq and --steps must be positive");
 
   ModelConfig fallback;
   fallback.preset = parse_preset(preset);
@@ -49,12 +87,7 @@ int run_eval(int argc, char** argv) {
   MiniLLM model(m.config);
   const Stopwatch clock;
   const EvalResult r = evaluate(model, m.params.data(), data, batch, seq, steps);
-  if (json) {
-    std::printf("%s\n", nlohmann::json{{"loss", r.loss}, {"tokens", r.tokens}}.dump().c_str());
-  } else {
-    std::printf("loss %.6f over %lld tokens (%.0f tokens/s)\n", r.loss,
-                static_cast<long long>(r.tokens), static_cast<double>(r.tokens) / clock.seconds());
-  }
+  print_eval(r, clock.seconds(), json);
   return 0;
 }
 

@@ -1,6 +1,8 @@
 // pylon generate: continue a prompt, streaming text as it is sampled, then report prefill and
 // decode speed.
 #include <cstdio>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "cli/args.h"
@@ -12,6 +14,10 @@
 #include "io/tokenizer.h"
 #include "model/decoder.h"
 #include "model/sampler.h"
+#if PYLON_HAVE_VULKAN
+#include "io/edge_format.h"
+#include "model/vulkan/vulkan_decoder.h"
+#endif
 
 namespace pylon {
 
@@ -20,13 +26,18 @@ int run_generate(int argc, char** argv) {
   int heads = 16, max_new = 100, context = 1024;
   int64_t seed = 0;
   SamplerOptions s;
+  std::string weights_path = "auto";
+  bool no_coopmat = false;
   ArgParser args("generate", "Continue a prompt with a trained model (KV cache for the causal preset).");
   args.add("model", &model_path, "weights: checkpoint directory, step folder, .safetensors or edge file");
   args.add("prompt", &prompt, "text to continue");
   args.add("tokenizer", &tokenizer_path, "SentencePiece model (default: the checkpoint's or edge file's)");
   args.add_choice("preset", &preset, {"seed", "causal"}, "preset of a file without Pylon metadata");
   args.add("heads", &heads, "heads of a file without Pylon metadata");
-  args.add_choice("device", &device, {"cpu", "vulkan"}, "compute device");
+  args.add("device", &device, "compute device: cpu, vulkan or vulkan:N (edge files)");
+  args.add_choice("weights-path", &weights_path, {"auto", "import", "upload"},
+                  "vulkan: zero-copy import of the file, upload, or auto (import on unified memory)");
+  args.add_switch("no-coopmat", &no_coopmat, "vulkan: the plain tiled GEMM even where coopmat runs");
   args.add("max-new-tokens", &max_new, "tokens to generate");
   args.add("context", &context, "maximum context length (prompt + generated)");
   args.add("temperature", &s.temperature, "sampling temperature; 0 = greedy");
@@ -38,20 +49,50 @@ int run_generate(int argc, char** argv) {
     return 0;
   }
   PYLON_CHECK(!model_path.empty(), "--model is required");
-  PYLON_CHECK(device == "cpu", "--device ", device, ": this build has no ", device, " backend yet");
   PYLON_CHECK(max_new >= 0, "--max-new-tokens must be >= 0");
+  PYLON_CHECK(context > 0, "--context must be positive");
 
-  ModelConfig fallback;
-  fallback.preset = parse_preset(preset);
-  fallback.heads = heads;
-  const LoadedModel m = load_model(model_path, fallback, args.given("preset"), args.given("heads"));
-  if (tokenizer_path.empty()) tokenizer_path = m.tokenizer;
-  PYLON_CHECK(!tokenizer_path.empty() || !m.tokenizer_model.empty(), model_path,
+  // The model behind one interface: feed(tokens, n) -> logits after the last token.
+  ModelConfig config;
+  std::string tokenizer_model;
+  std::function<const float*(const int32_t*, int)> feed;
+  std::unique_ptr<Decoder> cpu;
+  LoadedModel m;
+  const bool vulkan = device.rfind("vulkan", 0) == 0;
+  if (vulkan) {
+#if PYLON_HAVE_VULKAN
+    VulkanOptions options;
+    parse_vulkan_device(device, &options);
+    options.allow_coopmat = !no_coopmat;
+    options.weights = weights_path;
+    PYLON_CHECK(EdgeFile::has_magic(model_path), "--device vulkan runs edge files: ", model_path,
+                " is not one (make it with pylon export)");
+    auto gpu = std::make_shared<VulkanDecoder>(model_path, options, context);
+    std::fprintf(stderr, "%s\n", gpu->describe().c_str());
+    config = gpu->config();
+    tokenizer_model = gpu->tokenizer_model();
+    feed = [gpu](const int32_t* t, int n) { return gpu->feed(t, n); };
+#else
+    PYLON_CHECK(false, "--device ", device, ": this build has no Vulkan backend (needs libvulkan-dev and glslc)");
+#endif
+  } else {
+    PYLON_CHECK(device == "cpu", "--device ", device, ": expected cpu, vulkan or vulkan:N");
+    ModelConfig fallback;
+    fallback.preset = parse_preset(preset);
+    fallback.heads = heads;
+    m = load_model(model_path, fallback, args.given("preset"), args.given("heads"));
+    config = m.config;
+    tokenizer_model = m.tokenizer_model;
+    if (tokenizer_path.empty()) tokenizer_path = m.tokenizer;
+    cpu = std::make_unique<Decoder>(m.config, m.params.data(), context);
+    feed = [&cpu](const int32_t* t, int n) { return cpu->feed(t, n); };
+  }
+  PYLON_CHECK(!tokenizer_path.empty() || !tokenizer_model.empty(), model_path,
               " carries no tokenizer: pass --tokenizer FILE.model");
-  const Tokenizer tok = tokenizer_path.empty() ? Tokenizer::from_bytes(m.tokenizer_model, model_path)
+  const Tokenizer tok = tokenizer_path.empty() ? Tokenizer::from_bytes(tokenizer_model, model_path)
                                                : Tokenizer::load(tokenizer_path);
-  PYLON_CHECK(tok.vocab_size() <= m.config.vocab, "tokenizer vocab ", tok.vocab_size(),
-              " exceeds the model's ", m.config.vocab);
+  PYLON_CHECK(tok.vocab_size() <= config.vocab, "tokenizer vocab ", tok.vocab_size(),
+              " exceeds the model's ", config.vocab);
 
   // Training text has no BOS markers, so the prompt is encoded as plain text; an empty prompt
   // starts from a newline, which separates documents in the default data.
@@ -59,12 +100,11 @@ int run_generate(int argc, char** argv) {
   PYLON_CHECK(!ids.empty(), "the prompt encodes to no tokens");
   PYLON_CHECK(static_cast<int>(ids.size()) + max_new <= context, "prompt (", ids.size(),
               " tokens) + --max-new-tokens exceeds --context ", context);
-  Decoder decoder(m.config, m.params.data(), context);
   Rng rng(static_cast<uint64_t>(seed));
 
   std::vector<int32_t> prompt_ids(ids.begin(), ids.end());
   const Stopwatch prefill_clock;
-  const float* logits = decoder.feed(prompt_ids.data(), static_cast<int>(prompt_ids.size()));
+  const float* logits = feed(prompt_ids.data(), static_cast<int>(prompt_ids.size()));
   const double prefill_s = prefill_clock.seconds();
   std::printf("%s", prompt.c_str());
   std::fflush(stdout);
@@ -72,7 +112,7 @@ int run_generate(int argc, char** argv) {
   const Stopwatch decode_clock;
   int generated = 0;
   for (; generated < max_new; ++generated) {
-    const int next = sample_token(logits, m.config.vocab, s, rng);
+    const int next = sample_token(logits, config.vocab, s, rng);
     if (next == tok.eos_id()) break;
     ids.push_back(next);
     const std::string text = tok.decode(ids);  // print what the new token added
@@ -83,15 +123,15 @@ int run_generate(int argc, char** argv) {
     shown = text;
     if (generated + 1 < max_new) {
       const int32_t t = next;
-      logits = decoder.feed(&t, 1);
+      logits = feed(&t, 1);
     }
   }
   const double decode_s = decode_clock.seconds();
   std::printf("\n");
   std::fflush(stdout);
-  std::fprintf(stderr, "prefill %zu tokens at %.0f tokens/s; decode %d tokens at %.1f tokens/s (cpu)\n",
+  std::fprintf(stderr, "prefill %zu tokens at %.0f tokens/s; decode %d tokens at %.1f tokens/s (%s)\n",
                prompt_ids.size(), static_cast<double>(prompt_ids.size()) / prefill_s, generated,
-               generated ? generated / decode_s : 0.0);
+               generated ? generated / decode_s : 0.0, vulkan ? "vulkan" : "cpu");
   return 0;
 }
 

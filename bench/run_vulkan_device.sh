@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# On the GPU machine (no glslc, no Vulkan headers, no loader there): builds Pylon's Vulkan parts
+# with carried tools, runs every Vulkan test (the coopmat GEMM against the plain one included) and
+# the edge benchmark at the seed size. TOOLS: a folder made by scripts/coopmat-glslc.sh, plus
+# gl/*.deb: libvulkan1 (the loader) and libglvnd0, libglx0, libegl1, libgl1, libopengl0, libgles2
+# (the NVIDIA ICD, libGLX_nvidia, needs glvnd: without them vkCreateInstance finds no driver).
+# Logs go to $OUT (or ./vulkan-logs).
+# Usage, from the repo root there: bench/run_vulkan_device.sh TOOLS [bench flags...]
+set -u
+tools=$(realpath "${1:?usage: run_vulkan_device.sh TOOLS [bench flags]}")
+shift
+out=${OUT:-vulkan-logs}
+mkdir -p "$out"
+for f in "$tools"/gl/*.deb; do dpkg -x "$f" /; done
+ldconfig
+export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json}
+loader=$(ldconfig -p | awk '/libvulkan.so.1 /{print $NF; exit}')
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/gpu.txt" 2>&1
+if ! { cmake -S . -B /tmp/vkb -G Ninja -DCMAKE_BUILD_TYPE=Release -DPYLON_CUDA=OFF -DPYLON_MPI=OFF \
+         -DPYLON_VULKAN=ON -DVulkan_INCLUDE_DIR="$tools/root/usr/include" -DVulkan_LIBRARY="$loader" \
+         -DVulkan_GLSLC_EXECUTABLE="$tools/glslc" -DPYLON_GLSLC_COOPMAT="$tools/glslc" > "$out/cmake.txt" 2>&1 &&
+       ninja -C /tmp/vkb pylon_tests pylon_bench_vulkan > "$out/build.txt" 2>&1; }; then
+  tail -n 30 "$out/cmake.txt" "$out/build.txt"
+  exit 1
+fi
+grep -E "Pylon:|coopmat" "$out/cmake.txt"
+timeout 120 /tmp/vkb/tests/pylon_tests --gtest_filter='Vulkan*' > "$out/tests.txt" 2>&1
+echo "tests exit $?" >> "$out/tests.txt"
+grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[ vulkan \]|tests exit|Failure" "$out/tests.txt" | head -40
+timeout 300 /tmp/vkb/bench/pylon_bench_vulkan --dir /dev/shm "$@" > "$out/bench.txt" 2>&1
+echo "bench exit $?" >> "$out/bench.txt"
+cat "$out/bench.txt"

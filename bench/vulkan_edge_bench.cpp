@@ -1,0 +1,174 @@
+// Edge decode and prefill on a Vulkan device, next to the device's ceilings, for a randomly
+// initialised MiniLLM at the seed preset's size (causal preset so decode uses the KV cache; the
+// weights read per token are the same). For each precision: weight bytes per decoded token, the
+// device's measured copy bandwidth (vkCmdCopyBuffer, read + write bytes), the bandwidth bound
+// (bandwidth / bytes per token), measured decode tokens/s (median per-token time, host submit and
+// wait included), prefill tokens/s on the plain tiled GEMM and on the coopmat GEMM where it runs,
+// and the coopmat GEMM's own throughput on a large fp16 GEMM (the prefill ceiling of this kernel).
+//   pylon_bench_vulkan [--dim 2048 --layers 12 --heads 16 --vocab 32000] [--quant f16,int8,int4]
+//                      [--prefill 128] [--decode 32] [--dir /tmp] [--device N]
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "io/edge_format.h"
+#include "model/edge_weights.h"
+#include "model/params.h"
+#include "model/vulkan/vulkan_decoder.h"
+#include "ops/vulkan/context.h"
+
+namespace pylon {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Copy bandwidth of the device: a buffer of `bytes` copied into another, best of 5 after a warm-up.
+double copy_bandwidth(vk::Context& ctx, uint64_t bytes) {
+  vk::Buffer a = ctx.make_buffer(bytes, vk::MemoryKind::device), b = ctx.make_buffer(bytes, vk::MemoryKind::device);
+  double best = 1e30;
+  for (int i = 0; i < 6; ++i) {
+    const auto t = Clock::now();
+    ctx.run_commands([&](VkCommandBuffer cb) {
+      const VkBufferCopy r{0, 0, bytes};
+      vkCmdCopyBuffer(cb, a.handle(), b.handle(), 1, &r);
+    });
+    if (i > 0) best = std::min(best, since(t));
+  }
+  return 2.0 * static_cast<double>(bytes) / best;
+}
+
+// Host memory read bandwidth: an OpenMP sum over `bytes` of floats, best of 5 after a warm-up (the
+// bound for CPU devices such as lavapipe, whose buffers are host memory).
+double host_read_bandwidth(uint64_t bytes) {
+  std::vector<float> a(bytes / 4, 1.0f);
+  double best = 1e30, sink = 0;
+  for (int i = 0; i < 6; ++i) {
+    const auto t = Clock::now();
+    float s = 0;  // simd: several partial sums per thread, so the loop is bound by loads, not adds
+#pragma omp parallel for simd reduction(+ : s) schedule(static)
+    for (int64_t j = 0; j < static_cast<int64_t>(a.size()); ++j) s += a[static_cast<size_t>(j)];
+    sink += s;
+    if (i > 0) best = std::min(best, since(t));
+  }
+  if (sink < 0) std::printf("%f", sink);
+  return static_cast<double>(bytes) / best;
+}
+
+std::string make_model(const ModelConfig& c, const std::string& quant, const std::string& dir,
+                       std::vector<float>& flat) {
+  const std::string path = dir + "/bench_" + std::to_string(c.dim) + "x" + std::to_string(c.layers) + "_" + quant + ".edge";
+  if (std::filesystem::exists(path)) return path;
+  const ParamTable table = param_table(c);
+  if (flat.empty()) {
+    flat.resize(table.total);
+    for (const ParamInfo& p : table.params) {
+      const int64_t chunk = 1 << 20;
+#pragma omp parallel for schedule(dynamic)
+      for (int64_t b = 0; b < p.numel; b += chunk)
+        init_param_range(p, 1, b, std::min(p.numel, b + chunk), flat.data() + p.offset + b);
+    }
+  }
+  EdgeQuant q;
+  q.matrices = quant == "f16" ? EdgeDType::f16 : quant == "int8" ? EdgeDType::int8 : EdgeDType::int4;
+  write_edge_file(path, c, encode_edge_tensors(table, flat.data(), q), "");
+  return path;
+}
+
+int run(int argc, char** argv) {
+  ModelConfig c = preset_config(Preset::causal);  // seed size: V 32000, D 2048, L 12, H 16
+  std::string quants = "f16,int8,int4", dir = "/tmp";
+  int prefill = 128, decode = 32, device = -1;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i], v = argv[i + 1];
+    if (k == "--dim") c.dim = std::stoi(v);
+    else if (k == "--layers") c.layers = std::stoi(v);
+    else if (k == "--heads") c.heads = std::stoi(v);
+    else if (k == "--vocab") c.vocab = std::stoi(v);
+    else if (k == "--quant") quants = v;
+    else if (k == "--prefill") prefill = std::stoi(v);
+    else if (k == "--decode") decode = std::stoi(v);
+    else if (k == "--dir") dir = v;
+    else if (k == "--device") device = std::stoi(v);
+    else PYLON_CHECK(false, "unknown flag ", k);
+  }
+  vk::ContextOptions co;
+  co.device_index = device;
+  double bw = 0;
+  {
+    vk::Context ctx(co);
+    const uint64_t bytes = std::min<uint64_t>(1ull << 30, ctx.info().max_allocation / 2);
+    const double copy = copy_bandwidth(ctx, bytes);
+    bw = copy;
+    const double host = host_read_bandwidth(1ull << 30);
+    std::printf("host read bandwidth (OpenMP sum over 1 GiB, best of 5): %.1f GB/s\n", host / 1e9);
+    if (ctx.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU) bw = std::max(bw, host);  // buffers are host memory
+    std::printf("device %s (%s), subgroup %u, max storage range %llu, coopmat %s\n", ctx.info().name.c_str(),
+                ctx.info().type_name(), ctx.info().subgroup_size,
+                static_cast<unsigned long long>(ctx.info().max_storage_range), ctx.info().coopmat ? "yes" : "no");
+    std::printf("copy bandwidth (vkCmdCopyBuffer %llu MiB, read+write, best of 5): %.1f GB/s\n",
+                static_cast<unsigned long long>(bytes >> 20), copy / 1e9);
+    std::printf("bound uses %.1f GB/s\n", bw / 1e9);
+  }
+  std::vector<float> flat;
+  std::stringstream list(quants);
+  std::string q;
+  std::vector<int32_t> tokens(static_cast<size_t>(prefill + decode));
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 7919 + 13) % c.vocab);
+  const double flops_per_token = 2.0 * static_cast<double>(c.num_params() - int64_t(c.vocab) * c.dim);
+  while (std::getline(list, q, ',')) {
+    const auto t0 = Clock::now();
+    const std::string path = make_model(c, q, dir, flat);
+    const double bytes = static_cast<double>(edge_bytes_per_token(EdgeFile(path)));
+    VulkanOptions o;
+    o.device_index = device;
+    VulkanDecoder d(path, o, prefill + decode);
+    std::printf("\n[%s] %s (model ready in %.1f s)\n", q.c_str(), d.describe().c_str(), since(t0));
+    for (const bool coop : {false, true}) {
+      if (d.use_coopmat(coop) != coop) continue;
+      std::vector<double> pre;
+      for (int rep = 0; rep < 4; ++rep) {  // the first is a warm-up
+        d.reset();
+        const auto t = Clock::now();
+        d.feed(tokens.data(), prefill);
+        if (rep > 0) pre.push_back(since(t));
+      }
+      std::printf("  prefill %d tokens, %s GEMM: %.1f ms, %.0f tokens/s, %.2f TFLOP/s (weights only)\n", prefill,
+                  coop ? "coopmat" : "tiled", median(pre) * 1e3, prefill / median(pre),
+                  flops_per_token * prefill / median(pre) / 1e12);
+    }
+    std::vector<double> dec;
+    for (int i = 0; i < decode; ++i) {
+      const auto t = Clock::now();
+      d.feed(&tokens[static_cast<size_t>(prefill + i)], 1);
+      dec.push_back(since(t));
+    }
+    const double tps = 1.0 / median(dec), bound = bw / bytes;
+    std::printf("  decode: %.3f ms/token median, %.1f tokens/s; weights %.1f MB/token; bound %.1f tokens/s "
+                "at %.1f GB/s: %.0f%% of the bound (%.1f GB/s effective)\n",
+                median(dec) * 1e3, tps, bytes / 1e6, bound, bw / 1e9, 100.0 * tps / bound, bytes * tps / 1e9);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace pylon
+
+int main(int argc, char** argv) {
+  try {
+    return pylon::run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "pylon_bench_vulkan: %s\n", e.what());
+    return 1;
+  }
+}

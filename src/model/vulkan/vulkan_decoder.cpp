@@ -1,0 +1,237 @@
+// The MiniLLM forward on Vulkan, recorded op by op into one command buffer per call (DESIGN §1):
+// embedding -> L x [RMSNorm, qkv, RoPE (causal), KV append, attention, out_proj + residual,
+// RMSNorm, ffn.0, SiLU, ffn.2 + residual] -> head.
+#include "model/vulkan/vulkan_decoder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/error.h"
+#include "io/edge_format.h"
+#include "ops/vulkan/context.h"
+#include "ops/vulkan/ops.h"
+#include "ops/vulkan/weights.h"
+#include "train/data_loader.h"
+
+namespace pylon {
+
+void parse_vulkan_device(const std::string& device, VulkanOptions* options) {
+  if (device == "vulkan") return;
+  const std::string prefix = "vulkan:";
+  PYLON_CHECK(device.rfind(prefix, 0) == 0 && device.size() > prefix.size() &&
+                  device.find_first_not_of("0123456789", prefix.size()) == std::string::npos &&
+                  device.size() - prefix.size() <= 4,
+              "--device ", device, ": expected vulkan or vulkan:N");
+  options->device_index = std::stoi(device.substr(prefix.size()));
+}
+
+namespace {
+vk::WeightPath weight_path(const std::string& s) {
+  if (s == "auto") return vk::WeightPath::automatic;
+  if (s == "import") return vk::WeightPath::import;
+  PYLON_CHECK(s == "upload", "Vulkan weights path ", s, " is not auto, import or upload");
+  return vk::WeightPath::upload;
+}
+vk::ContextOptions context_options(const VulkanOptions& o) {
+  vk::ContextOptions c;
+  c.device_index = o.device_index;
+  c.max_buffer_bytes = o.max_buffer_bytes;
+  c.allow_coopmat = o.allow_coopmat;
+  return c;
+}
+}  // namespace
+
+struct VulkanDecoder::Impl {
+  EdgeFile file;  // the mapping outlives imported weights
+  ModelConfig cfg;
+  int max_tokens;
+  vk::Context ctx;
+  vk::Ops ops;
+  vk::DeviceWeights weights;
+  vk::Buffer tokens, x, h, qkv, att, f1, k_cache, v_cache, scores, rope_table, logits;
+  uint32_t logits_rows;  // rows the logits buffer holds
+  int pos = 0;
+  std::vector<int32_t> history;  // seed preset: all tokens so far
+  std::vector<float> last;       // (V)
+
+  Impl(const std::string& path, const VulkanOptions& o, int max_tokens_)
+      : file(path), cfg(file.config()), max_tokens(max_tokens_), ctx(context_options(o)), ops(ctx),
+        weights(ctx, file, weight_path(o.weights)) {
+    PYLON_CHECK(max_tokens > 0, "context length must be positive");
+    const uint64_t T = static_cast<uint64_t>(max_tokens), D = static_cast<uint64_t>(cfg.dim);
+    const uint64_t V = static_cast<uint64_t>(cfg.vocab), H = static_cast<uint64_t>(cfg.heads);
+    const auto make = [&](uint64_t floats, vk::MemoryKind kind, const char* what) {
+      PYLON_CHECK(floats * 4 <= ctx.info().max_buffer_bytes, "Vulkan: the ", what, " buffer for ",
+                  max_tokens, " tokens (", floats * 4, " bytes) exceeds the device's largest storage ",
+                  "buffer (", ctx.info().max_buffer_bytes, "); use a shorter context");
+      return ctx.make_buffer(std::max<uint64_t>(floats, 4) * 4, kind);
+    };
+    tokens = make(T, vk::MemoryKind::host, "token");
+    x = make(T * D, vk::MemoryKind::device, "activation");
+    h = make(T * D, vk::MemoryKind::device, "activation");
+    qkv = make(T * 3 * D, vk::MemoryKind::device, "qkv");
+    att = make(T * D, vk::MemoryKind::device, "attention");
+    f1 = make(T * 4 * D, vk::MemoryKind::device, "ffn");
+    scores = make(T * H * T, vk::MemoryKind::device, "attention score");
+    if (cfg.causal()) {
+      k_cache = make(static_cast<uint64_t>(cfg.layers) * T * D, vk::MemoryKind::device, "KV cache");
+      v_cache = make(static_cast<uint64_t>(cfg.layers) * T * D, vk::MemoryKind::device, "KV cache");
+      // (T, hd/2) of {cos, sin}, computed exactly as ops/cpu/rope.cpp does.
+      const int hd = cfg.head_dim(), half = hd / 2;
+      std::vector<float> table(T * static_cast<uint64_t>(half) * 2);
+      for (int t = 0; t < max_tokens; ++t)
+        for (int i = 0; i < half; ++i) {
+          const float inv_freq = std::pow(cfg.rope_theta, -float(2 * i) / float(hd));
+          const float angle = float(t) * inv_freq;
+          table[(static_cast<size_t>(t) * half + i) * 2] = std::cos(angle);
+          table[(static_cast<size_t>(t) * half + i) * 2 + 1] = std::sin(angle);
+        }
+      rope_table = make(table.size(), vk::MemoryKind::device, "rope table");
+      ctx.upload(rope_table, 0, table.data(), table.size() * 4);
+    }
+    logits_rows = static_cast<uint32_t>(std::clamp<uint64_t>((64ull << 20) / (V * 4), 1, T));
+    logits_rows = static_cast<uint32_t>(std::min<uint64_t>(logits_rows, ctx.info().max_buffer_bytes / (V * 4)));
+    PYLON_CHECK(logits_rows > 0, "Vulkan: one row of logits exceeds the device's largest buffer");
+    logits = make(static_cast<uint64_t>(logits_rows) * V, vk::MemoryKind::host, "logits");
+    last.resize(V);
+  }
+
+  const vk::DeviceMatrix& w(const std::string& name) const { return weights.get(name); }
+
+  // Runs the blocks over tokens [0, n) at positions pos0.. ; x holds the block output (n, D).
+  void blocks(vk::Recorder& r, const int32_t* toks, uint32_t n, uint32_t pos0) {
+    const uint32_t D = static_cast<uint32_t>(cfg.dim), H = static_cast<uint32_t>(cfg.heads);
+    const uint32_t hd = D / H, T = static_cast<uint32_t>(max_tokens);
+    std::vector<uint32_t> ids(toks, toks + n);
+    ctx.upload(tokens, 0, ids.data(), n * 4ull);
+    const vk::BufferView X{&x}, Hb{&h}, QKV{&qkv}, ATT{&att}, F1{&f1}, S{&scores};
+    ops.embedding(r, X, {&tokens}, n, w("embed.weight"));
+    for (int l = 0; l < cfg.layers; ++l) {
+      const std::string p = "layers." + std::to_string(l) + ".";
+      ops.rmsnorm(r, Hb, X, w(p + "norm1.weight"), n, cfg.norm_eps);
+      ops.matmul(r, QKV, 3 * D, Hb, 0, n, w(p + "attn.in_proj_weight"), &w(p + "attn.in_proj_bias"), false);
+      vk::Ops::AttentionArgs a{};
+      a.n = n, a.heads = H, a.hd = hd, a.pos0 = pos0, a.o_stride = D, a.max_keys = T;
+      a.q_off = 0, a.q_stride = 3 * D;
+      a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+      if (cfg.causal()) {
+        ops.rope(r, QKV, {&rope_table}, n, D, H, pos0);
+        std::vector<VkBufferCopy> kr(n), vr(n);
+        const uint64_t layer = static_cast<uint64_t>(l) * T * D * 4;
+        for (uint32_t i = 0; i < n; ++i) {
+          const uint64_t dst = layer + static_cast<uint64_t>(pos0 + i) * D * 4;
+          kr[i] = {(static_cast<uint64_t>(i) * 3 * D + D) * 4, dst, D * 4ull};
+          vr[i] = {(static_cast<uint64_t>(i) * 3 * D + 2 * D) * 4, dst, D * 4ull};
+        }
+        r.copy(qkv, k_cache, kr);
+        r.copy(qkv, v_cache, vr);
+        const vk::BufferView K{&k_cache, static_cast<uint64_t>(l) * T * D * 4, static_cast<uint64_t>(T) * D * 4};
+        const vk::BufferView Vv{&v_cache, K.offset, K.size};
+        a.causal = 1, a.keys = pos0 + n, a.k_off = 0, a.k_stride = D, a.v_off = 0, a.v_stride = D;
+        ops.attention(r, QKV, K, Vv, S, ATT, a);
+      } else {
+        a.causal = 0, a.keys = n, a.k_off = D, a.k_stride = 3 * D, a.v_off = 2 * D, a.v_stride = 3 * D;
+        ops.attention(r, QKV, QKV, QKV, S, ATT, a);
+      }
+      ops.matmul(r, X, D, ATT, 0, n, w(p + "attn.out_proj.weight"), &w(p + "attn.out_proj.bias"), true);
+      ops.rmsnorm(r, Hb, X, w(p + "norm2.weight"), n, cfg.norm_eps);
+      ops.matmul(r, F1, 4 * D, Hb, 0, n, w(p + "ffn.0.weight"), nullptr, false);
+      ops.silu(r, F1, n * 4 * D);
+      ops.matmul(r, X, D, F1, 0, n, w(p + "ffn.2.weight"), nullptr, true);
+    }
+  }
+
+  // Head over rows [first, first + count) of x into logits rows 0.., then runs the recording.
+  void head(vk::Recorder& r, uint32_t first, uint32_t count, float* out) {
+    const uint32_t D = static_cast<uint32_t>(cfg.dim), V = static_cast<uint32_t>(cfg.vocab);
+    for (uint32_t done = 0; done < count; done += logits_rows) {
+      const uint32_t rows = std::min(logits_rows, count - done);
+      ops.matmul(r, {&logits}, V, {&x}, (first + done) * D, rows, w("head.weight"), nullptr, false);
+      r.run();
+      ctx.download(logits, 0, out + static_cast<uint64_t>(done) * V, static_cast<uint64_t>(rows) * V * 4);
+    }
+  }
+
+  const float* feed(const int32_t* toks, int n) {
+    PYLON_CHECK(n > 0, "nothing to feed");
+    PYLON_CHECK(pos + n <= max_tokens, "context full: ", pos + n, " tokens > ", max_tokens);
+    for (int i = 0; i < n; ++i)
+      PYLON_CHECK(toks[i] >= 0 && toks[i] < cfg.vocab, "token id ", toks[i], " is outside the vocab ", cfg.vocab);
+    vk::Recorder r(ctx);
+    if (cfg.causal()) {
+      blocks(r, toks, static_cast<uint32_t>(n), static_cast<uint32_t>(pos));
+      head(r, static_cast<uint32_t>(n - 1), 1, last.data());
+    } else {
+      history.insert(history.end(), toks, toks + n);
+      const uint32_t all = static_cast<uint32_t>(history.size());
+      blocks(r, history.data(), all, 0);
+      head(r, all - 1, 1, last.data());
+    }
+    pos += n;
+    return last.data();
+  }
+
+  void score(const int32_t* toks, int n, float* out) {
+    PYLON_CHECK(n > 0 && n <= max_tokens, "row of ", n, " tokens for a context of ", max_tokens);
+    for (int i = 0; i < n; ++i)
+      PYLON_CHECK(toks[i] >= 0 && toks[i] < cfg.vocab, "token id ", toks[i], " is outside the vocab ", cfg.vocab);
+    pos = 0;
+    history.clear();
+    vk::Recorder r(ctx);
+    blocks(r, toks, static_cast<uint32_t>(n), 0);
+    head(r, 0, static_cast<uint32_t>(n), out);
+  }
+};
+
+VulkanDecoder::VulkanDecoder(const std::string& edge_path, const VulkanOptions& options, int max_tokens)
+    : impl_(std::make_unique<Impl>(edge_path, options, max_tokens)) {}
+VulkanDecoder::~VulkanDecoder() = default;
+const ModelConfig& VulkanDecoder::config() const { return impl_->cfg; }
+std::string VulkanDecoder::tokenizer_model() const { return std::string(impl_->file.tokenizer()); }
+std::string VulkanDecoder::describe() const {
+  const vk::DeviceInfo& i = impl_->ctx.info();
+  return detail::concat("vulkan: ", i.name, " (", i.type_name(), "), ",
+                        impl_->ops.uses_coopmat(64) ? "cooperative-matrix GEMM" : "tiled GEMM", ", ",
+                        impl_->weights.description());
+}
+const float* VulkanDecoder::feed(const int32_t* tokens, int n) { return impl_->feed(tokens, n); }
+int VulkanDecoder::position() const { return impl_->pos; }
+int VulkanDecoder::max_tokens() const { return impl_->max_tokens; }
+void VulkanDecoder::reset() {
+  impl_->pos = 0;
+  impl_->history.clear();
+}
+bool VulkanDecoder::use_coopmat(bool on) {
+  impl_->ops.set_coopmat(on);
+  return impl_->ops.uses_coopmat(64);
+}
+void VulkanDecoder::score(const int32_t* tokens, int n, float* logits) { impl_->score(tokens, n, logits); }
+
+EvalResult evaluate_vulkan(VulkanDecoder& model, const TokenFile& data, int batch, int seq, int64_t steps) {
+  DataLoader loader(data, batch, seq);
+  const size_t n = static_cast<size_t>(batch) * seq;
+  const int V = model.config().vocab;
+  std::vector<int32_t> inputs(n), targets(n);
+  std::vector<float> logits(static_cast<size_t>(seq) * V);
+  double sum = 0;
+  for (int64_t s = 0; s < steps; ++s) {
+    loader.load(s, inputs.data(), targets.data());
+    double step_loss = 0;
+    for (int b = 0; b < batch; ++b) {
+      model.score(inputs.data() + static_cast<size_t>(b) * seq, seq, logits.data());
+      for (int t = 0; t < seq; ++t) {  // cross-entropy in double: log-sum-exp minus the target's
+        const float* row = logits.data() + static_cast<size_t>(t) * V;
+        const float mx = *std::max_element(row, row + V);
+        double z = 0;
+        for (int v = 0; v < V; ++v) z += std::exp(static_cast<double>(row[v]) - mx);
+        step_loss += std::log(z) + mx - row[targets[static_cast<size_t>(b) * seq + t]];
+      }
+    }
+    sum += step_loss / static_cast<double>(n);
+  }
+  return {steps > 0 ? sum / static_cast<double>(steps) : 0.0, steps * static_cast<int64_t>(n)};
+}
+
+}  // namespace pylon

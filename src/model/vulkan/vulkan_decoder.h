@@ -1,0 +1,61 @@
+// MiniLLM inference on a Vulkan device from an edge file: the weights stay in their file encoding
+// (f16 / int8 / int4) on the device, activations are fp32. The same contract as model/decoder.h
+// (causal: KV cache; seed: whole-sequence recompute), plus whole-row scoring for eval.
+// No Vulkan header here: the CLI includes this in any build with PYLON_HAVE_VULKAN.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/token_file.h"
+#include "model/config.h"
+#include "train/evaluate.h"
+
+namespace pylon {
+
+struct VulkanOptions {
+  int device_index = -1;           // --device vulkan:N; -1 = the first GPU, else the first device
+  bool allow_coopmat = true;       // false: the plain tiled GEMM even where coopmat runs
+  uint64_t max_buffer_bytes = 0;   // test hook: a smaller storage-binding cap (0 = the device's)
+  std::string weights = "auto";    // auto | import | upload
+};
+
+// Parses "vulkan" or "vulkan:N" into options.device_index; throws pylon::Error otherwise.
+void parse_vulkan_device(const std::string& device, VulkanOptions* options);
+
+class VulkanDecoder {
+ public:
+  // Maps and validates the edge file, opens the device, places the weights. Throws pylon::Error.
+  VulkanDecoder(const std::string& edge_path, const VulkanOptions& options, int max_tokens);
+  ~VulkanDecoder();
+  VulkanDecoder(const VulkanDecoder&) = delete;
+  VulkanDecoder& operator=(const VulkanDecoder&) = delete;
+
+  const ModelConfig& config() const;
+  std::string tokenizer_model() const;  // the file's SentencePiece bytes, or ""
+  // One line: device name and type, which GEMM, and which weight path was taken.
+  std::string describe() const;
+
+  // Appends n tokens (prefill when n > 1) and returns the logits (V) after the last one.
+  const float* feed(const int32_t* tokens, int n);
+  int position() const;
+  int max_tokens() const;
+  void reset();  // empties the context (position 0)
+  // Benchmarks: switch between the coopmat GEMM (where available) and the plain one; true when
+  // the coopmat GEMM will be used for prefill.
+  bool use_coopmat(bool on);
+  // Logits (n, V) of a whole row from position 0 (the cache is reset): for eval.
+  void score(const int32_t* tokens, int n, float* logits);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Mean loss like train/evaluate.h, on the Vulkan decoder (each row scored from position 0).
+EvalResult evaluate_vulkan(VulkanDecoder& model, const TokenFile& data, int batch, int seq,
+                           int64_t steps);
+
+}  // namespace pylon

@@ -1,0 +1,130 @@
+// The Vulkan device layer: instance (with portability enumeration, so MoltenVK devices are
+// listed), one physical device and its compute queue, what it supports, and buffers (RAII,
+// move-only) in device-local or host-visible memory or imported from host memory.
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace pylon::vk {
+
+class Context;
+
+// A VkBuffer with its own memory (or a view into imported host memory). Move-only.
+class Buffer {
+ public:
+  Buffer() = default;
+  ~Buffer();
+  Buffer(Buffer&& o) noexcept;
+  Buffer& operator=(Buffer&& o) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  VkBuffer handle() const { return buffer_; }
+  VkDeviceSize size() const { return size_; }
+  // Host address of byte 0 when the memory is host-visible (mapped, coherent), else nullptr.
+  std::byte* mapped() const { return mapped_; }
+  explicit operator bool() const { return buffer_ != VK_NULL_HANDLE; }
+
+ private:
+  friend class Context;
+  void release();
+  VkDevice device_ = VK_NULL_HANDLE;
+  VkBuffer buffer_ = VK_NULL_HANDLE;
+  VkDeviceMemory memory_ = VK_NULL_HANDLE;
+  VkDeviceSize size_ = 0;
+  std::byte* mapped_ = nullptr;
+};
+
+// A range of a buffer, as bound to a shader's storage-buffer slot.
+struct BufferView {
+  const Buffer* buffer = nullptr;
+  VkDeviceSize offset = 0, size = 0;  // size 0: to the end of the buffer
+};
+
+enum class MemoryKind { device, host };  // device-local (host-visible if it also is), host-visible
+
+struct ContextOptions {
+  int device_index = -1;  // -1: the first GPU, else the first device
+  // Test hook: caps every storage binding (and so each weight chunk) below the device's limit, so
+  // that splitting can be exercised on small models. 0: the device's limits.
+  uint64_t max_buffer_bytes = 0;
+  bool allow_coopmat = true;  // false: the plain GEMM even where coopmat runs
+};
+
+struct DeviceInfo {
+  std::string name;
+  VkPhysicalDeviceType type = VK_PHYSICAL_DEVICE_TYPE_OTHER;
+  uint32_t subgroup_size = 0;
+  uint64_t max_storage_range = 0, max_allocation = 0, max_buffer_bytes = 0;  // last: min of limits
+  uint64_t storage_offset_alignment = 0, import_alignment = 0;
+  bool host_import = false;  // VK_EXT_external_memory_host
+  bool coopmat = false;      // VK_KHR_cooperative_matrix fp16 16x16x16 -> fp32, and a shader for it
+  bool unified_memory() const {
+    return type == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU || type == VK_PHYSICAL_DEVICE_TYPE_CPU;
+  }
+  const char* type_name() const;
+};
+
+class Context {
+ public:
+  // Throws pylon::Error with one line: no loader or driver, no device, index out of range, device
+  // without compute queue or subgroup arithmetic.
+  explicit Context(const ContextOptions& options = {});
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  const DeviceInfo& info() const { return info_; }
+  VkDevice device() const { return device_; }
+  VkQueue queue() const { return queue_; }
+  VkCommandPool command_pool() const { return pool_; }
+  VkPipelineCache pipeline_cache() const { return VK_NULL_HANDLE; }
+
+  Buffer make_buffer(VkDeviceSize size, MemoryKind kind);
+  // Wraps host memory [ptr, ptr + size) without copying (VK_EXT_external_memory_host); ptr and
+  // size must be multiples of info().import_alignment. Throws if the driver refuses it.
+  Buffer import_host(const void* ptr, VkDeviceSize size);
+  // Copies through a host-visible staging buffer when dst is not mapped.
+  void upload(const Buffer& dst, VkDeviceSize offset, const void* src, VkDeviceSize size);
+  void download(const Buffer& src, VkDeviceSize offset, void* dst, VkDeviceSize size);
+
+  // Records with `record` into a fresh command buffer, submits it and waits for it.
+  template <typename F>
+  void run_commands(F&& record) {
+    VkCommandBuffer cb = begin_commands();
+    record(cb);
+    submit_and_wait(cb);
+  }
+  VkCommandBuffer begin_commands();
+  void submit_and_wait(VkCommandBuffer cb);  // frees cb
+
+  // Every vkAllocateMemory goes through here: env PYLON_VK_FAIL_ALLOC=N makes the N-th one fail
+  // with VK_ERROR_OUT_OF_DEVICE_MEMORY (tests inject allocation failures this way).
+  VkResult allocate(const VkMemoryAllocateInfo& info, VkDeviceMemory* memory);
+
+ private:
+  void destroy();
+  uint32_t memory_type(uint32_t type_bits, VkMemoryPropertyFlags want, VkMemoryPropertyFlags prefer) const;
+
+  VkInstance instance_ = VK_NULL_HANDLE;
+  VkPhysicalDevice physical_ = VK_NULL_HANDLE;
+  VkDevice device_ = VK_NULL_HANDLE;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  uint32_t queue_family_ = 0;
+  VkCommandPool pool_ = VK_NULL_HANDLE;
+  VkFence fence_ = VK_NULL_HANDLE;
+  VkPhysicalDeviceMemoryProperties memory_{};
+  PFN_vkGetMemoryHostPointerPropertiesEXT get_host_pointer_properties_ = nullptr;
+  DeviceInfo info_;
+  long allocations_ = 0, fail_allocation_ = -1;
+  Buffer staging_;
+};
+
+}  // namespace pylon::vk

@@ -1,0 +1,131 @@
+#include "ops/vulkan/ops.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/error.h"
+
+namespace pylon::vk {
+namespace {
+
+struct MatmulPush {  // shaders/matmul_common.glsl
+  uint32_t n, rows, cols, row_base, ldy, x_off, wtype, group, scale_f16, bias, accumulate;
+};
+
+uint32_t wtype(EdgeDType d) {
+  switch (d) {
+    case EdgeDType::f32: return 0;
+    case EdgeDType::f16: return 1;
+    case EdgeDType::int8: return 2;
+    case EdgeDType::int4: return 3;
+  }
+  return 0;
+}
+
+uint32_t groups_for(uint64_t items, uint32_t per_group, uint32_t cap = 65535) {
+  return static_cast<uint32_t>(std::min<uint64_t>((items + per_group - 1) / per_group, cap));
+}
+
+}  // namespace
+
+uint64_t row_bytes(EdgeDType dtype, int64_t cols) {
+  switch (dtype) {
+    case EdgeDType::f32: return static_cast<uint64_t>(cols) * 4;
+    case EdgeDType::f16: return static_cast<uint64_t>(cols) * 2;
+    case EdgeDType::int8: return static_cast<uint64_t>(cols);
+    case EdgeDType::int4: return static_cast<uint64_t>(cols + 1) / 2;
+  }
+  return 0;
+}
+
+Ops::Ops(Context& ctx) : ctx_(ctx), kernels_(ctx), dummy_(ctx.make_buffer(16, MemoryKind::device)) {}
+
+bool Ops::uses_coopmat(uint32_t n) const {
+  // The coopmat kernel assumes 4 subgroups of 32 (NVIDIA, most desktop GPUs); prefill only.
+  return coopmat_on_ && ctx_.info().coopmat && ctx_.info().subgroup_size == 32 && n >= 16;
+}
+
+void Ops::matmul(Recorder& r, const BufferView& y, uint32_t ldy, const BufferView& x, uint32_t x_off,
+                 uint32_t n, const DeviceMatrix& w, const DeviceMatrix* bias, bool accumulate) {
+  const char* kernel = n == 1 ? "gemv_subgroup" : uses_coopmat(n) ? "gemm_coopmat" : "gemm_tiled";
+  matmul_with(kernel, r, y, ldy, x, x_off, n, w, bias, accumulate);
+}
+
+void Ops::matmul_plain(Recorder& r, const BufferView& y, uint32_t ldy, const BufferView& x,
+                       uint32_t x_off, uint32_t n, const DeviceMatrix& w, const DeviceMatrix* bias,
+                       bool accumulate) {
+  matmul_with(n == 1 ? "gemv_subgroup" : "gemm_tiled", r, y, ldy, x, x_off, n, w, bias, accumulate);
+}
+
+void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint32_t ldy,
+                      const BufferView& x, uint32_t x_off, uint32_t n, const DeviceMatrix& w,
+                      const DeviceMatrix* bias, bool accumulate) {
+  PYLON_ASSERT(!bias || bias->chunks.size() == 1, "a bias is one chunk");
+  const bool gemv = std::string(kernel) == "gemv_subgroup";
+  const Kernel& k = kernels_.get(kernel, 6, sizeof(MatmulPush));
+  const BufferView none{&dummy_, 0, 0};
+  for (const DeviceMatrix::Chunk& c : w.chunks) {
+    MatmulPush p{};
+    p.n = n;
+    p.rows = static_cast<uint32_t>(c.rows);
+    p.cols = static_cast<uint32_t>(w.cols);
+    p.row_base = static_cast<uint32_t>(c.row_begin);
+    p.ldy = ldy;
+    p.x_off = x_off;
+    p.wtype = wtype(w.dtype);
+    p.group = static_cast<uint32_t>(std::max(w.group, 1));
+    p.scale_f16 = w.scale_f16 ? 1 : 0;
+    p.bias = bias ? (bias->dtype == EdgeDType::f16 ? 2 : 1) : 0;
+    p.accumulate = accumulate ? 1 : 0;
+    const BufferView scales = w.scales.buffer ? w.scales : none;
+    const BufferView b = bias ? bias->chunks[0].values : none;
+    const std::vector<BufferView> views{x, c.values, c.values, scales, b, y};
+    if (gemv)
+      r.dispatch(k, views, p, groups_for(static_cast<uint64_t>(c.rows), 4, 65535));
+    else
+      r.dispatch(k, views, p, groups_for(static_cast<uint64_t>(c.rows), 64), groups_for(n, 64));
+  }
+}
+
+void Ops::embedding(Recorder& r, const BufferView& x, const BufferView& tokens, uint32_t n,
+                    const DeviceMatrix& embed) {
+  struct {
+    uint32_t n, dim, row_base, rows, f16;
+  } p{n, static_cast<uint32_t>(embed.cols), 0, 0, embed.dtype == EdgeDType::f16 ? 1u : 0u};
+  const Kernel& k = kernels_.get("embedding", 3, sizeof(p));
+  for (const DeviceMatrix::Chunk& c : embed.chunks) {
+    p.row_base = static_cast<uint32_t>(c.row_begin);
+    p.rows = static_cast<uint32_t>(c.rows);
+    r.dispatch(k, {tokens, c.values, x}, p, 1, n);
+  }
+}
+
+void Ops::rmsnorm(Recorder& r, const BufferView& y, const BufferView& x, const DeviceMatrix& w,
+                  uint32_t n, float eps) {
+  struct {
+    uint32_t dim, f16;
+    float eps;
+  } p{static_cast<uint32_t>(w.cols), w.dtype == EdgeDType::f16 ? 1u : 0u, eps};
+  r.dispatch(kernels_.get("rmsnorm", 3, sizeof(p)), {x, w.chunks.at(0).values, y}, p, n);
+}
+
+void Ops::silu(Recorder& r, const BufferView& x, uint32_t count) {
+  const uint32_t p = count;
+  r.dispatch(kernels_.get("silu", 1, sizeof(p)), {x}, p, groups_for(count, 256, 4096));
+}
+
+void Ops::rope(Recorder& r, const BufferView& qkv, const BufferView& table, uint32_t n, uint32_t dim,
+               uint32_t heads, uint32_t pos0) {
+  const struct {
+    uint32_t n, dim, heads, pos0;
+  } p{n, dim, heads, pos0};
+  r.dispatch(kernels_.get("rope", 2, sizeof(p)), {qkv, table}, p, groups_for(dim / 2, 64), n);
+}
+
+void Ops::attention(Recorder& r, const BufferView& q, const BufferView& k, const BufferView& v,
+                    const BufferView& scores, const BufferView& out, const AttentionArgs& a) {
+  PYLON_CHECK(a.hd <= 256, "Vulkan attention: head dim ", a.hd, " > 256");
+  r.dispatch(kernels_.get("attention", 5, sizeof(a)), {q, k, v, scores, out}, a, a.n, a.heads);
+}
+
+}  // namespace pylon::vk

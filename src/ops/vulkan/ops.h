@@ -1,0 +1,76 @@
+// The Vulkan ops of the edge decoder, recorded into a Recorder. Weights stay in their edge-file
+// encoding (f32, f16, int8 rows, int4 groups) and are decoded inside the shaders; activations are
+// fp32. Each op has its CPU reference in ops/cpu (tests compare every element).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "io/edge_format.h"
+#include "ops/vulkan/context.h"
+#include "ops/vulkan/pipeline.h"
+
+namespace pylon::vk {
+
+// A weight (rows, cols) in edge encoding, split into row chunks that each fit one storage binding
+// (maxStorageBufferRange, maxMemoryAllocationSize). A 1-D tensor is (1, cols).
+struct DeviceMatrix {
+  struct Chunk {
+    BufferView values;
+    int64_t row_begin = 0, rows = 0;
+  };
+  EdgeDType dtype = EdgeDType::f32;
+  int64_t rows = 0, cols = 0;
+  int group = 0;           // int4
+  bool scale_f16 = false;  // int4 scales
+  std::vector<Chunk> chunks;
+  BufferView scales;  // int8 / int4: the whole tensor's scales
+};
+
+// Bytes of one row of a (rows, cols) weight in this dtype.
+uint64_t row_bytes(EdgeDType dtype, int64_t cols);
+
+class Ops {
+ public:
+  explicit Ops(Context& ctx);
+  Context& context() { return ctx_; }
+
+  // y (n, ldy) [+]= x (n, w.cols) · wᵀ [+ bias]: the subgroup GEMV when n == 1, else the tiled
+  // GEMM (or the coopmat GEMM where available and allowed). x starts at element x_off.
+  void matmul(Recorder& r, const BufferView& y, uint32_t ldy, const BufferView& x, uint32_t x_off,
+              uint32_t n, const DeviceMatrix& w, const DeviceMatrix* bias, bool accumulate);
+  // The plain kernels only (the coopmat path's oracle).
+  void matmul_plain(Recorder& r, const BufferView& y, uint32_t ldy, const BufferView& x,
+                    uint32_t x_off, uint32_t n, const DeviceMatrix& w, const DeviceMatrix* bias,
+                    bool accumulate);
+  bool uses_coopmat(uint32_t n) const;  // whether matmul with n tokens takes the coopmat GEMM
+  void set_coopmat(bool on) { coopmat_on_ = on; }  // off: matmul == matmul_plain
+  // x (n, D) = embed[tokens] (tokens: n uint32)
+  void embedding(Recorder& r, const BufferView& x, const BufferView& tokens, uint32_t n,
+                 const DeviceMatrix& embed);
+  void rmsnorm(Recorder& r, const BufferView& y, const BufferView& x, const DeviceMatrix& w,
+               uint32_t n, float eps);
+  void silu(Recorder& r, const BufferView& x, uint32_t count);
+  // qkv (n, 3D) rotated at positions pos0 + i; table: (positions, hd/2) vec2 {cos, sin}.
+  void rope(Recorder& r, const BufferView& qkv, const BufferView& table, uint32_t n, uint32_t dim,
+            uint32_t heads, uint32_t pos0);
+  struct AttentionArgs {
+    uint32_t n, heads, hd, keys, pos0, causal;
+    uint32_t q_off, q_stride, k_off, k_stride, v_off, v_stride, o_stride, max_keys;
+    float scale;
+  };
+  // out (n, o_stride) per head; scores: n * heads * max_keys floats of scratch.
+  void attention(Recorder& r, const BufferView& q, const BufferView& k, const BufferView& v,
+                 const BufferView& scores, const BufferView& out, const AttentionArgs& a);
+
+ private:
+  void matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint32_t ldy,
+                   const BufferView& x, uint32_t x_off, uint32_t n, const DeviceMatrix& w,
+                   const DeviceMatrix* bias, bool accumulate);
+  Context& ctx_;
+  KernelCache kernels_;
+  bool coopmat_on_ = true;
+  Buffer dummy_;  // bound where a shader's optional buffer is absent
+};
+
+}  // namespace pylon::vk

@@ -1,0 +1,154 @@
+#include "ops/vulkan/pipeline.h"
+
+#include <utility>
+
+#include "ops/vulkan/check.h"
+#include "ops/vulkan/spirv.h"
+
+namespace pylon::vk {
+namespace {
+constexpr uint32_t kSetsPerPool = 512, kBindingsPerSet = 8;
+}
+
+Kernel::Kernel(const Context& ctx, const std::string& name, uint32_t bindings, uint32_t push_bytes)
+    : device_(ctx.device()), name_(name), bindings_(bindings), push_bytes_(push_bytes) {
+  const auto code = spirv_module(name);
+  PYLON_ASSERT(!code.empty(), "no SPIR-V module named ", name);
+  PYLON_ASSERT(bindings <= kBindingsPerSet);
+  try {
+    std::vector<VkDescriptorSetLayoutBinding> b(bindings);
+    for (uint32_t i = 0; i < bindings; ++i)
+      b[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+    VkDescriptorSetLayoutCreateInfo dl{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+    dl.bindingCount = bindings;
+    dl.pBindings = b.data();
+    PYLON_VK_CHECK(vkCreateDescriptorSetLayout(device_, &dl, nullptr, &set_layout_));
+    const VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes};
+    VkPipelineLayoutCreateInfo pl{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+    pl.setLayoutCount = 1;
+    pl.pSetLayouts = &set_layout_;
+    pl.pushConstantRangeCount = push_bytes ? 1 : 0;
+    pl.pPushConstantRanges = &range;
+    PYLON_VK_CHECK(vkCreatePipelineLayout(device_, &pl, nullptr, &layout_));
+    VkShaderModuleCreateInfo sm{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+    sm.codeSize = code.size() * 4;
+    sm.pCode = code.data();
+    PYLON_VK_CHECK(vkCreateShaderModule(device_, &sm, nullptr, &module_));
+    VkComputePipelineCreateInfo cp{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+    cp.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+    cp.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+    cp.stage.module = module_;
+    cp.stage.pName = "main";
+    cp.layout = layout_;
+    PYLON_VK_CHECK(vkCreateComputePipelines(device_, ctx.pipeline_cache(), 1, &cp, nullptr, &pipeline_));
+  } catch (...) {
+    destroy();
+    throw;
+  }
+}
+
+Kernel::~Kernel() { destroy(); }
+
+void Kernel::destroy() {
+  if (pipeline_) vkDestroyPipeline(device_, pipeline_, nullptr);
+  if (module_) vkDestroyShaderModule(device_, module_, nullptr);
+  if (layout_) vkDestroyPipelineLayout(device_, layout_, nullptr);
+  if (set_layout_) vkDestroyDescriptorSetLayout(device_, set_layout_, nullptr);
+  pipeline_ = VK_NULL_HANDLE, module_ = VK_NULL_HANDLE, layout_ = VK_NULL_HANDLE, set_layout_ = VK_NULL_HANDLE;
+}
+
+const Kernel& KernelCache::get(const std::string& name, uint32_t bindings, uint32_t push_bytes) {
+  auto& k = kernels_[name];
+  if (!k) k = std::make_unique<Kernel>(ctx_, name, bindings, push_bytes);
+  PYLON_ASSERT(k->bindings() == bindings && k->push_bytes() == push_bytes, "kernel ", name,
+               " asked for with another signature");
+  return *k;
+}
+
+Recorder::Recorder(Context& ctx) : ctx_(ctx) { begin(); }
+
+Recorder::~Recorder() {
+  if (cb_) vkFreeCommandBuffers(ctx_.device(), ctx_.command_pool(), 1, &cb_);
+  for (VkDescriptorPool p : pools_) vkDestroyDescriptorPool(ctx_.device(), p, nullptr);
+}
+
+void Recorder::begin() {
+  cb_ = ctx_.begin_commands();
+  for (VkDescriptorPool p : pools_) PYLON_VK_CHECK(vkResetDescriptorPool(ctx_.device(), p, 0));
+  pool_ = 0;
+}
+
+VkDescriptorSet Recorder::allocate_set(const Kernel& k) {
+  for (;; ++pool_) {
+    if (pool_ == pools_.size()) {
+      const VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kSetsPerPool * kBindingsPerSet};
+      VkDescriptorPoolCreateInfo ci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+      ci.maxSets = kSetsPerPool;
+      ci.poolSizeCount = 1;
+      ci.pPoolSizes = &size;
+      VkDescriptorPool p;
+      PYLON_VK_CHECK(vkCreateDescriptorPool(ctx_.device(), &ci, nullptr, &p));
+      pools_.push_back(p);
+    }
+    VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+    ai.descriptorPool = pools_[pool_];
+    ai.descriptorSetCount = 1;
+    const VkDescriptorSetLayout layout = k.set_layout();
+    ai.pSetLayouts = &layout;
+    VkDescriptorSet set;
+    const VkResult r = vkAllocateDescriptorSets(ctx_.device(), &ai, &set);
+    if (r == VK_SUCCESS) return set;
+    if (r != VK_ERROR_OUT_OF_POOL_MEMORY && r != VK_ERROR_FRAGMENTED_POOL) PYLON_VK_CHECK(r);
+  }
+}
+
+void Recorder::dispatch(const Kernel& k, const std::vector<BufferView>& buffers, const void* push,
+                        uint32_t gx, uint32_t gy, uint32_t gz) {
+  PYLON_ASSERT(buffers.size() == k.bindings(), k.name(), ": ", buffers.size(), " buffers for ",
+               k.bindings(), " bindings");
+  if (gx == 0 || gy == 0 || gz == 0) return;
+  const VkDescriptorSet set = allocate_set(k);
+  std::vector<VkDescriptorBufferInfo> infos(buffers.size());
+  std::vector<VkWriteDescriptorSet> writes(buffers.size());
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const BufferView& v = buffers[i];
+    PYLON_ASSERT(v.buffer && *v.buffer, k.name(), ": binding ", i, " has no buffer");
+    infos[i] = {v.buffer->handle(), v.offset, v.size ? v.size : VK_WHOLE_SIZE};
+    writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+    writes[i].dstSet = set;
+    writes[i].dstBinding = static_cast<uint32_t>(i);
+    writes[i].descriptorCount = 1;
+    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    writes[i].pBufferInfo = &infos[i];
+  }
+  vkUpdateDescriptorSets(ctx_.device(), static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
+  vkCmdBindPipeline(cb_, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipeline());
+  vkCmdBindDescriptorSets(cb_, VK_PIPELINE_BIND_POINT_COMPUTE, k.layout(), 0, 1, &set, 0, nullptr);
+  if (k.push_bytes()) vkCmdPushConstants(cb_, k.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, k.push_bytes(), push);
+  vkCmdDispatch(cb_, gx, gy, gz);
+  ++dispatches_;
+  barrier();
+}
+
+void Recorder::copy(const Buffer& src, const Buffer& dst, const std::vector<VkBufferCopy>& regions) {
+  if (regions.empty()) return;
+  vkCmdCopyBuffer(cb_, src.handle(), dst.handle(), static_cast<uint32_t>(regions.size()), regions.data());
+  barrier();
+}
+
+void Recorder::barrier() {
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                     VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT;
+  const VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+  vkCmdPipelineBarrier(cb_, stages, stages | VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+}
+
+void Recorder::run() {
+  VkCommandBuffer cb = std::exchange(cb_, VK_NULL_HANDLE);
+  ctx_.submit_and_wait(cb);
+  begin();
+}
+
+}  // namespace pylon::vk

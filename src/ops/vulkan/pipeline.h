@@ -1,0 +1,88 @@
+// Compute pipelines built from the embedded SPIR-V, and a recorder that binds storage buffers and
+// push constants, dispatches, places barriers and runs the whole command buffer at once.
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ops/vulkan/context.h"
+
+namespace pylon::vk {
+
+// One shader: `bindings` storage buffers at binding 0..bindings-1 and `push_bytes` of push
+// constants. Move-only owner of the layouts and the pipeline.
+class Kernel {
+ public:
+  Kernel(const Context& ctx, const std::string& name, uint32_t bindings, uint32_t push_bytes);
+  ~Kernel();
+  Kernel(const Kernel&) = delete;
+  Kernel& operator=(const Kernel&) = delete;
+
+  const std::string& name() const { return name_; }
+  uint32_t bindings() const { return bindings_; }
+  uint32_t push_bytes() const { return push_bytes_; }
+  VkPipeline pipeline() const { return pipeline_; }
+  VkPipelineLayout layout() const { return layout_; }
+  VkDescriptorSetLayout set_layout() const { return set_layout_; }
+
+ private:
+  void destroy();
+  VkDevice device_;
+  std::string name_;
+  uint32_t bindings_, push_bytes_;
+  VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
+  VkPipelineLayout layout_ = VK_NULL_HANDLE;
+  VkShaderModule module_ = VK_NULL_HANDLE;
+  VkPipeline pipeline_ = VK_NULL_HANDLE;
+};
+
+// The kernels of one context, built on first use.
+class KernelCache {
+ public:
+  explicit KernelCache(const Context& ctx) : ctx_(ctx) {}
+  const Kernel& get(const std::string& name, uint32_t bindings, uint32_t push_bytes);
+
+ private:
+  const Context& ctx_;
+  std::map<std::string, std::unique_ptr<Kernel>> kernels_;
+};
+
+// Records dispatches into one command buffer; run() submits it and waits. Every dispatch is
+// followed by a full compute/transfer barrier (the ops of a forward depend on each other in turn).
+class Recorder {
+ public:
+  explicit Recorder(Context& ctx);
+  ~Recorder();
+  Recorder(const Recorder&) = delete;
+  Recorder& operator=(const Recorder&) = delete;
+
+  void dispatch(const Kernel& k, const std::vector<BufferView>& buffers, const void* push,
+                uint32_t groups_x, uint32_t groups_y = 1, uint32_t groups_z = 1);
+  template <typename Push>
+  void dispatch(const Kernel& k, const std::vector<BufferView>& buffers, const Push& push,
+                uint32_t gx, uint32_t gy = 1, uint32_t gz = 1) {
+    static_assert(sizeof(Push) <= 128, "push constants: 128 bytes is the guaranteed maximum");
+    dispatch(k, buffers, static_cast<const void*>(&push), gx, gy, gz);
+  }
+  void copy(const Buffer& src, const Buffer& dst, const std::vector<VkBufferCopy>& regions);
+  void barrier();
+  // Submits, waits, and starts a fresh command buffer for what comes next.
+  void run();
+  int dispatches() const { return dispatches_; }
+
+ private:
+  void begin();
+  VkDescriptorSet allocate_set(const Kernel& k);
+  Context& ctx_;
+  VkCommandBuffer cb_ = VK_NULL_HANDLE;
+  std::vector<VkDescriptorPool> pools_;
+  size_t pool_ = 0;  // the pool being allocated from
+  int dispatches_ = 0;
+};
+
+}  // namespace pylon::vk

@@ -1,0 +1,298 @@
+// Every Vulkan shader against its CPU reference, element by element, at odd sizes: the subgroup
+// GEMV and the tiled GEMM over f32 / f16 / int8 / int4 weights (with bias, residual accumulate and
+// weights split into several buffers), embedding, RMSNorm, SiLU, RoPE and attention.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <random>
+#include <vector>
+
+#include "core/half.h"
+#include "ops/cpu/ops.h"
+#include "ops/cpu/quantized.h"
+#include "ops/vulkan/ops.h"
+#include "ops/vulkan/weights.h"
+#include "support/vulkan_test_util.h"
+
+namespace pylon {
+namespace {
+
+std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.f, float hi = 1.f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+template <typename T>
+std::vector<std::byte> bytes_of(const std::vector<T>& v) {
+  std::vector<std::byte> b(v.size() * sizeof(T));
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+// A device buffer holding `v` (floats or words), host-visible where possible.
+template <typename T>
+vk::Buffer device_vector(vk::Context& ctx, const std::vector<T>& v) {
+  vk::Buffer b = ctx.make_buffer(std::max<size_t>(v.size() * sizeof(T), 16), vk::MemoryKind::device);
+  ctx.upload(b, 0, v.data(), v.size() * sizeof(T));
+  return b;
+}
+
+std::vector<float> read_floats(vk::Context& ctx, const vk::Buffer& b, size_t n) {
+  std::vector<float> v(n);
+  ctx.download(b, 0, v.data(), n * 4);
+  return v;
+}
+
+void expect_close(const std::vector<float>& out, const std::vector<float>& ref, float atol, float rtol,
+                  const std::string& what) {
+  ASSERT_EQ(out.size(), ref.size());
+  int bad = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const bool ok = std::isfinite(out[i]) && std::fabs(out[i] - ref[i]) <= atol + rtol * std::fabs(ref[i]);
+    if (!ok && bad++ < 5) ADD_FAILURE() << what << " [" << i << "]: " << out[i] << " vs " << ref[i];
+  }
+  EXPECT_EQ(bad, 0) << what;
+}
+
+// An encoded weight plus its exact fp32 decoding (the CPU reference's weights).
+struct TestWeight {
+  std::vector<std::byte> values, scales;
+  std::vector<float> dequantized;
+  vk::HostTensor host(EdgeDType d, int64_t rows, int64_t cols, int group, bool scale_f16) const {
+    vk::HostTensor h;
+    h.dtype = d, h.rows = rows, h.cols = cols, h.group = group, h.scale_f16 = scale_f16;
+    h.values = values.data();
+    if (!scales.empty()) h.scales = scales.data(), h.scale_bytes = scales.size();
+    return h;
+  }
+};
+
+TestWeight encode(EdgeDType d, int64_t rows, int64_t cols, int group, bool scale_f16, uint32_t seed) {
+  const std::vector<float> w = random_floats(static_cast<size_t>(rows * cols), seed);
+  TestWeight t;
+  t.dequantized.resize(w.size());
+  if (d == EdgeDType::f32) {
+    t.values = bytes_of(w);
+    t.dequantized = w;
+  } else if (d == EdgeDType::f16) {
+    std::vector<uint16_t> h(w.size());
+    for (size_t i = 0; i < w.size(); ++i) h[i] = float_to_half(w[i]), t.dequantized[i] = half_to_float(h[i]);
+    t.values = bytes_of(h);
+  } else if (d == EdgeDType::int8) {
+    std::vector<int8_t> q(w.size());
+    std::vector<float> s(static_cast<size_t>(rows));
+    quantize_int8_rows(w.data(), rows, cols, q.data(), s.data());
+    dequantize_int8_rows(q.data(), s.data(), rows, cols, t.dequantized.data());
+    t.values = bytes_of(q), t.scales = bytes_of(s);
+  } else {
+    std::vector<uint8_t> q(static_cast<size_t>(rows * int4_row_bytes(cols)));
+    std::vector<float> s(static_cast<size_t>(rows * int4_groups(cols, group)));
+    quantize_int4_groups(w.data(), rows, cols, group, scale_f16, q.data(), s.data());
+    dequantize_int4_groups(q.data(), s.data(), rows, cols, group, t.dequantized.data());
+    t.values = bytes_of(q);
+    if (scale_f16) {
+      std::vector<uint16_t> h(s.size());
+      for (size_t i = 0; i < s.size(); ++i) h[i] = float_to_half(s[i]);
+      t.scales = bytes_of(h);
+    } else {
+      t.scales = bytes_of(s);
+    }
+  }
+  return t;
+}
+
+struct MatmulCase {
+  EdgeDType dtype;
+  int64_t rows, cols;
+  uint32_t n;
+  int group = 32;
+  bool scale_f16 = true;
+};
+
+// y = x·Wᵀ (+ bias, + y0 when accumulating) in fp32 on the CPU from the decoded weights, against
+// the device. Weights decode exactly on both sides, so the results differ only by fp32
+// summation order (and, for int8, by the row scale applied once after the sum):
+// |out - ref| <= 1e-4 + 1e-4·|ref| for |x|, |w| <= 1 and up to a few hundred columns.
+void check_matmul(vk::Context& ctx, const MatmulCase& c, bool with_bias, bool accumulate) {
+  vk::Ops ops(ctx);
+  std::deque<vk::Buffer> keep;
+  const TestWeight tw = encode(c.dtype, c.rows, c.cols, c.group, c.scale_f16, 7);
+  const vk::DeviceMatrix w = vk::upload_tensor(ctx, tw.host(c.dtype, c.rows, c.cols, c.group, c.scale_f16), keep);
+  const TestWeight tb = encode(EdgeDType::f16, 1, c.rows, 0, false, 8);
+  const vk::DeviceMatrix b = vk::upload_tensor(ctx, tb.host(EdgeDType::f16, 1, c.rows, 0, false), keep);
+  const uint32_t x_off = 3;  // a row offset into x, as the head uses for the last token
+  const std::vector<float> x = random_floats(x_off + c.n * c.cols, 9);
+  const std::vector<float> y0 = random_floats(c.n * c.rows, 10);
+  std::vector<float> ref(y0.size());
+  for (uint32_t i = 0; i < c.n; ++i)
+    for (int64_t r = 0; r < c.rows; ++r) {
+      float acc = 0;
+      for (int64_t k = 0; k < c.cols; ++k) acc += x[x_off + i * c.cols + k] * tw.dequantized[r * c.cols + k];
+      if (with_bias) acc += tb.dequantized[r];
+      ref[i * c.rows + r] = accumulate ? y0[i * c.rows + r] + acc : acc;
+    }
+  vk::Buffer xb = device_vector(ctx, x), yb = device_vector(ctx, y0);
+  vk::Recorder rec(ctx);
+  ops.matmul(rec, {&yb}, static_cast<uint32_t>(c.rows), {&xb}, x_off, c.n, w, with_bias ? &b : nullptr, accumulate);
+  rec.run();
+  expect_close(read_floats(ctx, yb, y0.size()), ref, 1e-4f, 1e-4f,
+               std::string(edge_dtype_name(c.dtype)) + " rows " + std::to_string(c.rows) + " cols " +
+                   std::to_string(c.cols) + " n " + std::to_string(c.n) + " chunks " +
+                   std::to_string(w.chunks.size()));
+}
+
+const MatmulCase kCases[] = {
+    {EdgeDType::f32, 37, 71, 1},   {EdgeDType::f32, 37, 71, 5},   {EdgeDType::f32, 65, 128, 1},
+    {EdgeDType::f16, 37, 71, 1},   {EdgeDType::f16, 130, 256, 1}, {EdgeDType::f16, 130, 256, 67},
+    {EdgeDType::int8, 37, 71, 1},  {EdgeDType::int8, 70, 96, 1},  {EdgeDType::int8, 70, 96, 3},
+    {EdgeDType::int4, 37, 71, 1},  {EdgeDType::int4, 70, 96, 1},  {EdgeDType::int4, 70, 96, 66},
+    {EdgeDType::int4, 33, 128, 1, 64, false}, {EdgeDType::int4, 33, 128, 9, 64, false},
+};
+
+TEST(VulkanOps, MatmulEveryDtypeAgainstTheCpu) {
+  PYLON_VULKAN_CONTEXT_OR_SKIP(ctx);
+  for (const MatmulCase& c : kCases) {
+    check_matmul(*ctx, c, false, false);
+    check_matmul(*ctx, c, true, true);
+  }
+}
+
+TEST(VulkanOps, MatmulOverWeightsSplitIntoSeveralBuffers) {
+  vk::ContextOptions o;
+  o.max_buffer_bytes = 300 * 96;  // 256 rows of int8 x 96 per chunk
+  PYLON_VULKAN_CONTEXT_OR_SKIP(ctx, o);
+  for (const MatmulCase& c : {MatmulCase{EdgeDType::int8, 600, 96, 1}, MatmulCase{EdgeDType::int8, 600, 96, 4},
+                              MatmulCase{EdgeDType::f16, 700, 40, 1}, MatmulCase{EdgeDType::int4, 600, 64, 2}})
+    check_matmul(*ctx, c, true, false);
+}
+
+TEST(VulkanOps, EmbeddingRmsnormSilu) {
+  PYLON_VULKAN_CONTEXT_OR_SKIP(ctx);
+  vk::Ops ops(*ctx);
+  std::deque<vk::Buffer> keep;
+  const int V = 50, D = 77, n = 5;
+  const TestWeight e = encode(EdgeDType::f16, V, D, 0, false, 1);
+  const vk::DeviceMatrix em = vk::upload_tensor(*ctx, e.host(EdgeDType::f16, V, D, 0, false), keep);
+  const std::vector<uint32_t> toks = {3, 49, 0, 3, 17};
+  const TestWeight nw = encode(EdgeDType::f16, 1, D, 0, false, 2);
+  const vk::DeviceMatrix nm = vk::upload_tensor(*ctx, nw.host(EdgeDType::f16, 1, D, 0, false), keep);
+  vk::Buffer tb = device_vector(*ctx, toks), xb = device_vector(*ctx, random_floats(n * D, 3)),
+             yb = device_vector(*ctx, random_floats(n * D, 4));
+  vk::Recorder rec(*ctx);
+  ops.embedding(rec, {&xb}, {&tb}, n, em);
+  ops.rmsnorm(rec, {&yb}, {&xb}, nm, n, 1e-5f);
+  rec.run();
+  std::vector<float> x(n * D), y(n * D), rstd(n);
+  for (int i = 0; i < n; ++i)
+    for (int c = 0; c < D; ++c) x[i * D + c] = e.dequantized[toks[i] * D + c];
+  expect_close(read_floats(*ctx, xb, x.size()), x, 0, 0, "embedding (exact)");
+  cpu::rmsnorm_forward(y.data(), rstd.data(), x.data(), nw.dequantized.data(), n, D, 1e-5f);
+  expect_close(read_floats(*ctx, yb, y.size()), y, 1e-6f, 1e-5f, "rmsnorm");
+
+  const std::vector<float> s = random_floats(1001, 5, -8.f, 8.f);
+  std::vector<float> sref(s.size());
+  cpu::silu_forward(sref.data(), s.data(), static_cast<int64_t>(s.size()));
+  vk::Buffer sb = device_vector(*ctx, s);
+  ops.silu(rec, {&sb}, 1001);
+  rec.run();
+  expect_close(read_floats(*ctx, sb, s.size()), sref, 1e-6f, 1e-5f, "silu");  // GPU exp: a few ulp
+}
+
+TEST(VulkanOps, RopeAndAttention) {
+  PYLON_VULKAN_CONTEXT_OR_SKIP(ctx);
+  vk::Ops ops(*ctx);
+  const int n = 6, D = 48, H = 4, hd = D / H, half = hd / 2, pos0 = 7, T = 20;
+  const float theta = 10000.f;
+  std::vector<float> table(static_cast<size_t>(T) * half * 2);
+  for (int t = 0; t < T; ++t)
+    for (int i = 0; i < half; ++i) {
+      const float a = float(t) * std::pow(theta, -float(2 * i) / float(hd));
+      table[(t * half + i) * 2] = std::cos(a), table[(t * half + i) * 2 + 1] = std::sin(a);
+    }
+  std::vector<float> qkv = random_floats(n * 3 * D, 11), ref = qkv;
+  cpu::rope_forward(ref.data(), 1, n, D, H, theta, pos0);
+  vk::Buffer qb = device_vector(*ctx, qkv), tb = device_vector(*ctx, table);
+  vk::Recorder rec(*ctx);
+  ops.rope(rec, {&qb}, {&tb}, n, D, H, pos0);
+  rec.run();
+  const std::vector<float> rotated = read_floats(*ctx, qb, qkv.size());
+  expect_close(rotated, ref, 1e-6f, 1e-5f, "rope");
+
+  // Causal over a cache of pos0 + n keys, and bidirectional over the packed rows themselves.
+  const std::vector<float> kc = random_floats(T * D, 12), vc = random_floats(T * D, 13);
+  vk::Buffer kb = device_vector(*ctx, kc), vb = device_vector(*ctx, vc);
+  vk::Buffer sb = ctx->make_buffer(4ull * n * H * T, vk::MemoryKind::device);
+  vk::Buffer ob = device_vector(*ctx, random_floats(n * D, 14));
+  const float scale = 1.f / std::sqrt(float(hd));
+  for (const bool causal : {true, false}) {
+    vk::Ops::AttentionArgs a{};
+    a.n = n, a.heads = H, a.hd = hd, a.pos0 = pos0, a.causal = causal, a.q_off = 0, a.q_stride = 3 * D;
+    a.o_stride = D, a.max_keys = T, a.scale = scale;
+    if (causal) a.keys = pos0 + n, a.k_off = 0, a.k_stride = D, a.v_off = 0, a.v_stride = D;
+    else a.keys = n, a.k_off = D, a.k_stride = 3 * D, a.v_off = 2 * D, a.v_stride = 3 * D;
+    if (causal) ops.attention(rec, {&qb}, {&kb}, {&vb}, {&sb}, {&ob}, a);
+    else ops.attention(rec, {&qb}, {&qb}, {&qb}, {&sb}, {&ob}, a);
+    rec.run();
+    const std::vector<float>& K = causal ? kc : rotated;
+    const std::vector<float>& Vv = causal ? vc : rotated;
+    std::vector<float> out(n * D);
+    for (int i = 0; i < n; ++i)  // the loop of model/decoder.cpp, the CPU specification
+      for (int h = 0; h < H; ++h) {
+        const int keys = causal ? pos0 + i + 1 : n;
+        std::vector<float> s(keys);
+        float mx = -INFINITY, sum = 0;
+        for (int j = 0; j < keys; ++j) {
+          float d = 0;
+          for (int c = 0; c < hd; ++c)
+            d += rotated[i * 3 * D + h * hd + c] * K[a.k_off + j * a.k_stride + h * hd + c];
+          s[j] = d * scale, mx = std::max(mx, s[j]);
+        }
+        for (auto& e : s) sum += (e = std::exp(e - mx));
+        for (int c = 0; c < hd; ++c) {
+          float acc = 0;
+          for (int j = 0; j < keys; ++j) acc += s[j] / sum * Vv[a.v_off + j * a.v_stride + h * hd + c];
+          out[i * D + h * hd + c] = acc;
+        }
+      }
+    expect_close(read_floats(*ctx, ob, out.size()), out, 1e-5f, 1e-4f, causal ? "attention causal" : "attention");
+  }
+}
+
+}  // namespace
+}  // namespace pylon
+
+namespace pylon {
+namespace {
+
+// The cooperative-matrix GEMM against the plain tiled GEMM (its oracle), where the device and the
+// build support it (the H200 through the NVIDIA driver; not lavapipe). X and W are rounded to fp16
+// before the products (fp32 accumulate): per product a relative error up to 2^-10, so over `cols`
+// products of |x·w| <= 1 with random signs: |out - ref| <= 2e-3·sqrt(cols) + 1e-2·|ref|.
+TEST(VulkanOps, CoopmatGemmAgainstThePlainPath) {
+  PYLON_VULKAN_CONTEXT_OR_SKIP(ctx);
+  vk::Ops ops(*ctx);
+  if (!ops.uses_coopmat(64)) GTEST_SKIP() << "no cooperative-matrix GEMM on " << ctx->info().name;
+  for (const MatmulCase& c : {MatmulCase{EdgeDType::f16, 130, 256, 67}, MatmulCase{EdgeDType::int8, 70, 96, 33},
+                              MatmulCase{EdgeDType::int4, 200, 128, 128}, MatmulCase{EdgeDType::f16, 64, 2048, 128}}) {
+    std::deque<vk::Buffer> keep;
+    const TestWeight tw = encode(c.dtype, c.rows, c.cols, c.group, c.scale_f16, 21);
+    const vk::DeviceMatrix w = vk::upload_tensor(*ctx, tw.host(c.dtype, c.rows, c.cols, c.group, c.scale_f16), keep);
+    const std::vector<float> x = random_floats(c.n * c.cols, 22);
+    vk::Buffer xb = device_vector(*ctx, x), yp = device_vector(*ctx, random_floats(c.n * c.rows, 23)),
+               yc = device_vector(*ctx, random_floats(c.n * c.rows, 24));
+    vk::Recorder rec(*ctx);
+    ops.matmul_plain(rec, {&yp}, static_cast<uint32_t>(c.rows), {&xb}, 0, c.n, w, nullptr, false);
+    ops.matmul(rec, {&yc}, static_cast<uint32_t>(c.rows), {&xb}, 0, c.n, w, nullptr, false);
+    rec.run();
+    expect_close(read_floats(*ctx, yc, c.n * c.rows), read_floats(*ctx, yp, c.n * c.rows),
+                 2e-3f * std::sqrt(float(c.cols)), 1e-2f, std::string("coopmat ") + edge_dtype_name(c.dtype));
+  }
+}
+
+}  // namespace
+}  // namespace pylon
