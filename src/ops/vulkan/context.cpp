@@ -85,17 +85,16 @@ void Buffer::release() {
 
 // ---- Context ----
 
-// One VkInstance per process, made on first use and kept until exit (a failure is not kept: the
+// One VkInstance per process, made on first use and never destroyed (a failure is not kept: the
 // next Context tries again). On the H200's NVIDIA driver, creating instances again after a Context
 // constructor had thrown (device index out of range) failed with VK_ERROR_INCOMPATIBLE_DRIVER;
-// a single instance also spares each Context the loader's start-up.
+// a single instance also spares each Context the loader's start-up. Destroying it from a static
+// destructor crashed every process at exit there (SIGSEGV after a clean run): the driver's own
+// exit handlers, registered when the instance was made, run first. The OS reclaims it instead.
 static VkInstance process_instance() {
   static std::mutex mutex;
   static struct Holder {
     VkInstance instance = VK_NULL_HANDLE;
-    ~Holder() {
-      if (instance) vkDestroyInstance(instance, nullptr);
-    }
   } holder;
   const std::lock_guard<std::mutex> lock(mutex);
   if (holder.instance) return holder.instance;
