@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "profile/table.h"
 
 namespace pylon::profile {
 namespace {
@@ -104,17 +105,6 @@ StepBreakdown breakdown(const Step& st, bool device) {
   b.exposed_comm_us = b.comm_us - both;
   b.idle_us = std::max(0.0, b.step_us - (b.compute_us + b.comm_us - both));
   return b;
-}
-
-std::string format_us(double us) {
-  char buf[32];
-  if (us >= 1e6)
-    std::snprintf(buf, sizeof buf, "%.3fs", us / 1e6);
-  else if (us >= 1e3)
-    std::snprintf(buf, sizeof buf, "%.3fms", us / 1e3);
-  else
-    std::snprintf(buf, sizeof buf, "%.1fus", us);
-  return buf;
 }
 
 std::string percent(double part, double whole) {
@@ -242,8 +232,8 @@ std::string format_analysis(const TraceAnalysis& a) {
   out += line;
   std::map<int64_t, StepBreakdown> sums;
   auto row = [&](const std::string& rank, const std::string& step, const StepBreakdown& b) {
-    auto cell = [&](double v) { return format_us(v) + " " + percent(v, b.step_us); };
-    std::snprintf(line, sizeof line, fmt, rank.c_str(), step.c_str(), format_us(b.step_us).c_str(),
+    auto cell = [&](double v) { return format_us(v, 1) + " " + percent(v, b.step_us); };
+    std::snprintf(line, sizeof line, fmt, rank.c_str(), step.c_str(), format_us(b.step_us, 1).c_str(),
                   cell(b.compute_us).c_str(), cell(b.comm_us).c_str(), cell(b.exposed_comm_us).c_str(),
                   cell(b.idle_us).c_str(),
                   b.comm_us > 0 ? percent(b.comm_us - b.exposed_comm_us, b.comm_us).c_str() : "-");
@@ -260,7 +250,7 @@ std::string format_analysis(const TraceAnalysis& a) {
   for (const ClassTotal& c : a.classes) total += c.total_us;
   out += std::string("time per ") + (a.device ? "kernel" : "op") + " class (summed durations over the steps):\n";
   for (const ClassTotal& c : a.classes) {
-    std::snprintf(line, sizeof line, "  %-14s %12s %7s %9lld calls\n", c.name.c_str(), format_us(c.total_us).c_str(),
+    std::snprintf(line, sizeof line, "  %-14s %12s %7s %9lld calls\n", c.name.c_str(), format_us(c.total_us, 1).c_str(),
                   percent(c.total_us, total).c_str(), static_cast<long long>(c.count));
     out += line;
   }

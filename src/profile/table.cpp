@@ -20,18 +20,18 @@ std::string csv_field(const std::string& s) {
   return out + "\"";
 }
 
-std::string format_us(double us) {
+}  // namespace
+
+std::string format_us(double us, int us_decimals) {
   char buf[32];
   if (us >= 1e6)
     std::snprintf(buf, sizeof buf, "%.3fs", us / 1e6);
   else if (us >= 1e3)
     std::snprintf(buf, sizeof buf, "%.3fms", us / 1e3);
   else
-    std::snprintf(buf, sizeof buf, "%.3fus", us);
+    std::snprintf(buf, sizeof buf, "%.*fus", us_decimals, us);
   return buf;
 }
-
-}  // namespace
 
 std::vector<OpStats> op_stats(const Trace& trace, bool group_by_shapes) {
   std::map<std::pair<std::string, std::string>, OpStats> by_key;

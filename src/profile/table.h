@@ -25,6 +25,8 @@ std::vector<OpStats> op_stats(const Trace& trace, bool group_by_shapes = false);
 
 // The printable table of the first `rows` rows; % columns are shares of the summed self time.
 std::string format_table(const std::vector<OpStats>& stats, size_t rows = 30);
+// A duration given in µs as "1.234s", "1.234ms" or "1.234us" (µs with `us_decimals` digits).
+std::string format_us(double us, int us_decimals = 3);
 // Every row as CSV with a header line. Throws pylon::Error when it cannot write.
 void write_csv(const std::vector<OpStats>& stats, const std::string& path);
 
