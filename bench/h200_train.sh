@@ -3,6 +3,8 @@
 # default size with Pylon on 1 GPU and on NPROC GPUs (FSDP over NCCL), and PyTorch FSDP2
 # (shared/bench/torch_fsdp2_bench.py, copied into .carry/bench) on NPROC GPUs, in the same call.
 # Usage: bench/h200_train.sh NPROC OUT_DIR   (SKIP_TESTS=1: no tests; TESTS='Cuda*': gtest filter)
+# NPROC may be a list, "1 2 4 8": Pylon and PyTorch then run at each count (the scaling run), and
+# PROFILE=1 adds a profiled 2-step run at the largest count, merged and analysed into OUT_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 nproc=${1:-1}
@@ -23,7 +25,9 @@ python3 -c "
 import numpy as np
 np.random.default_rng(1234).integers(0, 32000, 50_000_000, dtype=np.uint16).tofile('$out/tokens.bin')"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv,noheader
-for n in $(printf '%s\n' 1 "$nproc" | sort -un); do
+counts=$(printf '%s\n' 1 $nproc | sort -un)
+largest=$(printf '%s\n' $nproc | sort -n | tail -n 1)
+for n in $counts; do
   timeout 120 "$build/src/pylon" train --preset seed --vocab 32000 --dim 2048 --layers 12 --heads 16 --batch 8 \
     --seq 1024 --steps "${STEPS:-30}" --lr 3e-4 --weight-decay 0.01 --lr-schedule constant --grad-clip 0 \
     --device cuda --dtype bf16 --nproc-per-node "$n" --data "$out/tokens.bin" \
@@ -50,6 +54,16 @@ print("PYLON " + json.dumps({"gpus": n, "step_ms_median": round(ms, 2),
 PY
 done
 if [[ -f .carry/bench/torch_fsdp2_bench.py ]]; then
-  torchrun --nproc_per_node="$nproc" .carry/bench/torch_fsdp2_bench.py --steps 20 --warmup 5 \
-    2>&1 | grep RESULT | tee "$out/torch.txt"
+  for n in $nproc; do
+    torchrun --nproc_per_node="$n" .carry/bench/torch_fsdp2_bench.py --steps 20 --warmup 5 \
+      2>&1 | grep RESULT | tee -a "$out/torch.txt"
+  done
+fi
+if [[ -n "${PROFILE:-}" ]]; then  # one profiled run at the largest count: trace, table, analysis
+  timeout 180 "$build/src/pylon" train --preset seed --vocab 32000 --dim 2048 --layers 12 --heads 16 \
+    --batch 8 --seq 1024 --steps 14 --lr 3e-4 --lr-schedule constant --grad-clip 0 --device cuda \
+    --nproc-per-node "$largest" --data "$out/tokens.bin" --profile "$out/prof" --profile-wait 10 \
+    --profile-warmup 1 --profile-active 2 >"$out/profiled.log" 2>&1 || tail -n 20 "$out/profiled.log"
+  "$build/src/pylon" trace merge "$out/trace_merged.json" "$out"/prof/trace.rank*.json &&
+    "$build/src/pylon" trace analyze "$out/trace_merged.json" | tee "$out/analysis.txt"
 fi
