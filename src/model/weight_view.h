@@ -1,0 +1,31 @@
+// A weight as the CPU decoder reads it: a pointer into its storage (a flat fp32 buffer or a mapped
+// edge file) in the stored encoding (f32 / f16 / int8 / int4, layouts in ops/cpu/quantized.h), so a
+// quantized model runs without a dequantized fp32 copy. Every linear layer goes through linear().
+#pragma once
+
+#include <cstdint>
+
+#include "io/edge_format.h"
+
+namespace pylon {
+
+struct WeightView {
+  EdgeDType dtype = EdgeDType::f32;
+  int64_t rows = 0, cols = 0;              // (out, in); a 1-D tensor is one row
+  const void* values = nullptr;            // f32: float, f16: uint16_t, int8: int8_t, int4: nibbles
+  const void* scales = nullptr;            // int8: f32 (rows); int4: scale_dtype (rows, groups)
+  EdgeDType scale_dtype = EdgeDType::f32;  // int4: f16 or f32
+  int group_size = 0;                      // int4: columns per scale
+};
+
+// An fp32 view of rows x cols values at w.
+WeightView f32_view(const float* w, int64_t rows, int64_t cols);
+
+// y (n, W.rows) = x (n, W.cols) · Wᵀ + bias, bias (W.rows) fp32 or nullptr. f32 runs the BLAS GEMM
+// of cpu::linear_forward; the others the reference kernels of ops/cpu/quantized (fp32 accumulation).
+void linear(float* y, const float* x, int64_t n, const WeightView& w, const float* bias);
+
+// Row r of W converted to fp32 into out (W.cols): embedding lookups, small tensors.
+void weight_row(const WeightView& w, int64_t r, float* out);
+
+}  // namespace pylon
