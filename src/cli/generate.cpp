@@ -119,7 +119,8 @@ int run_generate(int argc, char** argv) {
   const Stopwatch decode_clock;
   int generated = 0;
   for (; generated < max_new; ++generated) {
-    const int next = sample_token(logits, config.vocab, s, rng);
+    // Only ids the tokenizer can decode: a model's vocab may be padded past the tokenizer's.
+    const int next = sample_token(logits, tok.vocab_size(), s, rng);
     if (next == tok.eos_id()) break;
     ids.push_back(next);
     const std::string text = tok.decode(ids);  // print what the new token added

@@ -64,7 +64,7 @@ void Decoder::reset() {
 
 void Decoder::embed(const int32_t* tokens, int n, float* x) const {
   const int D = config_.dim;
-  for (int i = 0; i < n; ++i) weight_row(w_.front(), tokens[i], x + static_cast<size_t>(i) * D);
+  for (int i = 0; i < n; ++i) weight_rows(w_.front(), tokens[i], 1, x + static_cast<size_t>(i) * D);
 }
 
 const float* Decoder::feed(const int32_t* tokens, int n) {

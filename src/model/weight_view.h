@@ -22,10 +22,16 @@ struct WeightView {
 WeightView f32_view(const float* w, int64_t rows, int64_t cols);
 
 // y (n, W.rows) = x (n, W.cols) · Wᵀ + bias, bias (W.rows) fp32 or nullptr. f32 runs the BLAS GEMM
-// of cpu::linear_forward; the others the reference kernels of ops/cpu/quantized (fp32 accumulation).
+// of cpu::linear_forward. The other encodings: one token (decode) runs the GEMV kernels of
+// ops/cpu/quantized (each weight converted in the inner loop, fp32 accumulation); several tokens
+// (prefill, eval) convert kLinearTileRows rows of W at a time into an fp32 tile and run the BLAS GEMM
+// on it, so each weight is converted once per call, not once per token, and no more than one
+// tile (kLinearTileRows x W.cols floats) is ever held in fp32.
+constexpr int64_t kLinearTileRows = 64;
 void linear(float* y, const float* x, int64_t n, const WeightView& w, const float* bias);
 
-// Row r of W converted to fp32 into out (W.cols): embedding lookups, small tensors.
-void weight_row(const WeightView& w, int64_t r, float* out);
+// Rows [first, first + count) of W converted to fp32 into out (count, W.cols): embedding lookups,
+// GEMM tiles.
+void weight_rows(const WeightView& w, int64_t first, int64_t count, float* out);
 
 }  // namespace pylon
