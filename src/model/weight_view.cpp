@@ -21,28 +21,15 @@ WeightView f32_view(const float* w, int64_t rows, int64_t cols) {
 
 namespace {
 
-// y (W.rows) = W · x for one token, each weight converted in the kernel's inner loop.
-void gemv_stored(float* y, const float* x, const WeightView& w) {
-  switch (w.dtype) {
-    case EdgeDType::f32:
-      PYLON_ASSERT(false, "f32 weights go through cpu::linear_forward");
-      break;
-    case EdgeDType::f16:
-      gemm_f16(x, 1, static_cast<const uint16_t*>(w.values), w.rows, w.cols, y);
-      break;
-    case EdgeDType::int8:
-      gemv_int8(x, static_cast<const int8_t*>(w.values), static_cast<const float*>(w.scales), w.rows,
-                w.cols, y);
-      break;
-    case EdgeDType::int4:
-      if (w.scale_dtype == EdgeDType::f16)
-        gemm_int4(x, 1, static_cast<const uint8_t*>(w.values), static_cast<const uint16_t*>(w.scales),
-                  w.rows, w.cols, w.group_size, y);
-      else
-        gemv_int4(x, static_cast<const uint8_t*>(w.values), static_cast<const float*>(w.scales),
-                  w.rows, w.cols, w.group_size, y);
-      break;
-  }
+// Every fp16 bit pattern as fp32 (256 KiB): a table lookup converts f16 weights several times
+// faster than half_to_float's branches, with the same values.
+const float* half_table() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    for (uint32_t h = 0; h < 65536; ++h) t[h] = half_to_float(static_cast<uint16_t>(h));
+    return t;
+  }();
+  return table.data();
 }
 
 // y (n, W.rows) = x (n, W.cols) · Wᵀ, W converted kLinearTileRows rows at a time for the BLAS GEMM.
@@ -66,10 +53,7 @@ void linear(float* y, const float* x, int64_t n, const WeightView& w, const floa
                         static_cast<int>(w.cols), static_cast<int>(w.rows));
     return;
   }
-  if (n == 1)
-    gemv_stored(y, x, w);
-  else
-    gemm_tiled(y, x, n, w);
+  gemm_tiled(y, x, n, w);
   if (!bias) return;
   for (int64_t i = 0; i < n; ++i)
     for (int64_t r = 0; r < w.rows; ++r) y[i * w.rows + r] += bias[r];
@@ -85,7 +69,8 @@ void weight_rows(const WeightView& w, int64_t first, int64_t count, float* out) 
       return;
     case EdgeDType::f16: {
       const uint16_t* v = static_cast<const uint16_t*>(w.values) + first * cols;
-      for (int64_t i = 0; i < n; ++i) out[i] = half_to_float(v[i]);
+      const float* table = half_table();
+      for (int64_t i = 0; i < n; ++i) out[i] = table[v[i]];
       return;
     }
     case EdgeDType::int8:

@@ -22,11 +22,11 @@ struct WeightView {
 WeightView f32_view(const float* w, int64_t rows, int64_t cols);
 
 // y (n, W.rows) = x (n, W.cols) · Wᵀ + bias, bias (W.rows) fp32 or nullptr. f32 runs the BLAS GEMM
-// of cpu::linear_forward. The other encodings: one token (decode) runs the GEMV kernels of
-// ops/cpu/quantized (each weight converted in the inner loop, fp32 accumulation); several tokens
-// (prefill, eval) convert kLinearTileRows rows of W at a time into an fp32 tile and run the BLAS GEMM
-// on it, so each weight is converted once per call, not once per token, and no more than one
-// tile (kLinearTileRows x W.cols floats) is ever held in fp32.
+// of cpu::linear_forward. The other encodings convert kLinearTileRows rows of W at a time into an
+// fp32 tile (the dequantize functions of ops/cpu/quantized, f16 through a table) and run the BLAS
+// GEMM (GEMV for one token) on it: each weight is converted once per call, and no more than one
+// tile (kLinearTileRows x W.cols floats, in cache) is ever held in fp32. Measured faster than the
+// reference GEMV kernels, whose one-accumulator loops do not vectorise (bench/vulkan_notes.md, CPU).
 constexpr int64_t kLinearTileRows = 64;
 void linear(float* y, const float* x, int64_t n, const WeightView& w, const float* bias);
 

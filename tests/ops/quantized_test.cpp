@@ -139,34 +139,6 @@ TEST(Quantized, GemmInt4MatchesDequantizedGemm) {
     }
 }
 
-// The edge file's encodings read in place by the CPU decoder: int4 with fp16 scales (converted as
-// used) and f16 weights (converted per element); same order of accumulation as the oracle, so the
-// stated tolerance (fp32: rtol 1e-5) is loose (measured difference 0).
-TEST(Quantized, GemmInt4F16ScalesAndF16MatchDequantizedGemm) {
-  for (auto [n, rows, cols] : {std::tuple<int64_t, int64_t, int64_t>{1, 37, 53}, {3, 65, 129}, {5, 2, 7}}) {
-    const auto w = random_normal(static_cast<size_t>(rows * cols), 7);
-    const auto x = random_normal(static_cast<size_t>(n * cols), 8);
-    const int group = 32;
-    const int64_t groups = int4_groups(cols, group);
-    std::vector<uint8_t> q(static_cast<size_t>(rows * int4_row_bytes(cols)));
-    std::vector<float> scales(static_cast<size_t>(rows * groups)), deq(w.size());
-    quantize_int4_groups(w.data(), rows, cols, group, true, q.data(), scales.data());
-    dequantize_int4_groups(q.data(), scales.data(), rows, cols, group, deq.data());
-    std::vector<uint16_t> half_scales(scales.size());
-    for (size_t i = 0; i < scales.size(); ++i) half_scales[i] = float_to_half(scales[i]);
-    std::vector<float> y(static_cast<size_t>(n * rows), std::numeric_limits<float>::quiet_NaN());
-    gemm_int4(x.data(), n, q.data(), half_scales.data(), rows, cols, group, y.data());
-    expect_close(y, gemm_f32(x, n, deq, rows, cols), 1e-5f, 1e-6f);
-
-    std::vector<uint16_t> wh(w.size());
-    std::vector<float> wf(w.size());
-    for (size_t i = 0; i < w.size(); ++i) wf[i] = half_to_float(wh[i] = float_to_half(w[i]));
-    std::fill(y.begin(), y.end(), std::numeric_limits<float>::quiet_NaN());
-    gemm_f16(x.data(), n, wh.data(), rows, cols, y.data());
-    expect_close(y, gemm_f32(x, n, wf, rows, cols), 1e-5f, 1e-6f);
-  }
-}
-
 TEST(Quantized, HalfConversionRoundsToNearestEven) {
   for (uint32_t h = 0; h < 0x7c00; ++h) {  // every finite positive half round-trips exactly
     EXPECT_EQ(float_to_half(half_to_float(static_cast<uint16_t>(h))), h);

@@ -30,13 +30,6 @@ void gemm_int8(const float* x, int64_t n, const int8_t* q, const float* scales, 
                int64_t cols, float* y);
 void gemm_int4(const float* x, int64_t n, const uint8_t* q, const float* scales, int64_t rows,
                int64_t cols, int group, float* y);
-// int4 with fp16 scales (the edge file's default), each scale converted where it is used: the
-// same result as converting the scales first.
-void gemm_int4(const float* x, int64_t n, const uint8_t* q, const uint16_t* scales_f16,
-               int64_t rows, int64_t cols, int group, float* y);
-// f16 weights (IEEE half bits, (rows, cols)), each converted to fp32 in the inner loop: equal to
-// converting W first, then the fp32 GEMM with the same summation order.
-void gemm_f16(const float* x, int64_t n, const uint16_t* w, int64_t rows, int64_t cols, float* y);
 // Decode: one token, n = 1.
 inline void gemv_int8(const float* x, const int8_t* q, const float* scales, int64_t rows,
                       int64_t cols, float* y) {
