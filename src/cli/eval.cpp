@@ -11,8 +11,9 @@
 #include "io/token_file.h"
 #include "model/minillm.h"
 #include "train/evaluate.h"
-#if PYLON_HAVE_VULKAN
 #include "io/edge_format.h"
+#include "model/decoder.h"
+#if PYLON_HAVE_VULKAN
 #include "model/vulkan/vulkan_decoder.h"
 #endif
 
@@ -78,6 +79,18 @@ int run_eval(int argc, char** argv) {
   PYLON_CHECK(device == "cpu", "--device ", device, ": this build has no ", device,
               " backend yet (use --device cpu)");
 
+  if (is_edge_file(model_path)) {  // read in place, in the file's precision (no fp32 copy)
+    const EdgeFile file(model_path);
+    const TokenFile data(data_path);
+    data.check_vocab(file.config().vocab);
+    Decoder model(file, seq);
+    const Stopwatch clock;
+    const EvalResult r = evaluate_rows(
+        [&model](const int32_t* t, int n, float* logits) { model.score(t, n, logits); },
+        file.config().vocab, data, batch, seq, steps);
+    print_eval(r, clock.seconds(), json);
+    return 0;
+  }
   ModelConfig fallback;
   fallback.preset = parse_preset(preset);
   fallback.heads = heads;

@@ -14,8 +14,8 @@
 #include "io/tokenizer.h"
 #include "model/decoder.h"
 #include "model/sampler.h"
-#if PYLON_HAVE_VULKAN
 #include "io/edge_format.h"
+#if PYLON_HAVE_VULKAN
 #include "model/vulkan/vulkan_decoder.h"
 #endif
 
@@ -57,7 +57,8 @@ int run_generate(int argc, char** argv) {
   std::string tokenizer_model;
   std::function<const float*(const int32_t*, int)> feed;
   std::unique_ptr<Decoder> cpu;
-  LoadedModel m;
+  LoadedModel m;                  // checkpoints and safetensors: fp32 weights
+  std::unique_ptr<EdgeFile> edge;  // edge files: mapped, read in their stored precision
   const bool vulkan = device.rfind("vulkan", 0) == 0;
   if (vulkan) {
 #if PYLON_HAVE_VULKAN
@@ -77,14 +78,20 @@ int run_generate(int argc, char** argv) {
 #endif
   } else {
     PYLON_CHECK(device == "cpu", "--device ", device, ": expected cpu, vulkan or vulkan:N");
-    ModelConfig fallback;
-    fallback.preset = parse_preset(preset);
-    fallback.heads = heads;
-    m = load_model(model_path, fallback, args.given("preset"), args.given("heads"));
-    config = m.config;
-    tokenizer_model = m.tokenizer_model;
-    if (tokenizer_path.empty()) tokenizer_path = m.tokenizer;
-    cpu = std::make_unique<Decoder>(m.config, m.params.data(), context);
+    if (is_edge_file(model_path)) {
+      edge = std::make_unique<EdgeFile>(model_path);
+      config = edge->config();
+      tokenizer_model = std::string(edge->tokenizer());
+      cpu = std::make_unique<Decoder>(*edge, context);
+    } else {
+      ModelConfig fallback;
+      fallback.preset = parse_preset(preset);
+      fallback.heads = heads;
+      m = load_model(model_path, fallback, args.given("preset"), args.given("heads"));
+      config = m.config;
+      if (tokenizer_path.empty()) tokenizer_path = m.tokenizer;
+      cpu = std::make_unique<Decoder>(m.config, m.params.data(), context);
+    }
     feed = [&cpu](const int32_t* t, int n) { return cpu->feed(t, n); };
   }
   PYLON_CHECK(!tokenizer_path.empty() || !tokenizer_model.empty(), model_path,
@@ -112,7 +119,8 @@ int run_generate(int argc, char** argv) {
   const Stopwatch decode_clock;
   int generated = 0;
   for (; generated < max_new; ++generated) {
-    const int next = sample_token(logits, config.vocab, s, rng);
+    // Only ids the tokenizer can decode: a model's vocab may be padded past the tokenizer's.
+    const int next = sample_token(logits, tok.vocab_size(), s, rng);
     if (next == tok.eos_id()) break;
     ids.push_back(next);
     const std::string text = tok.decode(ids);  // print what the new token added

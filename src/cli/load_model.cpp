@@ -11,10 +11,14 @@
 
 namespace pylon {
 
+bool is_edge_file(const std::string& arg) {
+  return std::filesystem::is_regular_file(arg) && EdgeFile::has_magic(arg);
+}
+
 LoadedModel load_model(const std::string& arg, const ModelConfig& fallback, bool preset_given,
                        bool heads_given) {
   LoadedModel m;
-  if (std::filesystem::is_regular_file(arg) && EdgeFile::has_magic(arg)) {
+  if (is_edge_file(arg)) {
     const EdgeFile file(arg);
     m.config = file.config();
     const ParamTable table = param_table(m.config);

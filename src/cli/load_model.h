@@ -16,7 +16,11 @@ struct LoadedModel {
   std::string tokenizer_model;  // an edge file's SentencePiece model bytes, or ""
 };
 
-// An edge file (detected by its magic) carries its config and is dequantized to fp32.
+// True for an edge model file (a regular file with the edge magic).
+bool is_edge_file(const std::string& arg);
+
+// An edge file carries its config and is dequantized to fp32 here (export); eval and generate on
+// the CPU read edge files in place instead (model/decoder.h).
 // fallback carries --preset/--heads for files without pylon.* metadata (PyTorch exports).
 LoadedModel load_model(const std::string& arg, const ModelConfig& fallback, bool preset_given,
                        bool heads_given);

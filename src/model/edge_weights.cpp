@@ -101,6 +101,18 @@ void load_edge_weights(const EdgeFile& file, const ParamTable& table, float* fla
   }
 }
 
+WeightView edge_weight_view(const EdgeFile& file, const EdgeTensor& t) {
+  WeightView v;
+  v.dtype = t.dtype;
+  v.rows = t.shape.size() == 2 ? t.shape[0] : 1;
+  v.cols = t.shape.size() == 2 ? t.shape[1] : t.numel();
+  v.values = file.values(t);
+  if (t.quantized()) v.scales = file.scales(t);
+  v.scale_dtype = t.scale_dtype;
+  v.group_size = t.group_size;
+  return v;
+}
+
 uint64_t edge_bytes_per_token(const EdgeFile& file) {
   uint64_t bytes = 0;
   for (const EdgeTensor& t : file.tensors()) {

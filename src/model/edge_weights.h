@@ -1,5 +1,6 @@
 // MiniLLM parameters <-> edge-file tensors: encoding the flat fp32 buffer at a chosen precision
-// (export) and decoding an edge file back into the flat fp32 buffer (CPU inference).
+// (export), decoding an edge file back into the flat fp32 buffer, and views of the tensors in place
+// (the CPU decoder).
 #pragma once
 
 #include <cstdint>
@@ -7,6 +8,7 @@
 
 #include "io/edge_format.h"
 #include "model/params.h"
+#include "model/weight_view.h"
 
 namespace pylon {
 
@@ -28,6 +30,9 @@ std::vector<EdgeTensorToWrite> encode_edge_tensors(const ParamTable& table, cons
 void decode_edge_tensor(const EdgeFile& file, const EdgeTensor& t, float* out);
 // Every parameter of table (the file's config's) into flat (table.total).
 void load_edge_weights(const EdgeFile& file, const ParamTable& table, float* flat);
+
+// Tensor t in place in the mapped file, in its stored encoding (1-D tensors: one row).
+WeightView edge_weight_view(const EdgeFile& file, const EdgeTensor& t);
 
 // Weight bytes one decoded token reads: every tensor and its scales, but one row of the embedding.
 uint64_t edge_bytes_per_token(const EdgeFile& file);

@@ -2,6 +2,7 @@
 // int8 / int4 weights equal to dequantize-then-fp32 GEMM, at odd sizes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>

@@ -13,7 +13,6 @@
 #include "ops/vulkan/context.h"
 #include "ops/vulkan/ops.h"
 #include "ops/vulkan/weights.h"
-#include "train/data_loader.h"
 
 namespace pylon {
 
@@ -210,28 +209,8 @@ bool VulkanDecoder::use_coopmat(bool on) {
 void VulkanDecoder::score(const int32_t* tokens, int n, float* logits) { impl_->score(tokens, n, logits); }
 
 EvalResult evaluate_vulkan(VulkanDecoder& model, const TokenFile& data, int batch, int seq, int64_t steps) {
-  DataLoader loader(data, batch, seq);
-  const size_t n = static_cast<size_t>(batch) * seq;
-  const int V = model.config().vocab;
-  std::vector<int32_t> inputs(n), targets(n);
-  std::vector<float> logits(static_cast<size_t>(seq) * V);
-  double sum = 0;
-  for (int64_t s = 0; s < steps; ++s) {
-    loader.load(s, inputs.data(), targets.data());
-    double step_loss = 0;
-    for (int b = 0; b < batch; ++b) {
-      model.score(inputs.data() + static_cast<size_t>(b) * seq, seq, logits.data());
-      for (int t = 0; t < seq; ++t) {  // cross-entropy in double: log-sum-exp minus the target's
-        const float* row = logits.data() + static_cast<size_t>(t) * V;
-        const float mx = *std::max_element(row, row + V);
-        double z = 0;
-        for (int v = 0; v < V; ++v) z += std::exp(static_cast<double>(row[v]) - mx);
-        step_loss += std::log(z) + mx - row[targets[static_cast<size_t>(b) * seq + t]];
-      }
-    }
-    sum += step_loss / static_cast<double>(n);
-  }
-  return {steps > 0 ? sum / static_cast<double>(steps) : 0.0, steps * static_cast<int64_t>(n)};
+  return evaluate_rows([&model](const int32_t* t, int n, float* logits) { model.score(t, n, logits); },
+                       model.config().vocab, data, batch, seq, steps);
 }
 
 }  // namespace pylon

@@ -30,8 +30,8 @@ float round_up_to_half(float s) {
 }
 
 int int4_value(const uint8_t* row, int64_t c) {
-  const int nibble = (c % 2 == 0) ? (row[c / 2] & 0x0f) : (row[c / 2] >> 4);
-  return nibble >= 8 ? nibble - 16 : nibble;
+  const int nibble = (row[c / 2] >> ((c & 1) * 4)) & 0x0f;
+  return (nibble ^ 8) - 8;  // two's complement, without a branch
 }
 
 }  // namespace
@@ -78,9 +78,17 @@ void dequantize_int4_groups(const uint8_t* q, const float* scales, int64_t rows,
                             int group, float* w) {
   const int64_t row_bytes = int4_row_bytes(cols), groups = int4_groups(cols, group);
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c)
-      w[r * cols + c] =
-          static_cast<float>(int4_value(q + r * row_bytes, c)) * scales[r * groups + c / group];
+    for (int64_t g = 0; g < groups; ++g) {  // a byte (two columns) at a time: groups start even
+      const float scale = scales[r * groups + g];
+      const int64_t begin = g * group, count = std::min(cols, begin + group) - begin;
+      const uint8_t* qb = q + r * row_bytes + begin / 2;
+      float* out = w + r * cols + begin;
+      for (int64_t k = 0; k < count / 2; ++k) {
+        out[2 * k] = static_cast<float>(static_cast<int8_t>(qb[k] << 4) >> 4) * scale;
+        out[2 * k + 1] = static_cast<float>(static_cast<int8_t>(qb[k]) >> 4) * scale;
+      }
+      if (count % 2) out[count - 1] = static_cast<float>(int4_value(qb, count - 1)) * scale;
+    }
 }
 
 void gemm_int8(const float* x, int64_t n, const int8_t* q, const float* scales, int64_t rows,

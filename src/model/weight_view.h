@@ -1,0 +1,37 @@
+// A weight as the CPU decoder reads it: a pointer into its storage (a flat fp32 buffer or a mapped
+// edge file) in the stored encoding (f32 / f16 / int8 / int4, layouts in ops/cpu/quantized.h), so a
+// quantized model runs without a dequantized fp32 copy. Every linear layer goes through linear().
+#pragma once
+
+#include <cstdint>
+
+#include "io/edge_format.h"
+
+namespace pylon {
+
+struct WeightView {
+  EdgeDType dtype = EdgeDType::f32;
+  int64_t rows = 0, cols = 0;              // (out, in); a 1-D tensor is one row
+  const void* values = nullptr;            // f32: float, f16: uint16_t, int8: int8_t, int4: nibbles
+  const void* scales = nullptr;            // int8: f32 (rows); int4: scale_dtype (rows, groups)
+  EdgeDType scale_dtype = EdgeDType::f32;  // int4: f16 or f32
+  int group_size = 0;                      // int4: columns per scale
+};
+
+// An fp32 view of rows x cols values at w.
+WeightView f32_view(const float* w, int64_t rows, int64_t cols);
+
+// y (n, W.rows) = x (n, W.cols) · Wᵀ + bias, bias (W.rows) fp32 or nullptr. f32 runs the BLAS GEMM
+// of cpu::linear_forward. The other encodings convert kLinearTileRows rows of W at a time into an
+// fp32 tile (the dequantize functions of ops/cpu/quantized, f16 through a table) and run the BLAS
+// GEMM (GEMV for one token) on it: each weight is converted once per call, and no more than one
+// tile (kLinearTileRows x W.cols floats, in cache) is ever held in fp32. Measured faster than the
+// reference GEMV kernels, whose one-accumulator loops do not vectorise (bench/vulkan_notes.md, CPU).
+constexpr int64_t kLinearTileRows = 64;
+void linear(float* y, const float* x, int64_t n, const WeightView& w, const float* bias);
+
+// Rows [first, first + count) of W converted to fp32 into out (count, W.cols): embedding lookups,
+// GEMM tiles.
+void weight_rows(const WeightView& w, int64_t first, int64_t count, float* out);
+
+}  // namespace pylon
