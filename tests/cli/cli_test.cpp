@@ -19,6 +19,7 @@
 namespace pylon {
 namespace {
 
+using testing::expect_clear_error;
 using testing::run_pylon;
 
 const std::string kGolden = std::string(PYLON_GOLDEN_DIR) + "/seed_small";
@@ -32,13 +33,6 @@ std::string train_args(const std::string& extra, const std::string& init = kGold
 }
 
 // A failure: exit code 1, and stderr is exactly one line naming the problem.
-void expect_clear_error(const testing::CommandResult& r, const std::string& needle) {
-  EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr: " << r.err;
-  EXPECT_NE(r.err.find("error:"), std::string::npos) << r.err;
-}
-
 TEST(Cli, ContractTrainCommandMatchesPyTorch) {
   testing::TempDir tmp;
   const auto r = run_pylon(train_args("--metrics " + tmp.file("m.jsonl")));

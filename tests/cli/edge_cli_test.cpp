@@ -21,15 +21,10 @@
 namespace pylon {
 namespace {
 
+using testing::expect_clear_error;
 using testing::run_pylon;
 
 const std::string kGolden = std::string(PYLON_GOLDEN_DIR) + "/seed_small";
-
-void expect_clear_error(const testing::CommandResult& r, const std::string& needle) {
-  EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr: " << r.err;
-}
 
 double eval_loss(const std::string& model_args) {
   const auto r = run_pylon("eval " + model_args + " --device cpu --data " + kGolden +

@@ -19,15 +19,10 @@
 namespace pylon {
 namespace {
 
+using testing::expect_clear_error;
 using testing::run_pylon;
 
 const std::string kGolden = std::string(PYLON_GOLDEN_DIR) + "/seed_small";
-
-void expect_clear_error(const testing::CommandResult& r, const std::string& needle) {
-  EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr: " << r.err;
-}
 
 double last_json_loss(const testing::CommandResult& r) {
   std::istringstream lines(r.out);

@@ -1,8 +1,11 @@
-// Runs the pylon executable through the shell for CLI tests: exit code, stdout and stderr.
+// Runs the pylon executable through the shell for CLI tests: exit code, stdout and stderr; and the
+// check every bad-input test makes of the result.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -31,6 +34,14 @@ inline CommandResult run_pylon(const std::string& args) {
   r.out = slurp(tmp.file("out"));
   r.err = slurp(tmp.file("err"));
   return r;
+}
+
+// A clear error: exit code 1 and one line on stderr ("pylon CMD: error: ...") holding `needle`.
+inline void expect_clear_error(const CommandResult& r, const std::string& needle) {
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr: " << r.err;
+  EXPECT_NE(r.err.find("error:"), std::string::npos) << r.err;
 }
 
 }  // namespace pylon::testing
