@@ -5,6 +5,10 @@
 #include <cstring>
 #include <vector>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 #include "core/error.h"
 #include "core/half.h"
 #include "ops/cpu/gemm.h"
@@ -30,6 +34,27 @@ const float* half_table() {
     return t;
   }();
   return table.data();
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// fp16 -> fp32 eight at a time with the F16C instruction (exact, the same values as the table).
+__attribute__((target("avx,f16c"))) void halves_to_floats_f16c(const uint16_t* v, int64_t n, float* out) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + i))));
+  const float* table = half_table();
+  for (; i < n; ++i) out[i] = table[v[i]];
+}
+#endif
+
+// out (n) = the fp16 values v (n) as fp32: F16C where the CPU has it, else the table.
+void halves_to_floats(const uint16_t* v, int64_t n, float* out) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool f16c = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  if (f16c) return halves_to_floats_f16c(v, n, out);
+#endif
+  const float* table = half_table();
+  for (int64_t i = 0; i < n; ++i) out[i] = table[v[i]];
 }
 
 // y (n, W.rows) = x (n, W.cols) · Wᵀ, W converted kLinearTileRows rows at a time for the BLAS GEMM.
@@ -68,9 +93,7 @@ void weight_rows(const WeightView& w, int64_t first, int64_t count, float* out) 
       std::memcpy(out, static_cast<const float*>(w.values) + first * cols, sizeof(float) * n);
       return;
     case EdgeDType::f16: {
-      const uint16_t* v = static_cast<const uint16_t*>(w.values) + first * cols;
-      const float* table = half_table();
-      for (int64_t i = 0; i < n; ++i) out[i] = table[v[i]];
+      halves_to_floats(static_cast<const uint16_t*>(w.values) + first * cols, n, out);
       return;
     }
     case EdgeDType::int8:
