@@ -62,12 +62,7 @@ int run_generate(int argc, char** argv) {
   const bool vulkan = device.rfind("vulkan", 0) == 0;
   if (vulkan) {
 #if PYLON_HAVE_VULKAN
-    VulkanOptions options;
-    parse_vulkan_device(device, &options);
-    options.allow_coopmat = !no_coopmat;
-    options.weights = weights_path;
-    PYLON_CHECK(EdgeFile::has_magic(model_path), "--device vulkan runs edge files: ", model_path,
-                " is not one (make it with pylon export)");
+    const VulkanOptions options = parse_vulkan_options(device, !no_coopmat, weights_path);
     auto gpu = std::make_shared<VulkanDecoder>(model_path, options, context);
     std::fprintf(stderr, "%s\n", gpu->describe().c_str());
     config = gpu->config();

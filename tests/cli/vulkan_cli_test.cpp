@@ -33,7 +33,7 @@ double last_json_loss(const testing::CommandResult& r) {
 }
 
 TEST(VulkanCli, EvalMatchesCpuAtEveryPrecision) {
-  if (!testing::vulkan_context_or_null()) GTEST_SKIP() << "no Vulkan device";
+  if (!testing::vulkan_available()) GTEST_SKIP() << "no Vulkan device";
   testing::TempDir tmp;
   for (const std::string q : {"f16", "int8", "int4"}) {
     const std::string edge = tmp.file(q + ".edge");
@@ -55,7 +55,7 @@ TEST(VulkanCli, TrainedModelGeneratesTheSameTextOnCpuAndVulkan) {
 #ifndef PYLON_HAVE_SENTENCEPIECE
   GTEST_SKIP() << "built without SentencePiece";
 #endif
-  if (!testing::vulkan_context_or_null()) GTEST_SKIP() << "no Vulkan device";
+  if (!testing::vulkan_available()) GTEST_SKIP() << "no Vulkan device";
   testing::TempDir tmp;
   const char* words[] = {"red", "green", "blue", "sky", "sea", "under", "over", "the", "a", "is"};
   std::mt19937 rng(3);
@@ -113,7 +113,7 @@ TEST(VulkanCli, NoDeviceBadFilesAndAllocationFailuresGiveOneLine) {
   }();
   expect_clear_error(none, "Vulkan");
 
-  if (!testing::vulkan_context_or_null()) GTEST_SKIP() << "no Vulkan device";
+  if (!testing::vulkan_available()) GTEST_SKIP() << "no Vulkan device";
   expect_clear_error(run_pylon(eval + edge + " --device vulkan:99"), "does not exist");
   const std::string bytes = read_text_file(edge);
   for (size_t n : {size_t{30}, bytes.size() / 2}) {

@@ -19,6 +19,9 @@ inline std::unique_ptr<vk::Context> vulkan_context_or_null(const vk::ContextOpti
   }
 }
 
+// Whether a Vulkan device can be opened here (tests that make their own contexts skip without).
+inline bool vulkan_available() { return vulkan_context_or_null() != nullptr; }
+
 }  // namespace pylon::testing
 
 // In a TEST body: declares `ctx` (a std::unique_ptr<vk::Context>) or skips the test.

@@ -16,14 +16,19 @@
 
 namespace pylon {
 
-void parse_vulkan_device(const std::string& device, VulkanOptions* options) {
-  if (device == "vulkan") return;
+VulkanOptions parse_vulkan_options(const std::string& device, bool allow_coopmat,
+                                   const std::string& weights) {
+  VulkanOptions options;
+  options.allow_coopmat = allow_coopmat;
+  options.weights = weights;
+  if (device == "vulkan") return options;
   const std::string prefix = "vulkan:";
   PYLON_CHECK(device.rfind(prefix, 0) == 0 && device.size() > prefix.size() &&
                   device.find_first_not_of("0123456789", prefix.size()) == std::string::npos &&
                   device.size() - prefix.size() <= 4,
               "--device ", device, ": expected vulkan or vulkan:N");
-  options->device_index = std::stoi(device.substr(prefix.size()));
+  options.device_index = std::stoi(device.substr(prefix.size()));
+  return options;
 }
 
 namespace {
@@ -184,8 +189,11 @@ struct VulkanDecoder::Impl {
   }
 };
 
-VulkanDecoder::VulkanDecoder(const std::string& edge_path, const VulkanOptions& options, int max_tokens)
-    : impl_(std::make_unique<Impl>(edge_path, options, max_tokens)) {}
+VulkanDecoder::VulkanDecoder(const std::string& edge_path, const VulkanOptions& options, int max_tokens) {
+  PYLON_CHECK(EdgeFile::has_magic(edge_path), "Vulkan runs edge files: ", edge_path,
+              " is not one (make it with pylon export)");
+  impl_ = std::make_unique<Impl>(edge_path, options, max_tokens);
+}
 VulkanDecoder::~VulkanDecoder() = default;
 const ModelConfig& VulkanDecoder::config() const { return impl_->cfg; }
 std::string VulkanDecoder::tokenizer_model() const { return std::string(impl_->file.tokenizer()); }

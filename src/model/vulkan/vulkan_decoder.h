@@ -22,12 +22,15 @@ struct VulkanOptions {
   std::string weights = "auto";    // auto | import | upload
 };
 
-// Parses "vulkan" or "vulkan:N" into options.device_index; throws pylon::Error otherwise.
-void parse_vulkan_device(const std::string& device, VulkanOptions* options);
+// The options of --device vulkan|vulkan:N (throws pylon::Error for another spelling), --no-coopmat
+// (allow_coopmat false) and --weights-path.
+VulkanOptions parse_vulkan_options(const std::string& device, bool allow_coopmat,
+                                   const std::string& weights);
 
 class VulkanDecoder {
  public:
-  // Maps and validates the edge file, opens the device, places the weights. Throws pylon::Error.
+  // Maps and validates the edge file (anything else, a checkpoint say, is refused with a line
+  // saying so), opens the device, places the weights. Throws pylon::Error.
   VulkanDecoder(const std::string& edge_path, const VulkanOptions& options, int max_tokens);
   ~VulkanDecoder();
   VulkanDecoder(const VulkanDecoder&) = delete;

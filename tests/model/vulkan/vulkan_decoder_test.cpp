@@ -51,7 +51,6 @@ std::vector<float> dequantized(const std::string& path) {
   return flat;
 }
 
-bool vulkan_present() { return testing::vulkan_context_or_null() != nullptr; }
 
 int argmax(const float* v, int n) { return static_cast<int>(std::max_element(v, v + n) - v); }
 
@@ -71,7 +70,7 @@ std::vector<int32_t> greedy(Feed&& feed, int V, int steps, std::vector<std::vect
 
 // The CPU path runs the same dequantized weights in fp32, so logits differ by summation order only.
 TEST(VulkanDecoder, GreedyIdenticalToCpuAndLogitsClose) {
-  if (!vulkan_present()) GTEST_SKIP() << "no Vulkan device";
+  if (!testing::vulkan_available()) GTEST_SKIP() << "no Vulkan device";
   testing::TempDir tmp;
   for (const Preset p : {Preset::causal, Preset::seed})
     for (const EdgeDType q : {EdgeDType::f16, EdgeDType::int8, EdgeDType::int4}) {
@@ -109,7 +108,7 @@ TEST(VulkanDecoder, GreedyIdenticalToCpuAndLogitsClose) {
 }
 
 TEST(VulkanDecoder, EvalLossMatchesCpu) {
-  if (!vulkan_present()) GTEST_SKIP() << "no Vulkan device";
+  if (!testing::vulkan_available()) GTEST_SKIP() << "no Vulkan device";
   testing::TempDir tmp;
   std::vector<uint16_t> toks(4096);
   for (size_t i = 0; i < toks.size(); ++i) toks[i] = static_cast<uint16_t>((i * 31 + i / 7) % 97);
@@ -130,7 +129,7 @@ TEST(VulkanDecoder, EvalLossMatchesCpu) {
 }
 
 TEST(VulkanDecoder, ImportUploadAndSplitBuffersAgree) {
-  if (!vulkan_present()) GTEST_SKIP() << "no Vulkan device";
+  if (!testing::vulkan_available()) GTEST_SKIP() << "no Vulkan device";
   testing::TempDir tmp;
   ModelConfig c = small_config(Preset::causal);
   c.vocab = 601;  // the head and embedding (601 rows) split at 256 rows below
@@ -158,14 +157,16 @@ TEST(VulkanDecoder, ImportUploadAndSplitBuffersAgree) {
 }
 
 TEST(VulkanDecoder, BadDeviceFileAndAllocationFailuresGiveErrors) {
-  if (!vulkan_present()) GTEST_SKIP() << "no Vulkan device";
+  if (!testing::vulkan_available()) GTEST_SKIP() << "no Vulkan device";
   testing::TempDir tmp;
   const std::string path = export_model(tmp, small_config(Preset::causal), EdgeDType::f16);
   VulkanOptions bad;
   bad.device_index = 99;
   EXPECT_THROW(VulkanDecoder(path, bad, 16), Error);
-  EXPECT_THROW(parse_vulkan_device("vulkan:x", &bad), Error);
-  EXPECT_THROW(parse_vulkan_device("vulkan:", &bad), Error);
+  EXPECT_THROW(parse_vulkan_options("vulkan:x", true, "auto"), Error);
+  EXPECT_THROW(parse_vulkan_options("vulkan:", true, "auto"), Error);
+  EXPECT_EQ(parse_vulkan_options("vulkan:1", false, "upload").device_index, 1);
+  EXPECT_THROW(VulkanDecoder(std::string(PYLON_GOLDEN_DIR) + "/seed_small/init.safetensors", {}, 16), Error);  // a safetensors file, not an edge file
   write_file_atomic(tmp.file("cut.edge"), std::string(4096, 'x'));
   EXPECT_THROW(VulkanDecoder(tmp.file("cut.edge"), {}, 16), Error);
 
