@@ -195,9 +195,10 @@ void MiniLLMCuda::backward(const std::vector<const bf16*>& P, const std::vector<
               nullptr, s);                                                         // dW2 += dxᵀ·a
     if (!a.h2) residual_rmsnorm_forward(nullptr, h_, rstd_tmp_, a.x_mid, nullptr, P[p + 5], N_, D, eps, s);
     linear_backward(dh_, G[p + 6], nullptr, wide_, a.h2 ? a.h2 : h_, P[p + 6], D, 4 * D, beta, s);
-    rmsnorm_backward(dx_mid_, G[p + 5], dh_, dx_, a.x_mid, P[p + 5], a.rstd2, N_, D, workspace_, s);
+    // db_out += Σ rows of dx_mid, summed by the norm's backward as it writes dx_mid.
+    rmsnorm_backward(dx_mid_, G[p + 5], dh_, dx_, a.x_mid, P[p + 5], a.rstd2, N_, D, workspace_, s, G[p + 4]);
     // Attention branch: x_mid = x + W_out·att + b_out.
-    linear_backward(datt_, G[p + 3], G[p + 4], dx_mid_, a.att, P[p + 3], D, D, beta, s);
+    linear_backward(datt_, G[p + 3], nullptr, dx_mid_, a.att, P[p + 3], D, D, beta, s);
     attention_backward(dqkv_, datt_, a.qkv, a.att, a.lse, B_, T_, D, H, config_.causal(), workspace_,
                        workspace_bytes_, s);
     if (config_.causal()) rope_backward(dqkv_, B_, T_, D, H, config_.rope_theta, 0, s);
