@@ -57,7 +57,8 @@ FsdpCuda::FsdpCuda(const ShardLayout& layout, cudaStream_t compute, NcclComm* ga
   alloc(master_, shard_bytes), alloc(m_, shard_bytes), alloc(v_, shard_bytes);
   if (!options.fused_optimizer) alloc(grad_, shard_bytes);
   alloc(scalars_, 4 * f);
-  alloc(reduce_ws_, reduce_workspace_bytes(options.fused_optimizer ? most : total));
+  const int64_t summed = options.fused_optimizer ? most : total;  // the longest sum of squares
+  alloc(reduce_ws_, std::max(reduce_workspace_bytes(summed), grad_sumsq_workspace_bytes(summed)));
   const int64_t root_padded = units[0].padded;
   if (persistent_) {
     alloc(block_params_, static_cast<size_t>(total) * h);  // the shard layout, in bf16
@@ -137,7 +138,7 @@ FsdpCuda::Probe& FsdpCuda::probe(bool wait, bool gather) {
 // The consumer stream waits for the producer's event; with measure_overlap, timing events just
 // before and after the wait bracket the stall (no work lies between them).
 void FsdpCuda::wait_for(const Event& producer, cudaStream_t consumer, bool gather_wait) {
-  if (!options_.measure_overlap) return producer.wait_on(consumer);
+  if (!options_.measure_overlap || forward_only_) return producer.wait_on(consumer);
   Probe& p = probe(true, gather_wait);
   p.from.record(consumer);
   producer.wait_on(consumer);
@@ -170,6 +171,17 @@ bool FsdpCuda::begin_micro_step(int micro, int count) {
   return options_.no_sync && micro > 0;
 }
 
+void FsdpCuda::set_forward_only(bool on) {
+  forward_only_ = on;
+  order_.clear();
+  cursor_ = 0;
+  if (persistent_) return;
+  for (int unit = -1; unit < layers_; ++unit)  // what the previous forward left gathered
+    if (slot_of_[index(unit)] >= 0) release(unit);
+  if (on)  // the forward's uses: the root, then the blocks
+    for (int unit = -1; unit < layers_; ++unit) order_.push_back(unit);
+}
+
 void FsdpCuda::gather(int unit) {
   const size_t i = index(unit);
   PYLON_ASSERT(!persistent_, "a world of one never gathers");
@@ -187,7 +199,7 @@ void FsdpCuda::gather(int unit) {
   const cudaStream_t g = gather_stream_.get();
   s.released.wait_on(g);    // compute is done with the previous occupant
   shard_ready_[i].wait_on(g);  // the optimizer has written this unit's shard
-  Probe* p = options_.measure_overlap ? &probe(false, true) : nullptr;
+  Probe* p = options_.measure_overlap && !forward_only_ ? &probe(false, true) : nullptr;
   if (p) p->from.record(g);
   bf16* mine = s.data + rank_ * u.shard;
   cast_f32_to_bf16(mine, master_.as<float>() + offset(unit), u.shard, g);
@@ -266,11 +278,11 @@ void FsdpCuda::reduce(int unit) {
 #endif
   if (p) p->to.record(r);
   if (options_.fused_optimizer) {
-    sum_of_squares(scalars_.as<float>() + 1, mine, u.shard, reduce_ws_.get(), r, /*accumulate=*/true);
+    const GradSumOfSquares norm{scalars_.as<float>() + 1, reduce_ws_.get()};  // AdamW adds the unit's Σ g²
     adamw_update(master_.as<float>() + offset(unit), m_.as<float>() + offset(unit),
                  v_.as<float>() + offset(unit), mine,
                  persistent_ ? block_params_.as<bf16>() + offset(unit) : nullptr, u.shard, adam_.lr, adam_.beta1,
-                 adam_.beta2, adam_.eps, adam_.weight_decay, adam_.t, nullptr, r);
+                 adam_.beta2, adam_.eps, adam_.weight_decay, adam_.t, nullptr, r, &norm);
     shard_ready_[i].record(r);
   } else if (first_reduce_) {
     PYLON_CUDA_CHECK(cudaMemcpyAsync(grad_.as<float>() + offset(unit), mine, n * sizeof(float),
@@ -289,16 +301,28 @@ void FsdpCuda::end_step(float* host_scalars) {
   compute_end_[parity_].record(compute_);
   compute_end_[parity_].wait_on(r);  // the losses are summed; every reduction is enqueued
   const int64_t total = static_cast<int64_t>(master_.bytes() / sizeof(float));
-  if (!options_.fused_optimizer) sum_of_squares(norm_sq, grad_.as<float>(), total, reduce_ws_.get(), r);
+  auto all_reduce_scalars = [&] {  // Σ losses and Σ g² over the ranks
 #ifdef PYLON_HAVE_NCCL
-  if (world_ > 1) reduce_comm_->all_reduce(loss_sum, loss_sum, 2, ncclFloat32, ncclSum, r);
+    if (world_ > 1) reduce_comm_->all_reduce(loss_sum, loss_sum, 2, ncclFloat32, ncclSum, r);
 #endif
-  if (!options_.fused_optimizer) {
-    clip_coefficient(clip, norm_sq, grad_clip_, r);
+  };
+  auto adamw = [&](const float* grad_scale, const GradSumOfSquares* norm) {
     adamw_update(master_.as<float>(), m_.as<float>(), v_.as<float>(), grad_.as<float>(),
-                 persistent_ ? block_params_.as<bf16>() : nullptr, total,
-                 adam_.lr, adam_.beta1, adam_.beta2, adam_.eps, adam_.weight_decay, adam_.t, clip, r);
+                 persistent_ ? block_params_.as<bf16>() : nullptr, total, adam_.lr, adam_.beta1, adam_.beta2,
+                 adam_.eps, adam_.weight_decay, adam_.t, grad_scale, r, norm);
     for (Event& e : shard_ready_) e.record(r);
+  };
+  if (options_.fused_optimizer) {  // AdamW and Σ g² ran per unit
+    all_reduce_scalars();
+  } else if (grad_clip_ > 0) {  // the norm is needed before the update
+    sum_of_squares(norm_sq, grad_.as<float>(), total, reduce_ws_.get(), r);
+    all_reduce_scalars();
+    clip_coefficient(clip, norm_sq, grad_clip_, r);
+    adamw(clip, nullptr);
+  } else {  // no clipping: AdamW sums the squares as it reads the gradient
+    const GradSumOfSquares norm{norm_sq, reduce_ws_.get()};
+    adamw(nullptr, &norm);
+    all_reduce_scalars();
   }
   PYLON_CUDA_CHECK(cudaMemcpyAsync(host_scalars, loss_sum, 2 * sizeof(float), cudaMemcpyDeviceToHost, r));
   step_done_[parity_].record(r);

@@ -78,6 +78,10 @@ class FsdpCuda final : public UnitHooks {
   void begin_step(const AdamWStep& adam, float grad_clip);
   // Whether backward must accumulate into the gradient slots (no-sync micro-steps after the first).
   bool begin_micro_step(int micro, int count);
+  // Between steps (validation): set_forward_only(true) before each model forward that has no
+  // backward, set_forward_only(false) after the last; both free what a forward left gathered.
+  // These gathers are not counted in overlap().
+  void set_forward_only(bool on);
   void end_step(float* host_scalars);
   // Step t (1-based, as in AdamWStep) has finished on every stream: a timing event. Kept for two
   // steps, so the host can read step t while step t + 1 runs.
@@ -139,6 +143,7 @@ class FsdpCuda final : public UnitHooks {
   size_t cursor_ = 0;       // next entry of order_ to gather
   bool persistent_ = false;  // world of one: weights stay gathered, AdamW writes their bf16 copy
   bool reduce_now_ = true, first_reduce_ = true;
+  bool forward_only_ = false;
   AdamWStep adam_{};
   float grad_clip_ = 0;
   Event step_done_[2] = {Event(true), Event(true)}, compute_end_[2] = {Event(true), Event(true)};

@@ -2,6 +2,7 @@
 // default): its input x, qkv (after RoPE), the attention output and log-sum-exp, x_mid and the FFN
 // pre-activation f1; the normalised inputs and SiLU(f1) are recomputed in backward (cheap, and saves
 // 12·N·D bytes a block). none keeps those too; full keeps only x and redoes the block up to f1.
+// Backward recomputes SiLU(f1) in the kernel that forms df1, writing it over f1.
 #include "model/cuda/minillm_cuda.h"
 
 #include <algorithm>
@@ -181,17 +182,23 @@ void MiniLLMCuda::backward(const std::vector<const bf16*>& P, const std::vector<
       block_forward_to_f1(P, l, h_, s);
     }
     // FFN branch: x_out = x_mid + W2·SiLU(W1·h2), h2 = RMSNorm2(x_mid).
-    if (!a.act) silu_forward(wide_, a.f1, N * 4 * D, s);  // recompute SiLU(f1)
-    gemm_.run(true, false, D, 4 * D, N_, 1.f, dx_, D, a.act ? a.act : wide_, 4 * D, beta, G[p + 7],
-              GemmOut::kF32, 4 * D, nullptr, s);                                   // dW2 += dxᵀ·a
+    // da = dx·W2 first: a recomputed SiLU(f1) is formed in the same pass as df1 and overwrites f1,
+    // which backward reads for the last time there.
     gemm_.run(false, false, N_, 4 * D, D, 1.f, dx_, D, P[p + 7], 4 * D, 0.f, wide_, GemmOut::kBf16,
-                 4 * D, nullptr, s);                                               // da = dx·W2
-    silu_backward(wide_, wide_, a.f1, N * 4 * D, s);                                // df1
+              4 * D, nullptr, s);                                                  // da = dx·W2
+    const bf16* act = a.act ? a.act : a.f1;
+    if (a.act)
+      silu_backward(wide_, wide_, a.f1, N * 4 * D, s);                             // df1
+    else
+      silu_recompute_backward(a.f1, wide_, wide_, a.f1, N * 4 * D, s);             // SiLU(f1), df1
+    gemm_.run(true, false, D, 4 * D, N_, 1.f, dx_, D, act, 4 * D, beta, G[p + 7], GemmOut::kF32, 4 * D,
+              nullptr, s);                                                         // dW2 += dxᵀ·a
     if (!a.h2) residual_rmsnorm_forward(nullptr, h_, rstd_tmp_, a.x_mid, nullptr, P[p + 5], N_, D, eps, s);
     linear_backward(dh_, G[p + 6], nullptr, wide_, a.h2 ? a.h2 : h_, P[p + 6], D, 4 * D, beta, s);
-    rmsnorm_backward(dx_mid_, G[p + 5], dh_, dx_, a.x_mid, P[p + 5], a.rstd2, N_, D, workspace_, s);
+    // db_out += Σ rows of dx_mid, summed by the norm's backward as it writes dx_mid.
+    rmsnorm_backward(dx_mid_, G[p + 5], dh_, dx_, a.x_mid, P[p + 5], a.rstd2, N_, D, workspace_, s, G[p + 4]);
     // Attention branch: x_mid = x + W_out·att + b_out.
-    linear_backward(datt_, G[p + 3], G[p + 4], dx_mid_, a.att, P[p + 3], D, D, beta, s);
+    linear_backward(datt_, G[p + 3], nullptr, dx_mid_, a.att, P[p + 3], D, D, beta, s);
     attention_backward(dqkv_, datt_, a.qkv, a.att, a.lse, B_, T_, D, H, config_.causal(), workspace_,
                        workspace_bytes_, s);
     if (config_.causal()) rope_backward(dqkv_, B_, T_, D, H, config_.rope_theta, 0, s);

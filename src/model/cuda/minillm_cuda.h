@@ -47,7 +47,7 @@ class MiniLLMCuda {
 
  private:
   struct Layer {  // saved for backward; N = B*T rows. full: all but x shared by the blocks
-    bf16 *x, *qkv, *att, *x_mid, *f1;
+    bf16 *x, *qkv, *att, *x_mid, *f1;  // f1 holds SiLU(f1) after backward unless act is kept
     float *rstd1, *rstd2, *lse;
     bf16 *h1 = nullptr, *h2 = nullptr, *act = nullptr;  // none only: RMSNorm1(x), RMSNorm2(x_mid), SiLU(f1)
   };

@@ -1,16 +1,25 @@
 // AdamW: one elementwise pass, 4 parameters per thread step with 16-byte accesses to p, m, v, g
 // (and an 8-byte bf16 store) when the buffers are aligned; bias corrections come from the host
-// exactly as train/adamw.cpp computes them (fp64, rounded to fp32).
+// exactly as train/adamw.cpp computes them (fp64, rounded to fp32). Optionally the same pass sums
+// the gradient's squares for the grad norm (per-block fp64 partials, then add_partial_sums).
+#include <algorithm>
 #include <cmath>
 
 #include "ops/cuda/adamw.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/kernel_util.cuh"
+#include "ops/cuda/reduce.h"
 
 namespace pylon::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int64_t kMaxNormBlocks = 1024;  // add_partial_sums' limit; ~8 blocks per SM on an H200
+
+// Blocks of the norm-summing launch: one 4-wide step per thread at most, up to kMaxNormBlocks.
+int norm_blocks(int64_t n) {
+  return static_cast<int>(std::clamp<int64_t>(detail::ceil_div(n, 4 * kThreads), 1, kMaxNormBlocks));
+}
 
 struct AdamWStep {
   float beta1, beta2, eps, step_size, decay, bc2_sqrt;
@@ -23,10 +32,12 @@ __device__ __forceinline__ void adamw_element(float& p, float& m, float& v, floa
   p = p * s.decay - s.step_size * m / denom;
 }
 
+// sumsq_partials (gridDim.x) or nullptr: each block's Σ g² (unscaled), fp64.
 template <int VEC>
 __global__ void adamw_kernel(float* params, float* m, float* v, const float* grads, __nv_bfloat16* params_bf16,
-                             int64_t n, AdamWStep s, const float* grad_scale) {
+                             int64_t n, AdamWStep s, const float* grad_scale, double* sumsq_partials) {
   const float gs = grad_scale ? *grad_scale : 1.f;
+  double sumsq = 0.0;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x * VEC;
   for (int64_t i = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * VEC; i < n; i += stride) {
     if (VEC == 1 || i + VEC <= n) {
@@ -36,7 +47,10 @@ __global__ void adamw_kernel(float* params, float* m, float* v, const float* gra
       detail::load_f32<VEC>(vv, v + i);
       detail::load_f32<VEC>(g, grads + i);
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) adamw_element(p[e], mv[e], vv[e], g[e] * gs, s);
+      for (int e = 0; e < VEC; ++e) {
+        sumsq += static_cast<double>(g[e]) * g[e];
+        adamw_element(p[e], mv[e], vv[e], g[e] * gs, s);
+      }
       detail::store_f32<VEC>(params + i, p);
       detail::store_f32<VEC>(m + i, mv);
       detail::store_f32<VEC>(v + i, vv);
@@ -52,10 +66,15 @@ __global__ void adamw_kernel(float* params, float* m, float* v, const float* gra
       }
     } else {
       for (int64_t j = i; j < n; ++j) {
+        sumsq += static_cast<double>(grads[j]) * grads[j];
         adamw_element(params[j], m[j], v[j], grads[j] * gs, s);
         if (params_bf16) params_bf16[j] = __float2bfloat16_rn(params[j]);
       }
     }
+  }
+  if (sumsq_partials) {  // uniform across the block: every thread reaches the reduction
+    sumsq = detail::block_sum(sumsq);
+    if (threadIdx.x == 0) sumsq_partials[blockIdx.x] = sumsq;
   }
 }
 
@@ -71,9 +90,13 @@ void clip_coefficient(float* coef, const float* sumsq_total, float max_norm, cud
   PYLON_CUDA_CHECK_LAUNCH();
 }
 
+size_t grad_sumsq_workspace_bytes(int64_t n) {
+  return detail::align_up(sizeof(double) * static_cast<size_t>(norm_blocks(n)));
+}
+
 void adamw_update(float* params, float* m, float* v, const float* grads, __nv_bfloat16* params_bf16,
                   int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
-                  int64_t step, const float* grad_scale, cudaStream_t stream) {
+                  int64_t step, const float* grad_scale, cudaStream_t stream, const GradSumOfSquares* norm) {
   if (n <= 0) return;
   const double t = static_cast<double>(step);
   AdamWStep s{};
@@ -83,14 +106,18 @@ void adamw_update(float* params, float* m, float* v, const float* grads, __nv_bf
   s.decay = 1.f - lr * weight_decay;
   const bool vec = detail::aligned16(params) && detail::aligned16(m) && detail::aligned16(v) &&
                    detail::aligned16(grads) && (reinterpret_cast<uintptr_t>(params_bf16) & 7) == 0;
+  // With the norm, a block count fixed by n alone (so is the sum) and at most kMaxNormBlocks.
+  double* partials = norm ? static_cast<double*>(norm->workspace) : nullptr;
   if (vec) {
-    const unsigned blocks = detail::grid_size(detail::ceil_div(n, 4), kThreads);
-    adamw_kernel<4><<<blocks, kThreads, 0, stream>>>(params, m, v, grads, params_bf16, n, s, grad_scale);
+    const unsigned blocks = norm ? static_cast<unsigned>(norm_blocks(n))
+                                 : detail::grid_size(detail::ceil_div(n, 4), kThreads);
+    adamw_kernel<4><<<blocks, kThreads, 0, stream>>>(params, m, v, grads, params_bf16, n, s, grad_scale, partials);
   } else {
-    adamw_kernel<1><<<detail::grid_size(n, kThreads), kThreads, 0, stream>>>(params, m, v, grads, params_bf16,
-                                                                             n, s, grad_scale);
+    const unsigned blocks = norm ? static_cast<unsigned>(norm_blocks(n)) : detail::grid_size(n, kThreads);
+    adamw_kernel<1><<<blocks, kThreads, 0, stream>>>(params, m, v, grads, params_bf16, n, s, grad_scale, partials);
   }
   PYLON_CUDA_CHECK_LAUNCH();
+  if (norm) add_partial_sums(norm->sumsq, partials, norm_blocks(n), stream);
 }
 
 }  // namespace pylon::cuda

@@ -1,6 +1,7 @@
 // Two-pass sums: pass 1 has a block count fixed by n alone (so the tree does not depend on the
 // device); each thread accumulates 4-wide fp32 loads into fp64, blocks reduce by a fixed tree into
 // one fp64 partial each; pass 2, one block, reduces the partials the same way.
+#include "core/error.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/kernel_util.cuh"
 #include "ops/cuda/reduce.h"
@@ -72,6 +73,12 @@ size_t reduce_workspace_bytes(int64_t n) {
 void sum_of_squares(float* out, const float* x, int64_t n, void* workspace, cudaStream_t stream,
                     bool accumulate) {
   sum_launch<true>(out, x, n, 1.0, accumulate, workspace, stream);
+}
+
+void add_partial_sums(float* out, const double* partials, int count, cudaStream_t stream) {
+  PYLON_CHECK(count >= 1 && count <= kMaxBlocks, "add_partial_sums: ", count, " partials (1 to ", kMaxBlocks, ")");
+  sum_finish_kernel<<<1, kMaxBlocks, 0, stream>>>(out, partials, count, 1.0, true);
+  PYLON_CUDA_CHECK_LAUNCH();
 }
 
 void sum_scaled(float* out, const float* x, int64_t n, double scale, void* workspace,

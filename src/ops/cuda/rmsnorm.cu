@@ -1,7 +1,8 @@
 // RMSNorm kernels. One block of 256 threads per row (forward) or per 16 rows (backward); thread t
 // owns columns (k·256 + t)·VEC .. +VEC for k < CHUNKS, so a row lives in registers between the
 // reduction and the output, and in the backward each thread keeps its columns' dw partial sums.
-// dw: per-block partial rows (N/16, C), then column_sum_accumulate (fixed order).
+// dw: per-block partial rows (N/16, C), then column_sum_accumulate (fixed order); the column sums
+// of dx (a following bias gradient) the same way.
 #include "core/error.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/column_sum.h"
@@ -54,17 +55,19 @@ __global__ void __launch_bounds__(kThreads) residual_rmsnorm_forward_kernel(
 }
 
 // No __restrict__ on dx / dresidual: they may alias (each element is read, then written, by one
-// thread).
-template <int VEC, int CHUNKS>
-__global__ void __launch_bounds__(kThreads) rmsnorm_backward_kernel(
-    __nv_bfloat16* dx, float* dw_partial, const __nv_bfloat16* dh, const __nv_bfloat16* dres,
-    const __nv_bfloat16* x, const __nv_bfloat16* w, const float* rstd, int N, int C) {
-  float wv[CHUNKS][VEC], dw_acc[CHUNKS][VEC];
+// thread). kSumDx: also the column partials of dx as stored (bf16), for a bias gradient; at least
+// 4 blocks per SM then (64 registers), so the N/16 blocks of the seed step still fit one wave.
+template <int VEC, int CHUNKS, bool kSumDx>
+__global__ void __launch_bounds__(kThreads, kSumDx ? 4 : 1) rmsnorm_backward_kernel(
+    __nv_bfloat16* dx, float* dw_partial, float* dx_partial, const __nv_bfloat16* dh,
+    const __nv_bfloat16* dres, const __nv_bfloat16* x, const __nv_bfloat16* w, const float* rstd, int N,
+    int C) {
+  float wv[CHUNKS][VEC], dw_acc[CHUNKS][VEC], dx_acc[CHUNKS][VEC];
 #pragma unroll
   for (int k = 0; k < CHUNKS; ++k) {
     const int c = (k * kThreads + threadIdx.x) * VEC;
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) dw_acc[k][e] = 0.f;
+    for (int e = 0; e < VEC; ++e) dw_acc[k][e] = 0.f, dx_acc[k][e] = 0.f;
     if (c < C) detail::load_bf16<VEC>(wv[k], w + c);
   }
   const int row_end = min(N, static_cast<int>(blockIdx.x + 1) * kBackwardRows);
@@ -99,6 +102,7 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_backward_kernel(
       for (int e = 0; e < VEC; ++e) {
         out[e] = r * wv[k][e] * dy[k][e] - kx * xv[k][e] + dr[k][e];
         dw_acc[k][e] += dy[k][e] * xv[k][e] * r;
+        if (kSumDx) dx_acc[k][e] += detail::round_bf16(out[e]);
       }
       detail::store_bf16<VEC>(dx + base + c, out);
     }
@@ -107,8 +111,11 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_backward_kernel(
   for (int k = 0; k < CHUNKS; ++k) {
     const int c = (k * kThreads + threadIdx.x) * VEC;
 #pragma unroll
-    for (int e = 0; e < VEC; ++e)
-      if (c + e < C) dw_partial[static_cast<int64_t>(blockIdx.x) * C + c + e] = dw_acc[k][e];
+    for (int e = 0; e < VEC; ++e) {
+      if (c + e >= C) continue;
+      dw_partial[static_cast<int64_t>(blockIdx.x) * C + c + e] = dw_acc[k][e];
+      if (kSumDx) dx_partial[static_cast<int64_t>(blockIdx.x) * C + c + e] = dx_acc[k][e];
+    }
   }
 }
 
@@ -147,28 +154,37 @@ void residual_rmsnorm_forward(__nv_bfloat16* x_out, __nv_bfloat16* h, float* rst
   PYLON_CUDA_CHECK_LAUNCH();
 }
 
+// Workspace: dw partials, dx partials (blocks, C) each, then column_sum's (used by one sum at a time).
 size_t rmsnorm_backward_workspace_bytes(int N, int C) {
   const int64_t blocks = ceil_div(N, kBackwardRows);
-  return align_up(sizeof(float) * static_cast<size_t>(blocks) * static_cast<size_t>(C)) +
+  return 2 * align_up(sizeof(float) * static_cast<size_t>(blocks) * static_cast<size_t>(C)) +
          column_sum_workspace_bytes(blocks, C);
 }
 
 void rmsnorm_backward(__nv_bfloat16* dx, float* dw, const __nv_bfloat16* dh,
                       const __nv_bfloat16* dresidual, const __nv_bfloat16* x,
                       const __nv_bfloat16* w, const float* rstd, int N, int C, void* workspace,
-                      cudaStream_t stream) {
+                      cudaStream_t stream, float* dx_column_sum) {
   if (N <= 0 || C <= 0) return;
   const int blocks = static_cast<int>(ceil_div(N, kBackwardRows));
+  const size_t partial_bytes = align_up(sizeof(float) * static_cast<size_t>(blocks) * C);
   auto* partials = static_cast<float*>(workspace);
+  auto* dx_partials = reinterpret_cast<float*>(static_cast<char*>(workspace) + partial_bytes);
   const bool vec = C % 8 == 0 && detail::aligned16(dx) && detail::aligned16(dh) && detail::aligned16(x) &&
                    detail::aligned16(w) && (!dresidual || detail::aligned16(dresidual));
   dispatch_row(C, vec, "rmsnorm_backward", [&](auto vec_c, auto chunks_c) {
-    rmsnorm_backward_kernel<vec_c(), chunks_c()>
-        <<<blocks, kThreads, 0, stream>>>(dx, partials, dh, dresidual, x, w, rstd, N, C);
+    if (dx_column_sum) {
+      rmsnorm_backward_kernel<vec_c(), chunks_c(), true>
+          <<<blocks, kThreads, 0, stream>>>(dx, partials, dx_partials, dh, dresidual, x, w, rstd, N, C);
+    } else {
+      rmsnorm_backward_kernel<vec_c(), chunks_c(), false>
+          <<<blocks, kThreads, 0, stream>>>(dx, partials, nullptr, dh, dresidual, x, w, rstd, N, C);
+    }
   });
   PYLON_CUDA_CHECK_LAUNCH();
-  void* rest = static_cast<char*>(workspace) + align_up(sizeof(float) * static_cast<size_t>(blocks) * C);
+  void* rest = static_cast<char*>(workspace) + 2 * partial_bytes;
   column_sum_accumulate(dw, partials, blocks, C, rest, stream);
+  if (dx_column_sum) column_sum_accumulate(dx_column_sum, dx_partials, blocks, C, rest, stream);
 }
 
 }  // namespace pylon::cuda

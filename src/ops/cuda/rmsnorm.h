@@ -21,11 +21,14 @@ void residual_rmsnorm_forward(__nv_bfloat16* x_out /* (N, C) */, __nv_bfloat16* 
 // Bytes of workspace rmsnorm_backward needs.
 size_t rmsnorm_backward_workspace_bytes(int N, int C);
 // dx = rstd·(w∘dh) − x·rstd³/C·Σ(w∘dh∘x) [+ dresidual];  dw += Σ_rows dh∘x·rstd (fixed order).
-// x is the normalised input (x_out of the forward); dx may alias dresidual.
+// x is the normalised input (x_out of the forward); dx may alias dresidual. dx_column_sum (may be
+// null) += Σ_rows dx as stored in bf16 (fixed order): the gradient of a bias whose output's
+// gradient dx is (the step's attention out-projection), without a pass over dx of its own.
 void rmsnorm_backward(__nv_bfloat16* dx /* (N, C) */, float* dw /* (C) */,
                       const __nv_bfloat16* dh /* (N, C) */,
                       const __nv_bfloat16* dresidual /* (N, C) or nullptr */,
                       const __nv_bfloat16* x /* (N, C) */, const __nv_bfloat16* w /* (C) */,
-                      const float* rstd /* (N) */, int N, int C, void* workspace, cudaStream_t stream);
+                      const float* rstd /* (N) */, int N, int C, void* workspace, cudaStream_t stream,
+                      float* dx_column_sum /* (C) */ = nullptr);
 
 }  // namespace pylon::cuda

@@ -13,5 +13,10 @@ void silu_forward(__nv_bfloat16* out /* (n) */, const __nv_bfloat16* in /* (n) *
 // din = dout · σ(x)·(1 + x·(1 − σ(x))); din may alias dout.
 void silu_backward(__nv_bfloat16* din /* (n) */, const __nv_bfloat16* dout /* (n) */,
                    const __nv_bfloat16* in /* (n) */, int64_t n, cudaStream_t stream);
+// Both in one pass over in and dout (the backward of a recomputed SiLU): act = SiLU(in), bitwise as
+// silu_forward, and din as silu_backward. act may alias in, din may alias dout.
+void silu_recompute_backward(__nv_bfloat16* act /* (n) */, __nv_bfloat16* din /* (n) */,
+                             const __nv_bfloat16* dout /* (n) */, const __nv_bfloat16* in /* (n) */,
+                             int64_t n, cudaStream_t stream);
 
 }  // namespace pylon::cuda

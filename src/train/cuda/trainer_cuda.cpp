@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -141,11 +142,27 @@ TrainResult train_cuda(const TrainOptions& o, const DistEnv& env, std::chrono::m
   PinnedArray<int32_t> host_tokens(4 * rows);  // 2 slots x (inputs, targets)
   cuda::DeviceBuffer dev_tokens(4 * rows * sizeof(int32_t));
   PinnedArray<float> host_scalars(4);  // per step parity: Σ losses, grad norm²
+  // Validation (--val-data with --eval-every): o.eval_steps micro-batches of the validation file,
+  // each rank scoring its share of the rows as in training; tokens and losses of all at once.
+  std::unique_ptr<TokenFile> val;
+  if (!o.val_data.empty() && o.eval_every > 0) {
+    val = std::make_unique<TokenFile>(o.val_data);
+    val->check_vocab(config.vocab);
+  }
+  const size_t eval_steps = val ? static_cast<size_t>(o.eval_steps) : 0;
+  std::unique_ptr<PinnedArray<int32_t>> val_host_tokens;
+  std::unique_ptr<PinnedArray<float>> val_host_losses;
+  if (val) {
+    val_host_tokens = std::make_unique<PinnedArray<int32_t>>(eval_steps * 2 * rows);
+    val_host_losses = std::make_unique<PinnedArray<float>>(eval_steps);
+  }
+  cuda::DeviceBuffer val_tokens(eval_steps * 2 * rows * sizeof(int32_t)), val_losses(eval_steps * sizeof(float));
   const int64_t tokens_per_step = loader.tokens_per_micro_step() * o.grad_accum;  // all ranks
   model.set_loss_scale(1.f / static_cast<float>(tokens_per_step));
   const int64_t global_rows = static_cast<int64_t>(o.batch) * world * o.grad_accum;
 
-  const size_t allocated = fsdp.device_bytes() + model.activation_bytes() + dev_tokens.bytes();
+  const size_t allocated = fsdp.device_bytes() + model.activation_bytes() + dev_tokens.bytes() +
+                           val_tokens.bytes() + val_losses.bytes();
   if (lead) {
     std::printf("model: %s preset, %lld parameters (V=%d D=%d L=%d H=%d) on %d GPU%s (bf16 compute, fp32 "
                 "master, FSDP %s%s); %d x batch %d x %d tokens x %d accum = %lld tokens/step; "
@@ -206,7 +223,8 @@ TrainResult train_cuda(const TrainOptions& o, const DistEnv& env, std::chrono::m
   TrainResult result;
   const Stopwatch clock;
   size_t peak_used = 0;
-  auto report = [&](int64_t t) {
+  // val_loss < 0: no validation at step t.
+  auto report = [&](int64_t t, double val_loss) {
     const cuda::Event& done = fsdp.step_done(t);
     wait(done, t);
     const float* sc = host_scalars.data() + 2 * (t % 2);
@@ -218,19 +236,21 @@ TrainResult train_cuda(const TrainOptions& o, const DistEnv& env, std::chrono::m
     const cuda::OverlapStats ov = fsdp.overlap(t);
     const float lr = lr_at(o.schedule, t - 1, o.steps);
     if (metrics) {
-      const std::string line =
-          nlohmann::json{{"step", t}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
+      nlohmann::json row{{"step", t}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
                          {"tokens_per_s", static_cast<double>(tokens_per_step) / (ms / 1e3)},
                          {"peak_mem_bytes", peak_used}, {"allocated_bytes", allocated},
                          {"step_ms", ms}, {"world", world}, {"gather_ms", ov.gather_ms},
                          {"reduce_ms", ov.reduce_ms}, {"exposed_wait_ms", ov.exposed_wait_ms},
-                         {"tail_ms", ov.tail_ms}}
-              .dump() + "\n";
+                         {"tail_ms", ov.tail_ms}};
+      if (val_loss >= 0) row["val_loss"] = val_loss;
+      const std::string line = row.dump() + "\n";
       PYLON_CHECK(std::fputs(line.c_str(), metrics) >= 0 && std::fflush(metrics) == 0, "cannot write metrics");
     }
-    if (lead && (t == start_step + 1 || t == o.steps || (o.log_every > 0 && t % o.log_every == 0))) {
-      std::printf("step %6lld/%lld  loss %.4f  lr %.2e  norm %.3f  %.0f tok/s/GPU  %.1f ms  mem %.2f GB\n",
-                  static_cast<long long>(t), static_cast<long long>(o.steps), loss,
+    if (lead && (t == start_step + 1 || t == o.steps || (o.log_every > 0 && t % o.log_every == 0) ||
+                 val_loss >= 0)) {
+      const std::string val_text = val_loss >= 0 ? "  val " + std::to_string(val_loss).substr(0, 6) : "";
+      std::printf("step %6lld/%lld  loss %.4f%s  lr %.2e  norm %.3f  %.0f tok/s/GPU  %.1f ms  mem %.2f GB\n",
+                  static_cast<long long>(t), static_cast<long long>(o.steps), loss, val_text.c_str(),
                   static_cast<double>(lr), grad_norm,
                   static_cast<double>(tokens_per_step) / world / (ms / 1e3), ms,
                   static_cast<double>(peak_used) / 1e9);
@@ -238,6 +258,33 @@ TrainResult train_cuda(const TrainOptions& o, const DistEnv& env, std::chrono::m
     }
     result.final_loss = static_cast<float>(loss);
     result.steps_done = t;
+    if (val_loss >= 0) result.final_val_loss = val_loss;
+  };
+  // The mean validation loss after step t's update (the CPU trainer's evaluate_sharded): forwards
+  // enqueued after step t, then this rank's sum of micro-batch means, summed over the ranks.
+  cuda::Event val_done;
+  auto evaluate = [&](int64_t t) {
+    PYLON_RANGE("eval", "eval");
+    const DataLoader val_loader(*val, o.batch, o.seq, rank, world);
+    int32_t* h = val_host_tokens->data();
+    for (size_t m = 0; m < eval_steps; ++m)
+      val_loader.load(static_cast<int64_t>(m), h + 2 * m * rows, h + (2 * m + 1) * rows);
+    int32_t* d = val_tokens.as<int32_t>();
+    PYLON_CUDA_CHECK(cudaMemcpyAsync(d, h, val_tokens.bytes(), cudaMemcpyHostToDevice, s));
+    PYLON_CUDA_CHECK(cudaMemsetAsync(val_losses.get(), 0, val_losses.bytes(), s));
+    for (size_t m = 0; m < eval_steps; ++m) {
+      fsdp.set_forward_only(true);
+      model.forward(fsdp.params(), d + 2 * m * rows, d + (2 * m + 1) * rows, val_losses.as<float>() + m, s, &fsdp);
+    }
+    fsdp.set_forward_only(false);
+    PYLON_CUDA_CHECK(cudaMemcpyAsync(val_host_losses->data(), val_losses.get(), val_losses.bytes(),
+                                     cudaMemcpyDeviceToHost, s));
+    val_done.record(s);
+    wait(val_done, t);
+    double sum = 0;
+    for (size_t m = 0; m < eval_steps; ++m) sum += static_cast<double>(val_host_losses->data()[m]);
+    comms.host->all_reduce_sum(&sum, 1);
+    return sum / static_cast<double>(eval_steps * static_cast<size_t>(world));
   };
   auto save = [&](int64_t t) {
     fsdp.download(host.shards());
@@ -256,7 +303,7 @@ TrainResult train_cuda(const TrainOptions& o, const DistEnv& env, std::chrono::m
 
   int64_t reported = start_step;
   auto catch_up = [&](int64_t upto) {
-    while (reported < upto) report(++reported);
+    while (reported < upto) report(++reported, -1);
   };
   for (int64_t step = start_step; step < o.steps; ++step) {
     const int64_t t = step + 1;
@@ -286,6 +333,10 @@ TrainResult train_cuda(const TrainOptions& o, const DistEnv& env, std::chrono::m
     if (watchdog) watchdog->step_enqueued(t, fsdp.reduce_stream());
 #endif
     catch_up(t - 1);  // step t runs meanwhile
+    if (val && (t % o.eval_every == 0 || t == o.steps)) {
+      const double val_loss = evaluate(t);
+      report(++reported, val_loss);
+    }
     if (!o.save_dir.empty() && ((o.save_every > 0 && t % o.save_every == 0) || t == o.steps)) {
       catch_up(t);
       save(t);

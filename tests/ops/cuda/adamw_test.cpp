@@ -76,6 +76,52 @@ TEST(CudaAdamW, SumOfSquares) {
   }
 }
 
+// adamw_update with the grad norm folded in: the same update bit for bit, and *sumsq += Σ g² of the
+// unscaled gradient, against the CPU sum and the separate pass (fp32 tolerance), added onto what
+// was there, and the same bits on a repeat.
+void check_adamw_norm(size_t n, size_t offset, bool scaled, uint64_t seed) {
+  std::vector<float> p = random_f32_values(n + offset, seed), m = random_f32_values(n + offset, seed + 1, 0.1f);
+  std::vector<float> v = random_f32_values(n + offset, seed + 2, 0.01f), g = random_f32_values(n + offset, seed + 3);
+  for (float& x : v) x = std::fabs(x);
+  const AdamWConfig c{1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f};
+  const auto ni = static_cast<int64_t>(n);
+  DeviceArray<float> d_p(p), d_m(m), d_v(v), d_g(g), d_scale(std::vector<float>{0.37f});
+  DeviceArray<float> d_p2(p), d_m2(m), d_v2(v), d_sumsq(std::vector<float>{1.5f}), d_sep(1);
+  DeviceArray<bf16> d_pb(n + offset), d_pb2(n + offset);
+  DeviceArray<char> ws(grad_sumsq_workspace_bytes(ni)), sep_ws(reduce_workspace_bytes(ni));
+  d_pb.poison(), d_pb2.poison();
+  const float* scale = scaled ? d_scale.get() : nullptr;
+  adamw_update(d_p.get() + offset, d_m.get() + offset, d_v.get() + offset, d_g.get() + offset, d_pb.get() + offset,
+               ni, c.lr, c.beta1, c.beta2, c.eps, c.weight_decay, 2, scale, nullptr);
+  const GradSumOfSquares norm{d_sumsq.get(), ws.get()};
+  adamw_update(d_p2.get() + offset, d_m2.get() + offset, d_v2.get() + offset, d_g.get() + offset,
+               d_pb2.get() + offset, ni, c.lr, c.beta1, c.beta2, c.eps, c.weight_decay, 2, scale, nullptr, &norm);
+  sum_of_squares(d_sep.get(), d_g.get() + offset, ni, sep_ws.get(), nullptr);
+
+  const std::string what = " n=" + std::to_string(n) + (offset ? " unaligned" : "") + (scaled ? " scaled" : "");
+  EXPECT_TRUE(bitwise_equal(d_p.download(), d_p2.download())) << "params differ with the norm" << what;
+  EXPECT_TRUE(bitwise_equal(d_m.download(), d_m2.download())) << "m differs with the norm" << what;
+  EXPECT_TRUE(bitwise_equal(d_v.download(), d_v2.download())) << "v differs with the norm" << what;
+  EXPECT_TRUE(bitwise_equal(d_pb.download(), d_pb2.download())) << "bf16 copy differs with the norm" << what;
+  const double ref = pylon::sum_of_squares(g.data() + offset, ni);
+  const std::vector<float> got = d_sumsq.download();
+  EXPECT_TRUE(all_close(got, std::vector<double>{1.5 + ref}, kF32Tol, "adamw sumsq" + what));
+  const std::vector<float> sep = d_sep.download();
+  EXPECT_TRUE(all_close(std::vector<float>{got[0] - 1.5f}, sep, kF32Tol, "adamw sumsq vs sum_of_squares" + what));
+  d_sumsq.upload({1.5f});
+  adamw_update(d_p2.get() + offset, d_m2.get() + offset, d_v2.get() + offset, d_g.get() + offset, nullptr, ni, c.lr,
+               c.beta1, c.beta2, c.eps, c.weight_decay, 3, scale, nullptr, &norm);
+  EXPECT_TRUE(bitwise_equal(got, d_sumsq.download())) << "the folded sum is not deterministic" << what;
+}
+
+TEST(CudaAdamW, FoldedGradNorm) {
+  PYLON_SKIP_WITHOUT_CUDA();
+  check_adamw_norm(7, 0, false, 21);
+  check_adamw_norm(1000003, 0, true, 22);
+  check_adamw_norm(1000003, 1, false, 23);  // scalar path
+  check_adamw_norm(size_t{1} << 26, 0, false, 24);  // more than 1024 blocks' worth: grid-strided
+}
+
 TEST(CudaAdamW, ClipCoefficient) {
   PYLON_SKIP_WITHOUT_CUDA();
   struct Case {

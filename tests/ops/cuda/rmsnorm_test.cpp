@@ -66,6 +66,21 @@ void check_backward(int N, int C, bool with_dres, uint64_t seed) {
   rmsnorm_backward(d_dx.get(), d_dw.get(), d_dh.get(), with_dres ? d_dres.get() : nullptr, d_x.get(), d_w.get(),
                    d_rstd.get(), N, C, ws.get(), nullptr);
   EXPECT_TRUE(bitwise_equal(dw_got, d_dw.download())) << "rmsnorm_backward dw is not deterministic";
+
+  // With the column sums of dx (a bias gradient): dx and dw unchanged bit for bit, and
+  // dsum += Σ_rows dx as stored, against a double sum of the downloaded dx (fp32 sum tolerance).
+  const std::vector<bf16> dx_got = d_dx.download();
+  const std::vector<float> dsum0 = random_f32_values(C, seed + 5);
+  DeviceArray<float> d_dsum(dsum0);
+  d_dw.upload(dw0), d_dx.poison();
+  rmsnorm_backward(d_dx.get(), d_dw.get(), d_dh.get(), with_dres ? d_dres.get() : nullptr, d_x.get(), d_w.get(),
+                   d_rstd.get(), N, C, ws.get(), nullptr, d_dsum.get());
+  EXPECT_TRUE(bitwise_equal(dx_got, d_dx.download())) << "dx differs with the column sums" << shape(N, C);
+  EXPECT_TRUE(bitwise_equal(dw_got, d_dw.download())) << "dw differs with the column sums" << shape(N, C);
+  std::vector<double> dsum(dsum0.begin(), dsum0.end());
+  for (int r = 0; r < N; ++r)
+    for (int c = 0; c < C; ++c) dsum[static_cast<size_t>(c)] += as_double(dx_got[static_cast<size_t>(r) * C + c]);
+  EXPECT_TRUE(all_close(d_dsum.download(), dsum, kF32SumTol, "dx column sums" + shape(N, C)));
 }
 
 TEST(CudaRmsNorm, ForwardOddSizes) {
