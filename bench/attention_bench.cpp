@@ -1,7 +1,5 @@
 // Times the CUDA flash attention (forward, backward) at the seed preset's shape: median of 20 runs
 // after warm-up, CUDA events, TFLOP/s against the 790 TFLOP/s bf16 ceiling measured on the H200.
-// On Hopper it also times the backward's dq schemes (two-pass, one-pass with bulk adds, and one-pass with
-// the partials stored unsummed: the upper bound of the one-pass scheme, dq wrong).
 // `--sweep` also times every compiled tile shape. Compare with bench/attention_torch_bench.py.
 #include <algorithm>
 #include <cstdio>
@@ -53,21 +51,13 @@ struct Shape {
   int B, T, H, hd;
 };
 
-// The largest backward workspace of the dq schemes at this shape.
-size_t workspace_bytes_any_scheme(const Shape& s, int D) {
-  pylon::cuda::detail::AttentionTiles tiles = pylon::cuda::detail::default_attention_tiles(s.hd);
-  tiles.dq_scheme = pylon::cuda::detail::DqScheme::one_pass_bulk_add;
-  return std::max(pylon::cuda::attention_backward_workspace_bytes(s.B, s.T, D, s.H),
-                  pylon::cuda::detail::attention_backward_workspace_bytes_tiled(tiles, s.B, s.T, D, s.H));
-}
-
 // The tensors of one shape, filled with random bf16 once: qkv and dout read, the rest written.
 struct Buffers {
   explicit Buffers(const Shape& s)
       : D(s.H * s.hd),
         n_qkv(static_cast<size_t>(s.B) * s.T * 3 * D),
         n_out(static_cast<size_t>(s.B) * s.T * D),
-        ws_bytes(workspace_bytes_any_scheme(s, D)),
+        ws_bytes(pylon::cuda::attention_backward_workspace_bytes(s.B, s.T, D, s.H)),
         qkv(n_qkv * sizeof(bf16)),
         dqkv(n_qkv * sizeof(bf16)),
         out(n_out * sizeof(bf16)),
@@ -81,14 +71,6 @@ struct Buffers {
   size_t n_qkv, n_out, ws_bytes;
   DeviceBuffer qkv, dqkv, out, dout, lse, ws;
 };
-
-const char* dq_scheme_name(pylon::cuda::detail::DqScheme scheme) {
-  using pylon::cuda::detail::DqScheme;
-  return scheme == DqScheme::second_pass         ? "dq two-pass"
-         : scheme == DqScheme::one_pass_ordered_add ? "dq one-pass ordered add"
-         : scheme == DqScheme::one_pass_bulk_add ? "dq one-pass unordered add"
-                                                 : "dq one-pass unsummed (timing only)";
-}
 
 // Times forward and backward at one shape and mask with the given tiles; prints one line for each.
 void bench_shape(const Shape& s, Buffers& buf, bool causal, const pylon::cuda::detail::AttentionTiles& tiles,
@@ -115,11 +97,10 @@ void bench_shape(const Shape& s, Buffers& buf, bool causal, const pylon::cuda::d
 
   // Forward: 2 products of 2·T²·hd each per (b, h); causal does half. Backward: 2.5x the forward.
   const double fwd_flop = 4.0 * s.B * s.H * static_cast<double>(s.T) * s.T * s.hd * (causal ? 0.5 : 1.0);
-  char tile_text[160] = "";
+  char tile_text[96] = "";
   if (print_tiles)
-    std::snprintf(tile_text, sizeof(tile_text), "  %s fwd %dw/%d  dkdv %dw/%d  dq %dw/%d  %s", tiles.wgmma ? "wgmma" : "mma",
-                  tiles.fwd_warps, tiles.fwd_block_n, tiles.dkdv_warps, tiles.dkdv_block_m, tiles.dq_warps,
-                  tiles.dq_block_n, dq_scheme_name(tiles.dq_scheme));
+    std::snprintf(tile_text, sizeof(tile_text), "  %s fwd %dw/%d  dkdv %dw/%d  dq %dw/%d", tiles.wgmma ? "wgmma" : "mma", tiles.fwd_warps,
+                  tiles.fwd_block_n, tiles.dkdv_warps, tiles.dkdv_block_m, tiles.dq_warps, tiles.dq_block_n);
   for (int pass = 0; pass < 2; ++pass) {
     const double ms = pass == 0 ? fwd_ms : bwd_ms, flop = pass == 0 ? fwd_flop : 2.5 * fwd_flop;
     const double tflops = flop / (ms * 1e-3) / 1e12;
@@ -143,28 +124,6 @@ int main(int argc, char** argv) {
     const Shape shapes[] = {{8, 1024, 16, 128}, {8, 1024, 32, 64}};  // D = 2048: the seed preset
     std::printf("flash attention (%s kernels), bf16, median of %d (ceiling %.0f TFLOP/s)\n",
                 tiles128.wgmma ? "wgmma" : "mma.sync", kRuns, kCeilingTflops);
-    if (tiles128.wgmma) {
-      using pylon::cuda::detail::DqScheme;
-      // First, and the ordered adds (which wait on other blocks) last: a scheme that hangs leaves the
-      // others' lines printed.
-      std::printf("backward dq schemes (the forward lines repeat the default's)\n");
-      for (bool ordered : {false, true})
-        for (const Shape& s : shapes) {
-          Buffers buf(s);
-          for (bool causal : {false, true})
-            for (int warps : {4, 8})
-              for (DqScheme scheme : {DqScheme::second_pass, DqScheme::one_pass_unsummed_for_timing,
-                                      DqScheme::one_pass_bulk_add, DqScheme::one_pass_ordered_add}) {
-                if ((scheme == DqScheme::one_pass_ordered_add) != ordered) continue;
-                if (warps == 8 && s.hd == 64 && scheme != DqScheme::second_pass) continue;  // not compiled
-                pylon::cuda::detail::AttentionTiles tiles = pylon::cuda::detail::default_attention_tiles(s.hd);
-                tiles.dkdv_warps = tiles.dq_warps = warps;
-                tiles.dq_scheme = scheme;
-                bench_shape(s, buf, causal, tiles, true);
-              }
-        }
-    }
-    std::printf("\ndefault kernels\n");
     for (const Shape& s : shapes) {
       Buffers buf(s);
       for (bool causal : {false, true})

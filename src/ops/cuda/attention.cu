@@ -26,27 +26,6 @@ int check_attention_args(const char* op, int B, int T, int D, int H, std::initia
   return hd;
 }
 
-// The backward's scratch, 256-byte aligned slices: dsum (B, H, T) fp32, then for the one-pass schemes
-// dq's fp32 sum (B, H, T, hd) and the turn counters (B*H, ceil(T/64)).
-struct BackwardWorkspace {
-  float* dsum;
-  float* dq_acc;
-  int* dq_turns;
-  size_t total_bytes;
-};
-BackwardWorkspace carve_backward_workspace(const detail::AttentionTiles& tiles, void* base, int B, int T, int D,
-                                           int H) {
-  auto round_up = [](size_t n) { return (n + 255) & ~size_t{255}; };
-  const size_t dsum_bytes = round_up(static_cast<size_t>(B) * H * T * sizeof(float));
-  const bool one_pass = tiles.dq_scheme != detail::DqScheme::second_pass;
-  const size_t acc_bytes = one_pass ? round_up(static_cast<size_t>(B) * T * D * sizeof(float)) : 0;
-  const size_t turn_bytes = one_pass ? round_up(static_cast<size_t>(B) * H * ((T + 63) / 64) * sizeof(int)) : 0;
-  char* p = static_cast<char*>(base);  // null when only the size is asked for
-  if (!p || !one_pass) return {reinterpret_cast<float*>(p), nullptr, nullptr, dsum_bytes + acc_bytes + turn_bytes};
-  return {reinterpret_cast<float*>(p), reinterpret_cast<float*>(p + dsum_bytes),
-          reinterpret_cast<int*>(p + dsum_bytes + acc_bytes), dsum_bytes + acc_bytes + turn_bytes};
-}
-
 }  // namespace
 
 namespace detail {
@@ -61,7 +40,6 @@ AttentionTiles default_attention_tiles(int head_dim) {
   if (tiles.wgmma && head_dim == 128) {  // two warpgroups per backward block: 19% faster at hd 128
     tiles.dkdv_warps = 8;
     tiles.dq_warps = 8;
-    tiles.dq_scheme = DqScheme::one_pass_ordered_add;
   }
 #else
   (void)head_dim;
@@ -91,18 +69,10 @@ std::vector<AttentionTiles> compiled_attention_tiles(int head_dim) {
       const auto& [fw, fb] = f.fwd[i % f.fwd.size()];
       const auto& [kw, kb] = f.dkdv[i % f.dkdv.size()];
       const auto& [qw, qb] = f.dq[i % f.dq.size()];
-      all.push_back({f.wgmma, fw, fb, kw, kb, qw, qb, DqScheme::second_pass});
+      all.push_back({f.wgmma, fw, fb, kw, kb, qw, qb});
     }
   }
-  if (families.back().wgmma)  // the one-pass backward: 1 warpgroup (both head dims), 2 (hd 128)
-    for (DqScheme scheme : {DqScheme::one_pass_ordered_add, DqScheme::one_pass_bulk_add})
-      for (int warps : {4, 8})
-        if (warps == 4 || head_dim == 128) all.push_back({true, 4, 64, warps, 64, 4, 64, scheme});
   return all;
-}
-
-size_t attention_backward_workspace_bytes_tiled(const AttentionTiles& tiles, int B, int T, int D, int H) {
-  return carve_backward_workspace(tiles, nullptr, B, T, D, H).total_bytes;
 }
 
 void attention_forward_tiled(const AttentionTiles& tiles, __nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv,
@@ -119,19 +89,11 @@ void attention_backward_tiled(const AttentionTiles& tiles, __nv_bfloat16* dqkv, 
                               int D, int H, bool causal, void* workspace, size_t workspace_bytes,
                               cudaStream_t stream) {
   const int hd = check_attention_args("attention_backward", B, T, D, H, {dqkv, dout, qkv, out, lse, workspace});
-  const BackwardWorkspace ws = carve_backward_workspace(tiles, workspace, B, T, D, H);
-  PYLON_CHECK(workspace_bytes >= ws.total_bytes, "attention_backward: workspace of ", workspace_bytes,
-              " bytes, needs ", ws.total_bytes);
-  float* dsum = ws.dsum;  // (B, H, T)
+  PYLON_CHECK(workspace_bytes >= attention_backward_workspace_bytes(B, T, D, H),
+              "attention_backward: workspace of ", workspace_bytes, " bytes, needs ",
+              attention_backward_workspace_bytes(B, T, D, H));
+  auto* dsum = static_cast<float*>(workspace);  // (B, H, T)
   launch_attention_backward_dsum(dsum, dout, out, B, T, D, H, stream);
-  if (tiles.dq_scheme != DqScheme::second_pass) {
-    PYLON_CHECK(tiles.wgmma &&
-                    launch_attention_backward_one_pass_wgmma(tiles, hd, dqkv, ws.dq_acc, ws.dq_turns, dout, qkv, lse,
-                                                             dsum, B, T, D, H, causal, stream),
-                "attention_backward: no one-pass kernel for hd=", hd, " wgmma=", tiles.wgmma,
-                " warps=", tiles.dkdv_warps, " block_m=", tiles.dkdv_block_m);
-    return;
-  }
   const bool dkdv = tiles.wgmma
                         ? launch_attention_backward_dkdv_wgmma(tiles, hd, dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream)
                         : launch_attention_backward_dkdv(tiles, hd, dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream);
@@ -153,9 +115,8 @@ void attention_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv,
                                   causal, stream);
 }
 
-size_t attention_backward_workspace_bytes(int B, int T, int D, int H) {
-  return detail::attention_backward_workspace_bytes_tiled(detail::default_attention_tiles(H > 0 ? D / H : 0), B, T,
-                                                          D, H);
+size_t attention_backward_workspace_bytes(int B, int T, int /*D*/, int H) {
+  return static_cast<size_t>(B) * H * T * sizeof(float);
 }
 
 void attention_backward(__nv_bfloat16* dqkv, const __nv_bfloat16* dout, const __nv_bfloat16* qkv,

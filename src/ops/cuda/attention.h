@@ -17,14 +17,12 @@ namespace pylon::cuda {
 void attention_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv, int B, int T, int D, int H,
                        bool causal, cudaStream_t stream);
 
-// Scratch that attention_backward needs: D_i = Σ_c dout_ic·out_ic, fp32 (B, H, T), and where the
-// one-pass backward runs, dq's fp32 sum (B, H, T, hd) and per-tile turn counters (B·H·ceil(T/64) ints).
+// Scratch that attention_backward needs: D_i = Σ_c dout_ic·out_ic, fp32 (B, H, T).
 size_t attention_backward_workspace_bytes(int B, int T, int D, int H);
 
 // dqkv (B, T, 3*D), every element written: the gradient w.r.t. qkv given dout (B, T, D), and the
-// forward's qkv, out (B, T, D) and lse (B, H, T). dk and dv are each summed by one thread block in a
-// fixed order; dq by a second pass over the keys or from one partial per key block added in a fixed
-// order (default_attention_tiles picks): deterministic either way.
+// forward's qkv, out (B, T, D) and lse (B, H, T). Deterministic: dk, dv and dq are each summed by one
+// thread block in a fixed order (dq by a second pass over the keys instead of atomic adds).
 void attention_backward(__nv_bfloat16* dqkv, const __nv_bfloat16* dout, const __nv_bfloat16* qkv,
                         const __nv_bfloat16* out, const float* lse, int B, int T, int D, int H, bool causal,
                         void* workspace, size_t workspace_bytes, cudaStream_t stream);
@@ -33,14 +31,6 @@ namespace detail {
 // Kernel family and tile shapes, exposed for bench/attention_bench.cpp and the tests; the functions above
 // pick default_attention_tiles. wgmma: Hopper warpgroup kernels (16 rows per warp, 4 warps per group,
 // tiles of 64 in the backward passes); otherwise mma.sync kernels (any sm_80+ GPU).
-// How the backward forms dq. second_pass: a pass over the keys per query tile that recomputes s and dp
-// (7 products, deterministic). One-pass (wgmma only, 5 products): the dk/dv pass also forms ds·k per
-// (key block, query tile) and the copy engine adds it into an fp32 sum, in a fixed order
-// (one_pass_ordered_add: deterministic, blocks wait for their turn) or as it comes (one_pass_bulk_add:
-// dq's last bits vary between runs). one_pass_unsummed_for_timing: the partials stored instead of added:
-// dq is wrong; it exists for the benchmark, to time what the adds cost.
-enum class DqScheme { second_pass, one_pass_ordered_add, one_pass_bulk_add, one_pass_unsummed_for_timing };
-
 struct AttentionTiles {
   bool wgmma = false;
   int fwd_warps = 4;      // forward: 16 query rows per warp
@@ -49,15 +39,12 @@ struct AttentionTiles {
   int dkdv_block_m = 64;  // backward dk/dv pass: queries per tile
   int dq_warps = 4;       // backward dq pass: 16 query rows per warp
   int dq_block_n = 64;    // backward dq pass: keys per tile
-  DqScheme dq_scheme = DqScheme::second_pass;  // one-pass schemes: the dk/dv pass's warps and tiles
 };
 // The fastest measured shapes for this head dim on the current device (wgmma on compute capability 9.x).
 AttentionTiles default_attention_tiles(int head_dim);
 // Every compiled shape of this head dim's kernels, each at least once (for the tile sweep and its test);
 // wgmma shapes only where default_attention_tiles picks wgmma.
 std::vector<AttentionTiles> compiled_attention_tiles(int head_dim);
-// attention_backward_workspace_bytes for these tiles.
-size_t attention_backward_workspace_bytes_tiled(const AttentionTiles& tiles, int B, int T, int D, int H);
 // Throws pylon::Error for a shape with no compiled kernel.
 void attention_forward_tiled(const AttentionTiles& tiles, __nv_bfloat16* out, float* lse,
                              const __nv_bfloat16* qkv, int B, int T, int D, int H, bool causal,

@@ -9,6 +9,7 @@
 #include "ops/cuda/attention_backward_wgmma.cuh"
 #include "ops/cuda/attention_launch.h"
 #include "ops/cuda/check.h"
+#include "ops/cuda/flash_softmax_backward.cuh"
 #include "ops/cuda/mma_sm80.cuh"
 #include "ops/cuda/wgmma_sm90.cuh"
 
@@ -17,6 +18,7 @@ namespace {
 
 using namespace mma;
 using namespace attention_bwd;
+using flash::kLog2e;
 
 // Each warpgroup owns 64 keys of the block's 64*kGroups and sums their dk, dv over all query tiles.
 template <int kHeadDim, int kGroups>
@@ -89,12 +91,12 @@ __global__ void __launch_bounds__(kGroups * 128)
     wgmma::wait<1>();
     wgmma::fence_accumulators(st);
     const bool need_mask = m0 + kTile > T || (causal && group_key0 + 63 > m0);
-    transposed_probabilities(st, lse_t, key_base, m0, t, T, causal, need_mask, scale_log2);
+    flash::transposed_probabilities(st, lse_t, key_base, m0, t, T, causal, need_mask, scale_log2);
     wgmma::wait<0>();
     wgmma::fence_accumulators(dpt);
 
     // dsᵀ = pᵀ ∘ (dpᵀ - dsum_query) in place of dpᵀ; then dv += pᵀ · dout and dk += dsᵀ · q together.
-    transposed_score_grads(dpt, st, dsum_t, t);
+    flash::transposed_score_grads(dpt, st, dsum_t, t);
     product_over_tile<kHeadDim>(dv, st, do_t);
     product_over_tile<kHeadDim>(dk, dpt, q_t);
     wgmma::wait<0>();
@@ -193,23 +195,12 @@ __global__ void __launch_bounds__(kGroups * 128)
     wgmma::wait<1>();
     wgmma::fence_accumulators(s);
     const bool need_mask = k0 + kTile > T || (causal && k0 + kTile - 1 > q0 + group * 64);
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float p = exp2_approx(s[nt][e] * scale_log2 - row_lse[e >> 1]);
-        const int row = row_base + 8 * (e >> 1), col = k0 + nt * 8 + 2 * t + (e & 1);
-        s[nt][e] = need_mask && (col >= T || (causal && col > row)) ? 0.f : p;
-      }
-    }
+    flash::row_probabilities(s, row_lse, row_base, k0, t, T, causal, need_mask, scale_log2);
     wgmma::wait<0>();
     wgmma::fence_accumulators(dp);
 
     // ds = p ∘ (dp - dsum_row) in place of dp, then dq += ds · k.
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) dp[nt][e] = s[nt][e] * (dp[nt][e] - row_dsum[e >> 1]);
+    flash::row_score_grads(dp, s, row_dsum);
     product_over_tile<kHeadDim>(dq, dp, k_t);
     wgmma::wait<0>();
 #pragma unroll

@@ -38,12 +38,5 @@ bool launch_attention_backward_dq_wgmma(const detail::AttentionTiles& tiles, int
                                         const __nv_bfloat16* dout, const __nv_bfloat16* qkv, const float* lse,
                                         const float* dsum, int B, int T, int D, int H, bool causal,
                                         cudaStream_t stream);
-// dk, dv and dq in one pass (tiles.dq_scheme one of the one-pass schemes): dq_acc (B, H, T, hd) fp32
-// and dq_turns (B*H, ceil(T/64)) int scratch, zeroed here, then dq written as bf16 into dqkv's q third.
-bool launch_attention_backward_one_pass_wgmma(const detail::AttentionTiles& tiles, int head_dim, __nv_bfloat16* dqkv,
-                                              float* dq_acc, int* dq_turns, const __nv_bfloat16* dout,
-                                              const __nv_bfloat16* qkv,
-                                              const float* lse, const float* dsum, int B, int T, int D, int H,
-                                              bool causal, cudaStream_t stream);
 
 }  // namespace pylon::cuda
