@@ -113,6 +113,7 @@ void bench_shape(const Shape& s, Buffers& buf, bool causal, const pylon::cuda::d
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each line out at once, also into a pipe that a timeout may cut
   if (pylon::cuda::device_count() == 0) {
     std::fprintf(stderr, "pylon_bench_attention: no CUDA device\n");
     return 1;

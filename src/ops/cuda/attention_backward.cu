@@ -6,13 +6,14 @@
 
 #include "ops/cuda/attention_launch.h"
 #include "ops/cuda/check.h"
+#include "ops/cuda/flash_softmax_backward.cuh"
 #include "ops/cuda/mma_sm80.cuh"
 
 namespace pylon::cuda {
 namespace {
 
 using namespace mma;
-constexpr float kLog2e = 1.4426950408889634f;
+using flash::kLog2e;
 
 // dsum (B, H, T) = Σ_c dout[b, t, h*hd + c] · out[b, t, h*hd + c]; kHeadDim/8 lanes per (b, t, h).
 template <int kHeadDim>
@@ -119,16 +120,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
     const float* lse_t = lse_s + buf * kBlockM;
     const bool need_mask = m0 + kBlockM > T || (causal && n0 + kBlockN - 1 > m0);
-#pragma unroll
-    for (int nt = 0; nt < kTilesM; ++nt) {
-      const float2 l = *reinterpret_cast<const float2*>(lse_t + nt * 8 + 2 * t);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float p = exp2_approx(st[nt][e] * scale_log2 - ((e & 1) ? l.y : l.x) * kLog2e);
-        const int key = key_base + 8 * (e >> 1), query = m0 + nt * 8 + 2 * t + (e & 1);
-        st[nt][e] = need_mask && (query >= T || (causal && key > query)) ? 0.f : p;
-      }
-    }
+    flash::transposed_probabilities(st, lse_t, key_base, m0, t, T, causal, need_mask, scale_log2);
 
     if (has_next) cp_async_wait<1>();
     else cp_async_wait<0>();
@@ -168,20 +160,14 @@ __global__ void __launch_bounds__(kWarps * 32)
       }
     }
 
-    // dsᵀ = pᵀ ∘ (dpᵀ - dsum_query), in place of pᵀ.
-    const float* dsum_t = dsum_s + buf * kBlockM;
-#pragma unroll
-    for (int nt = 0; nt < kTilesM; ++nt) {
-      const float2 d = *reinterpret_cast<const float2*>(dsum_t + nt * 8 + 2 * t);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) st[nt][e] *= dpt[nt][e] - ((e & 1) ? d.y : d.x);
-    }
+    // dsᵀ = pᵀ ∘ (dpᵀ - dsum_query), in place of dpᵀ.
+    flash::transposed_score_grads(dpt, st, dsum_s + buf * kBlockM, t);
 
     // dk (16 keys, hd) += dsᵀ · q (the 1/sqrt(hd) factor is applied once at the end).
 #pragma unroll
     for (int kk = 0; kk < kBlockM / 16; ++kk) {
       uint32_t sf[4];
-      accum_to_a(sf, st[2 * kk], st[2 * kk + 1]);
+      accum_to_a(sf, dpt[2 * kk], dpt[2 * kk + 1]);
 #pragma unroll
       for (int dp = 0; dp < kTilesD / 2; ++dp) {
         uint32_t f[4];
@@ -286,15 +272,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       }
     }
     const bool need_mask = k0 + kBlockN > T || (causal && k0 + kBlockN - 1 > q0);
-#pragma unroll
-    for (int nt = 0; nt < kTilesN; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float p = exp2_approx(s[nt][e] * scale_log2 - row_lse[e >> 1]);
-        const int row = row_base + 8 * (e >> 1), col = k0 + nt * 8 + 2 * t + (e & 1);
-        s[nt][e] = need_mask && (col >= T || (causal && col > row)) ? 0.f : p;
-      }
-    }
+    flash::row_probabilities(s, row_lse, row_base, k0, t, T, causal, need_mask, scale_log2);
 
     if (has_next) cp_async_wait<1>();
     else cp_async_wait<0>();
@@ -304,7 +282,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       cp_async_commit();
     }
 
-    // dp (16, kBlockN) = dout · vᵀ, then ds = p ∘ (dp - dsum_row) in place of p.
+    // dp (16, kBlockN) = dout · vᵀ, then ds = p ∘ (dp - dsum_row) in place of dp.
     float dp[kTilesN][4] = {};
 #pragma unroll
     for (int ks = 0; ks < kSteps; ++ks) {
@@ -318,17 +296,13 @@ __global__ void __launch_bounds__(kWarps * 32)
         mma_bf16_16816(dp[2 * np + 1], df, vf[2], vf[3]);
       }
     }
-#pragma unroll
-    for (int nt = 0; nt < kTilesN; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[nt][e] *= dp[nt][e] - row_dsum[e >> 1];
-    }
+    flash::row_score_grads(dp, s, row_dsum);
 
     // dq (16, hd) += ds · k (the 1/sqrt(hd) factor is applied once at the end).
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
       uint32_t sf[4];
-      accum_to_a(sf, s[2 * kk], s[2 * kk + 1]);
+      accum_to_a(sf, dp[2 * kk], dp[2 * kk + 1]);
 #pragma unroll
       for (int dp2 = 0; dp2 < kTilesD / 2; ++dp2) {
         uint32_t f[4];

@@ -6,8 +6,10 @@
 // runs while the tensor cores do the other.
 #include <cmath>
 
+#include "ops/cuda/attention_backward_wgmma.cuh"
 #include "ops/cuda/attention_launch.h"
 #include "ops/cuda/check.h"
+#include "ops/cuda/flash_softmax_backward.cuh"
 #include "ops/cuda/mma_sm80.cuh"
 #include "ops/cuda/wgmma_sm90.cuh"
 
@@ -15,38 +17,8 @@ namespace pylon::cuda {
 namespace {
 
 using namespace mma;
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr int kTile = 64;  // queries per tile of the dk/dv pass, keys per tile of the dq pass
-
-// acc (64, 64) = a_rows (64 of them, K-major) · b_tileᵀ over the head dim, both swizzled in smem.
-template <int kHeadDim, int kRowsA, int kRowsB>
-__device__ __forceinline__ void product_over_head_dim(float (&acc)[8][4], uint32_t a_tile, int a_row0,
-                                                      uint32_t b_tile) {
-  wgmma::fence();
-#pragma unroll
-  for (int ks = 0; ks < kHeadDim / 16; ++ks)
-    wgmma::wgmma_m64n64k16_ss(acc, wgmma::desc_k_major<kRowsA>(a_tile, a_row0, ks),
-                              wgmma::desc_k_major<kRowsB>(b_tile, 0, ks), ks > 0);
-  wgmma::commit();
-}
-
-// acc (64, hd) += x (64, kTile, registers as fp32 accumulators) · tile (kTile, hd), tile read MN-major.
-template <int kHeadDim>
-__device__ __forceinline__ void product_over_tile(float (&acc)[kHeadDim / 64][8][4], const float (&x)[8][4],
-                                                  uint32_t tile) {
-  uint32_t frag[kTile / 16][4];
-#pragma unroll
-  for (int kk = 0; kk < kTile / 16; ++kk) accum_to_a(frag[kk], x[2 * kk], x[2 * kk + 1]);
-#pragma unroll
-  for (int cb = 0; cb < kHeadDim / 64; ++cb) wgmma::fence_accumulators(acc[cb]);
-  wgmma::fence();
-#pragma unroll
-  for (int kk = 0; kk < kTile / 16; ++kk)
-#pragma unroll
-    for (int cb = 0; cb < kHeadDim / 64; ++cb)
-      wgmma::wgmma_m64n64k16_rs_mn(acc[cb], frag[kk], wgmma::desc_mn_major<kTile>(tile, kk, cb));
-  wgmma::commit();
-}
+using namespace attention_bwd;
+using flash::kLog2e;
 
 // Each warpgroup owns 64 keys of the block's 64*kGroups and sums their dk, dv over all query tiles.
 template <int kHeadDim, int kGroups>
@@ -119,26 +91,12 @@ __global__ void __launch_bounds__(kGroups * 128)
     wgmma::wait<1>();
     wgmma::fence_accumulators(st);
     const bool need_mask = m0 + kTile > T || (causal && group_key0 + 63 > m0);
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      const float2 l = *reinterpret_cast<const float2*>(lse_t + nt * 8 + 2 * t);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float p = exp2_approx(st[nt][e] * scale_log2 - ((e & 1) ? l.y : l.x) * kLog2e);
-        const int key = key_base + 8 * (e >> 1), query = m0 + nt * 8 + 2 * t + (e & 1);
-        st[nt][e] = need_mask && (query >= T || (causal && key > query)) ? 0.f : p;
-      }
-    }
+    flash::transposed_probabilities(st, lse_t, key_base, m0, t, T, causal, need_mask, scale_log2);
     wgmma::wait<0>();
     wgmma::fence_accumulators(dpt);
 
     // dsᵀ = pᵀ ∘ (dpᵀ - dsum_query) in place of dpᵀ; then dv += pᵀ · dout and dk += dsᵀ · q together.
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      const float2 d = *reinterpret_cast<const float2*>(dsum_t + nt * 8 + 2 * t);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) dpt[nt][e] = st[nt][e] * (dpt[nt][e] - ((e & 1) ? d.y : d.x));
-    }
+    flash::transposed_score_grads(dpt, st, dsum_t, t);
     product_over_tile<kHeadDim>(dv, st, do_t);
     product_over_tile<kHeadDim>(dk, dpt, q_t);
     wgmma::wait<0>();
@@ -237,23 +195,12 @@ __global__ void __launch_bounds__(kGroups * 128)
     wgmma::wait<1>();
     wgmma::fence_accumulators(s);
     const bool need_mask = k0 + kTile > T || (causal && k0 + kTile - 1 > q0 + group * 64);
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float p = exp2_approx(s[nt][e] * scale_log2 - row_lse[e >> 1]);
-        const int row = row_base + 8 * (e >> 1), col = k0 + nt * 8 + 2 * t + (e & 1);
-        s[nt][e] = need_mask && (col >= T || (causal && col > row)) ? 0.f : p;
-      }
-    }
+    flash::row_probabilities(s, row_lse, row_base, k0, t, T, causal, need_mask, scale_log2);
     wgmma::wait<0>();
     wgmma::fence_accumulators(dp);
 
     // ds = p ∘ (dp - dsum_row) in place of dp, then dq += ds · k.
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) dp[nt][e] = s[nt][e] * (dp[nt][e] - row_dsum[e >> 1]);
+    flash::row_score_grads(dp, s, row_dsum);
     product_over_tile<kHeadDim>(dq, dp, k_t);
     wgmma::wait<0>();
 #pragma unroll
