@@ -23,7 +23,7 @@ std::string seconds(std::chrono::milliseconds t) {
 }  // namespace
 
 NcclComm::NcclComm(TcpStore& store, const std::string& key, int rank, int world,
-                   std::chrono::milliseconds timeout)
+                   std::chrono::milliseconds timeout, int max_ctas)
     : rank_(rank), world_(world), name_(key), timeout_(timeout) {
   ncclUniqueId id;
   if (rank == 0) {
@@ -36,6 +36,7 @@ NcclComm::NcclComm(TcpStore& store, const std::string& key, int rank, int world,
   std::memcpy(id.internal, bytes.data(), sizeof(id.internal));
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;  // calls return at once; finish() and the watchdog do the waiting
+  if (max_ctas > 0) config.maxCTAs = max_ctas;
   finish(ncclCommInitRankConfig(&comm_, world, id, rank, &config), "ncclCommInitRankConfig");
 }
 

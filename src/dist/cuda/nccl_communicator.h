@@ -24,8 +24,10 @@ namespace pylon::cuda {
 class NcclComm {
  public:
   // Collective over the job: every rank passes the same `key`. Joining is bounded by `timeout`.
+  // max_ctas > 0 caps the thread blocks (channels) each collective takes from compute
+  // (ncclConfig_t::maxCTAs); 0 leaves NCCL's choice. NCCL_MAX_CTAS / NCCL_MIN_CTAS override it.
   NcclComm(TcpStore& store, const std::string& key, int rank, int world,
-           std::chrono::milliseconds timeout);
+           std::chrono::milliseconds timeout, int max_ctas = 0);
   ~NcclComm();  // finalises a healthy communicator, aborts a broken one
   NcclComm(const NcclComm&) = delete;
   NcclComm& operator=(const NcclComm&) = delete;
