@@ -36,7 +36,8 @@ FsdpCuda::FsdpCuda(const ShardLayout& layout, cudaStream_t compute, NcclComm* ga
   PYLON_CHECK(world_ == 1, "FSDP over ", world_, " GPUs needs NCCL: this build has none (apt install libnccl-dev)");
 #endif
   const std::vector<ShardUnit>& units = layout.units();
-  split_ = options.split_root && world_ > 1 && units[0].params.size() > 1;
+  // The root's two parameters, embedding then head (ShardLayout's order): buckets 0 and 1.
+  split_ = options.split_root && world_ > 1 && units[0].params.size() == 2;
   int64_t total = 0, most = 0, block_padded = 0, widest_bucket = 0;
   param_at_.assign(layout.table().params.size(), 0);
   for (const ShardUnit& u : units) {
@@ -72,13 +73,19 @@ FsdpCuda::FsdpCuda(const ShardLayout& layout, cudaStream_t compute, NcclComm* ga
   alloc(reduce_ws_, reduce_workspace_bytes(options.fused_optimizer ? most : total));
   if (options.reduce_bf16 && world_ > 1) alloc(reduce_bf16_, static_cast<size_t>(widest_bucket) * h);
   const int64_t root_padded = gathered_numel(buckets_[0], world_);
+  shared_root_grad_ = split_ && !options.no_sync;
+  int64_t root_grad_numel = root_padded;
+  if (shared_root_grad_) {
+    root_grad_numel = 0;
+    for (const ShardBucket& b : buckets_[0]) root_grad_numel = std::max(root_grad_numel, world_ * b.shard);
+  }
   if (persistent_) {
     alloc(block_params_, static_cast<size_t>(total) * h);  // the shard layout, in bf16
   } else {
     alloc(root_param_, static_cast<size_t>(root_padded) * h);
     alloc(block_params_, static_cast<size_t>(param_slots * block_padded) * h);
   }
-  alloc(root_grad_, static_cast<size_t>(root_padded) * f);
+  alloc(root_grad_, static_cast<size_t>(root_grad_numel) * f);
   alloc(block_grads_, static_cast<size_t>(grad_slots * block_padded) * f);
 
   slots_.resize(static_cast<size_t>(1 + param_slots));
@@ -94,7 +101,7 @@ FsdpCuda::FsdpCuda(const ShardLayout& layout, cudaStream_t compute, NcclComm* ga
   slot_of_.assign(units.size(), -1);
   gathered_.resize(units.size()), shard_ready_.resize(units.size()), grads_done_.resize(units.size());
   for (Event& e : shard_ready_) e.record(compute_);
-  head_grads_done_.record(compute_), head_ready_.record(compute_);
+  head_grads_done_.record(compute_), head_ready_.record(compute_), head_released_.record(compute_);
   params_.assign(layout.table().params.size(), nullptr);
   grads_.assign(layout.table().params.size(), nullptr);
   // cudaMemset runs on the legacy stream, which does not order our non-blocking streams.
@@ -355,12 +362,20 @@ void FsdpCuda::before_backward(int unit) {
   GradSlot& g = grad_slot(unit);
   wait_for(g.released, compute_, false);
   for (const UnitParam& q : layout_.units()[index(unit)].params)
-    grads_[static_cast<size_t>(q.param)] = g.data + param_at_[static_cast<size_t>(q.param)];
+    grads_[static_cast<size_t>(q.param)] = g.data + grad_at(q);
+}
+
+int64_t FsdpCuda::grad_at(const UnitParam& q) const {
+  if (!shared_root_grad_ || layout_.table().params[static_cast<size_t>(q.param)].unit >= 0)
+    return param_at_[static_cast<size_t>(q.param)];
+  return 0;  // each root bucket holds one parameter, at the start of the shared buffer
 }
 
 void FsdpCuda::after_backward(int unit) {
   const size_t i = index(unit);
   grads_done_[i].record(compute_);
+  // Next, backward writes the embedding's gradient, where the head's was: wait for its reduction.
+  if (unit == 0 && shared_root_grad_) wait_for(head_released_, compute_, false);
   if (!persistent_) release(unit);
   prefetch();
   if (!reduce_now_) return;
@@ -378,7 +393,7 @@ void FsdpCuda::reduce(int unit, size_t b) {
   GradSlot& slot = grad_slot(unit);
   Probe* p = options_.measure_overlap ? &probe(false, false) : nullptr;
   if (p) p->from.record(r);
-  float* full = slot.data + k.begin;         // (W·shard): this bucket's gradient
+  float* full = slot.data + (shared_root_grad_ && unit < 0 ? 0 : k.begin);  // (W·shard): this bucket's gradient
   float* mine = full + rank_ * k.shard;      // -> this rank's (shard), in place
 #ifdef PYLON_HAVE_NCCL
   if (world_ > 1 && options_.reduce_bf16) {  // cast, reduce in bf16, widen into the fp32 shard
@@ -404,6 +419,7 @@ void FsdpCuda::reduce(int unit, size_t b) {
     accumulate_f32(grad_.as<float>() + at, mine, k.shard, r);
   }
   slot.released.record(r);
+  if (unit < 0 && split_ && b == 1) head_released_.record(r);
 }
 
 void FsdpCuda::end_step(float* host_scalars) {

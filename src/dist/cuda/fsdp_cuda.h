@@ -127,6 +127,7 @@ class FsdpCuda final : public UnitHooks {
   int64_t offset(int unit) const { return shard_offset_[index(unit)]; }
   const std::vector<ShardBucket>& buckets(int unit) const { return buckets_[index(unit)]; }
   GradSlot& grad_slot(int unit);
+  int64_t grad_at(const UnitParam& q) const;  // parameter q's first element in its gradient slot
   // Bucket b of the unit: cast this rank's fp32 chunk to bf16 into the slot and all-gather it.
   void gather_bucket(int unit, size_t b, __nv_bfloat16* slot, NcclComm* comm, cudaStream_t stream);
   void gather(int unit);
@@ -166,6 +167,10 @@ class FsdpCuda final : public UnitHooks {
   bool persistent_ = false;  // world of one: weights stay gathered, AdamW writes their bf16 copy
   bool reduce_now_ = true, first_reduce_ = true;
   bool head_reduced_ = false;    // this micro-step's head bucket is reduced (split root)
+  // Split root reduced every micro-step: the head's and the embedding's gradients take turns in
+  // one buffer (the embedding's is written only after the last block's backward, unit_hooks.h).
+  bool shared_root_grad_ = false;
+  Event head_released_{};        // the reduce stream is done with the head's gradient
   bool head_gathered_ = false;   // the next step's head weights are gathered (split root, per-unit AdamW)
   Event head_grads_done_, head_ready_;  // compute finished the head's backward; its next weights gathered
   AdamWStep adam_{};
