@@ -3,7 +3,7 @@
 # default size with Pylon on 1 GPU and on NPROC GPUs (FSDP over NCCL), and PyTorch FSDP2
 # (shared/bench/torch_fsdp2_bench.py, copied into .carry/bench) on NPROC GPUs, in the same call.
 # Usage: bench/h200_train.sh NPROC OUT_DIR   (SKIP_TESTS=1: no tests; TESTS='Cuda*': gtest filter;
-#   PYLON_FLAGS='--split-root --reduce-dtype bf16': extra flags for every Pylon run)
+#   PYLON_FLAGS='--whole-root --reduce-dtype bf16': extra flags for every Pylon run)
 # NPROC may be a list, "1 2 4 8": Pylon and PyTorch then run at each count (the scaling run), and
 # PROFILE=1 adds a profiled 2-step run at the largest count, merged and analysed into OUT_DIR.
 set -euo pipefail

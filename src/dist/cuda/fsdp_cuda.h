@@ -51,9 +51,8 @@ struct FsdpCudaOptions {
   // Reduce-scatter in bf16: each gradient bucket is cast to bf16, reduced in bf16 and widened back
   // into the fp32 shard (half the bytes; each rank's part and the sum are rounded to bf16).
   bool reduce_bf16 = false;
-  // More than one GPU: the root as two buckets, embedding and head (see above); off: one, as a
-  // block. Off by default until it has run clean on the GPU machine (bench/fsdp_notes.md).
-  bool split_root = false;
+  // More than one GPU: the root as two buckets, embedding and head (see above); off: one, as a block.
+  bool split_root = true;
 };
 
 struct AdamWStep {

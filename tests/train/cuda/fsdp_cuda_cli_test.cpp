@@ -104,10 +104,10 @@ TEST_F(CudaFsdp, TwoGpusFollowOneGpu) {
 // bits), which AdamW's normalised step mostly absorbs; torch.testing's bf16 rtol bounds the curve.
 TEST_F(CudaFsdp, SplitRootEqualsWholeRootAndBf16ReduceFollowsFp32) {
   const std::string common = "--steps 24 --grad-clip 0 --metrics ";
-  const Outcome split = run(args(2, 4, "--split-root " + common + tmp_.file("split.jsonl")));
+  const Outcome split = run(args(2, 4, common + tmp_.file("split.jsonl")));
   ASSERT_EQ(split.exit_code, 0) << split.err;
   EXPECT_NE(split.out.find("split root"), std::string::npos) << split.out;
-  const Outcome whole = run(args(2, 4, common + tmp_.file("whole.jsonl")));
+  const Outcome whole = run(args(2, 4, "--whole-root " + common + tmp_.file("whole.jsonl")));
   ASSERT_EQ(whole.exit_code, 0) << whole.err;
   const Outcome bf16 = run(args(2, 4, "--reduce-dtype bf16 " + common + tmp_.file("bf16.jsonl")));
   ASSERT_EQ(bf16.exit_code, 0) << bf16.err;
@@ -116,8 +116,8 @@ TEST_F(CudaFsdp, SplitRootEqualsWholeRootAndBf16ReduceFollowsFp32) {
              c = losses(tmp_.file("bf16.jsonl"));
   ASSERT_EQ(a.size(), 24u);
   EXPECT_EQ(a, b);
-  expect_close(c, b, 0.016);
-  EXPECT_NE(c, b);  // the bf16 path ran: rounding shows somewhere in 24 steps
+  expect_close(c, a, 0.016);
+  EXPECT_NE(c, a);  // the bf16 path ran: rounding shows somewhere in 24 steps
 }
 
 TEST_F(CudaFsdp, KeepGatheredAndNoSyncAccumulationFollowOneGpu) {
@@ -129,10 +129,10 @@ TEST_F(CudaFsdp, KeepGatheredAndNoSyncAccumulationFollowOneGpu) {
   expect_close(losses(tmp_.file("two.jsonl")), losses(tmp_.file("one.jsonl")), 0.01);
 }
 
-// The split root keeps its device shards in buckets and converts at save and load: the same
-// checks with it (the checkpoint itself is ShardLayout's flat form either way).
+// The split root (the default) keeps its device shards in buckets and converts at save and load:
+// the same checks with the whole root (the checkpoint is ShardLayout's flat form either way).
 TEST_F(CudaFsdp, ResumesBitIdenticallyAndAtAnotherWorldSize) {
-  for (const std::string root : {"", "--split-root "}) {
+  for (const std::string root : {"", "--whole-root "}) {
     const std::string full_dir = tmp_.file("full" + std::to_string(root.size()));
     const Outcome full = run(args(2, 4, root + "--steps 6 --save-every 3 --save " + full_dir + " --metrics " +
                                             tmp_.file("full.jsonl")));
