@@ -53,8 +53,8 @@ size_t free_device_bytes() {
 }
 
 #ifdef PYLON_HAVE_NCCL
-// Thread blocks each FSDP collective may take from the kernels it overlaps (0: NCCL's choice);
-// NCCL_MAX_CTAS overrides it.
+// Thread blocks each FSDP collective may take from the kernels it overlaps (0: NCCL's choice;
+// 8 made the 2-GPU step 3% slower, bench/fsdp_notes.md); NCCL_MAX_CTAS overrides it.
 constexpr int kFsdpMaxCtas = 0;
 #endif
 
