@@ -2,7 +2,8 @@
 # On the GPU machine: build Pylon, optionally run the CUDA tests, then train the seed preset at its
 # default size with Pylon on 1 GPU and on NPROC GPUs (FSDP over NCCL), and PyTorch FSDP2
 # (shared/bench/torch_fsdp2_bench.py, copied into .carry/bench) on NPROC GPUs, in the same call.
-# Usage: bench/h200_train.sh NPROC OUT_DIR   (SKIP_TESTS=1: no tests; TESTS='Cuda*': gtest filter)
+# Usage: bench/h200_train.sh NPROC OUT_DIR   (SKIP_TESTS=1: no tests; TESTS='Cuda*': gtest filter;
+#   PYLON_FLAGS='--whole-root --reduce-dtype bf16': extra flags for every Pylon run)
 # NPROC may be a list, "1 2 4 8": Pylon and PyTorch then run at each count (the scaling run), and
 # PROFILE=1 adds a profiled 2-step run at the largest count, merged and analysed into OUT_DIR.
 set -euo pipefail
@@ -31,7 +32,7 @@ for n in $counts; do
   timeout 120 "$build/src/pylon" train --preset seed --vocab 32000 --dim 2048 --layers 12 --heads 16 --batch 8 \
     --seq 1024 --steps "${STEPS:-30}" --lr 3e-4 --weight-decay 0.01 --lr-schedule constant --grad-clip 0 \
     --device cuda --dtype bf16 --nproc-per-node "$n" --data "$out/tokens.bin" \
-    --metrics "$out/pylon_$n.jsonl" --log-every 10 2>&1 | tee "$out/pylon_$n.log"
+    --metrics "$out/pylon_$n.jsonl" --log-every 10 ${PYLON_FLAGS:-} 2>&1 | tee "$out/pylon_$n.log"
   python3 - "$out/pylon_$n.jsonl" "$n" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])][5:]  # 5 warm-up steps

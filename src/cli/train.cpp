@@ -26,11 +26,12 @@ namespace pylon {
 int run_train(int argc, char** argv) {
   TrainOptions o;
   std::string preset = "causal", schedule = "cosine", device = "cpu", dtype = "fp32", recompute = "selective";
+  std::string reduce_dtype = "fp32";
   int vocab = 32000, dim = 256, layers = 4, heads = 4, nproc = 1, nnodes = 1, node_rank = 0;
   int master_port = 0;
   std::string master_addr;
   double dist_timeout = 300;
-  bool no_reshard = false, no_prefetch = false;
+  bool no_reshard = false, no_prefetch = false, whole_root = false;
   int64_t warmup = 0;
   int64_t seed = 0;
   o.batch = 16, o.seq = 128, o.steps = 300, o.adamw.lr = 1e-3f, o.adamw.weight_decay = 0.1f;
@@ -78,6 +79,11 @@ int run_train(int argc, char** argv) {
   args.add_switch("no-prefetch", &no_prefetch,
                   "run FSDP's collectives on the compute thread, each when its unit needs it");
   args.add_switch("no-sync", &o.no_sync, "accumulate gradients over micro-steps, reduce once per step");
+  args.add_choice("reduce-dtype", &reduce_dtype, {"fp32", "bf16"},
+                  "cuda: dtype of the gradient reduce-scatter (bf16: half the bytes, bf16 rounding)");
+  args.add_switch("whole-root", &whole_root,
+                  "cuda: reduce and gather the root (embedding + head) as one bucket, not two (by default "
+                  "the head's gradient is reduced, and its next weights gathered, as its backward ends)");
   args.add_switch("check-reshard", &o.check_reshard,
                   "debug: fill freed parameter slots with NaN (a read of a resharded unit shows)");
   args.add("save", &o.save_dir, "checkpoint directory (written at the end)");
@@ -105,6 +111,10 @@ int run_train(int argc, char** argv) {
   PYLON_CHECK(device == "cuda" || !args.given("recompute"),
               "--recompute applies to --device cuda (the CPU path keeps every activation)");
   o.recompute = parse_recompute(recompute);
+  PYLON_CHECK(device == "cuda" || (reduce_dtype == "fp32" && !whole_root),
+              "--reduce-dtype and --whole-root apply to --device cuda (the CPU path reduces in fp32)");
+  o.reduce_bf16 = reduce_dtype == "bf16";
+  o.split_root = !whole_root;
   PYLON_CHECK(nproc >= 1 && nnodes >= 1, "--nproc-per-node and --nnodes must be >= 1");
   PYLON_CHECK(dist_timeout > 0, "--dist-timeout must be positive");
   PYLON_CHECK(!o.profile.counters || (device == "cuda" && !o.profile.dir.empty()),

@@ -35,6 +35,8 @@ struct TrainOptions {
   bool prefetch = true;               // FSDP collectives on a worker thread (see FsdpOptions)
   bool no_sync = false;               // accumulate gradients locally, reduce at the last micro-step
   bool check_reshard = false;         // debug: NaN in freed parameter slots (see FsdpOptions)
+  bool reduce_bf16 = false;           // cuda: reduce-scatter gradients in bf16 (--reduce-dtype bf16)
+  bool split_root = true;             // cuda: the root as embedding and head buckets (FsdpCudaOptions)
   Recompute recompute = Recompute::selective;  // cuda: activations kept vs recomputed (model/recompute.h)
   profile::ProfileOptions profile;    // --profile DIR and its step schedule (CPU ranges)
 };

@@ -1,8 +1,10 @@
 // The GPU FSDP unit runtime: gathers into rotating slots with one-unit prefetch, reduce-scatters as
-// each unit's backward ends, and the optimizer on shards; three streams ordered by events.
+// each unit's backward ends (the split root's head bucket as the head's ends), and the optimizer on
+// shards; three streams ordered by events.
 #include "dist/cuda/fsdp_cuda.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "core/error.h"
 #include "dist/cuda/shard_ops.h"
@@ -34,12 +36,23 @@ FsdpCuda::FsdpCuda(const ShardLayout& layout, cudaStream_t compute, NcclComm* ga
   PYLON_CHECK(world_ == 1, "FSDP over ", world_, " GPUs needs NCCL: this build has none (apt install libnccl-dev)");
 #endif
   const std::vector<ShardUnit>& units = layout.units();
-  int64_t total = 0, most = 0, block_padded = 0;
+  // The root's two parameters, embedding then head (ShardLayout's order): buckets 0 and 1.
+  split_ = options.split_root && world_ > 1 && units[0].params.size() == 2;
+  int64_t total = 0, most = 0, block_padded = 0, widest_bucket = 0;
+  param_at_.assign(layout.table().params.size(), 0);
   for (const ShardUnit& u : units) {
+    buckets_.push_back(make_shard_buckets(u, world_, split_ && u.id < 0));
+    const std::vector<ShardBucket>& bs = buckets_.back();
+    for (const UnitParam& q : u.params) {
+      const ShardBucket& b = bucket_of(bs, q.unit_offset);
+      param_at_[static_cast<size_t>(q.param)] = b.begin + (q.unit_offset - b.flat_begin);
+    }
+    const int64_t shard = device_shard_numel(bs);
     shard_offset_.push_back(total);
-    total += u.shard;
-    most = std::max(most, u.shard);
-    if (u.id >= 0) block_padded = std::max(block_padded, u.padded);
+    total += shard;
+    most = std::max(most, shard);
+    for (const ShardBucket& b : bs) widest_bucket = std::max(widest_bucket, world_ * b.shard);
+    if (u.id >= 0) block_padded = std::max(block_padded, gathered_numel(bs, world_));
   }
   const int L = layers_;
   PYLON_CHECK(L >= 1, "FSDP needs at least one block");
@@ -59,14 +72,21 @@ FsdpCuda::FsdpCuda(const ShardLayout& layout, cudaStream_t compute, NcclComm* ga
   alloc(scalars_, 4 * f);
   const int64_t summed = options.fused_optimizer ? most : total;  // the longest sum of squares
   alloc(reduce_ws_, std::max(reduce_workspace_bytes(summed), grad_sumsq_workspace_bytes(summed)));
-  const int64_t root_padded = units[0].padded;
+  if (options.reduce_bf16 && world_ > 1) alloc(reduce_bf16_, static_cast<size_t>(widest_bucket) * h);
+  const int64_t root_padded = gathered_numel(buckets_[0], world_);
+  shared_root_grad_ = split_ && !options.no_sync;
+  int64_t root_grad_numel = root_padded;
+  if (shared_root_grad_) {
+    root_grad_numel = 0;
+    for (const ShardBucket& b : buckets_[0]) root_grad_numel = std::max(root_grad_numel, world_ * b.shard);
+  }
   if (persistent_) {
     alloc(block_params_, static_cast<size_t>(total) * h);  // the shard layout, in bf16
   } else {
     alloc(root_param_, static_cast<size_t>(root_padded) * h);
     alloc(block_params_, static_cast<size_t>(param_slots * block_padded) * h);
   }
-  alloc(root_grad_, static_cast<size_t>(root_padded) * f);
+  alloc(root_grad_, static_cast<size_t>(root_grad_numel) * f);
   alloc(block_grads_, static_cast<size_t>(grad_slots * block_padded) * f);
 
   slots_.resize(static_cast<size_t>(1 + param_slots));
@@ -82,6 +102,7 @@ FsdpCuda::FsdpCuda(const ShardLayout& layout, cudaStream_t compute, NcclComm* ga
   slot_of_.assign(units.size(), -1);
   gathered_.resize(units.size()), shard_ready_.resize(units.size()), grads_done_.resize(units.size());
   for (Event& e : shard_ready_) e.record(compute_);
+  head_grads_done_.record(compute_), head_ready_.record(compute_), head_released_.record(compute_);
   params_.assign(layout.table().params.size(), nullptr);
   grads_.assign(layout.table().params.size(), nullptr);
   // cudaMemset runs on the legacy stream, which does not order our non-blocking streams.
@@ -90,10 +111,17 @@ FsdpCuda::FsdpCuda(const ShardLayout& layout, cudaStream_t compute, NcclComm* ga
 
 void FsdpCuda::upload(const std::vector<UnitShards>& host) {
   PYLON_ASSERT(host.size() == layout_.units().size());
+  head_gathered_ = false;
   for (size_t i = 0; i < host.size(); ++i) {
     const size_t off = static_cast<size_t>(shard_offset_[i]), n = static_cast<size_t>(layout_.units()[i].shard);
     const UnitShards& s = host[i];
     PYLON_ASSERT(s.param.size() == n && s.m.size() == n && s.v.size() == n);
+    if (i == 0 && split_) {
+      const std::pair<const float*, float*> parts[] = {
+          {s.param.data(), master_.as<float>()}, {s.m.data(), m_.as<float>()}, {s.v.data(), v_.as<float>()}};
+      for (const auto& [from, to] : parts) upload_split_root(from, to + off, static_cast<int64_t>(n));
+      continue;
+    }
     PYLON_CUDA_CHECK(cudaMemcpy(master_.as<float>() + off, s.param.data(), n * sizeof(float), cudaMemcpyHostToDevice));
     PYLON_CUDA_CHECK(cudaMemcpy(m_.as<float>() + off, s.m.data(), n * sizeof(float), cudaMemcpyHostToDevice));
     PYLON_CUDA_CHECK(cudaMemcpy(v_.as<float>() + off, s.v.data(), n * sizeof(float), cudaMemcpyHostToDevice));
@@ -105,7 +133,7 @@ void FsdpCuda::upload(const std::vector<UnitShards>& host) {
       slots_[i].unit = static_cast<int>(i) - 1;
       slot_of_[i] = static_cast<int>(i);
       for (const UnitParam& q : layout_.units()[i].params)
-        params_[static_cast<size_t>(q.param)] = slots_[i].data + q.unit_offset;
+        params_[static_cast<size_t>(q.param)] = slots_[i].data + param_at_[static_cast<size_t>(q.param)];
       shard_ready_[i].record(compute_);
     }
   }
@@ -120,10 +148,69 @@ void FsdpCuda::download(std::vector<UnitShards>& host) {
     const size_t off = static_cast<size_t>(shard_offset_[i]), n = static_cast<size_t>(layout_.units()[i].shard);
     UnitShards& s = host[i];
     s.param.resize(n), s.m.resize(n), s.v.resize(n);
+    if (i == 0 && split_) {
+      const std::pair<const float*, float*> parts[] = {
+          {master_.as<float>(), s.param.data()}, {m_.as<float>(), s.m.data()}, {v_.as<float>(), s.v.data()}};
+      for (const auto& [from, to] : parts) download_split_root(from + off, to, static_cast<int64_t>(n));
+      continue;
+    }
     PYLON_CUDA_CHECK(cudaMemcpy(s.param.data(), master_.as<float>() + off, n * sizeof(float), cudaMemcpyDeviceToHost));
     PYLON_CUDA_CHECK(cudaMemcpy(s.m.data(), m_.as<float>() + off, n * sizeof(float), cudaMemcpyDeviceToHost));
     PYLON_CUDA_CHECK(cudaMemcpy(s.v.data(), v_.as<float>() + off, n * sizeof(float), cudaMemcpyDeviceToHost));
   }
+}
+
+// Chunks of 16 MB per rank: the all-gathered scratch stays small next to the shards.
+constexpr int64_t kConvertChunk = int64_t{1} << 22;
+
+void FsdpCuda::upload_split_root(const float* host, float* device, int64_t S) {
+#ifdef PYLON_HAVE_NCCL
+  const std::vector<ShardBucket>& bs = buckets(-1);
+  const cudaStream_t st = gather_stream_.get();
+  const int64_t chunk = std::min(S, kConvertChunk);
+  DeviceBuffer scratch(static_cast<size_t>(world_ * chunk) * sizeof(float));
+  float* g = scratch.as<float>();
+  PYLON_CUDA_CHECK(cudaMemsetAsync(device, 0, static_cast<size_t>(device_shard_numel(bs)) * sizeof(float), st));
+  for (int64_t a = 0; a < S; a += chunk) {
+    const int64_t n = std::min(chunk, S - a);
+    PYLON_CUDA_CHECK(cudaMemcpyAsync(g + rank_ * n, host + a, static_cast<size_t>(n) * sizeof(float),
+                                     cudaMemcpyHostToDevice, st));
+    gather_comm_->all_gather(g + rank_ * n, g, static_cast<size_t>(n), ncclFloat32, st);
+    for_each_flat_to_bucket(bs, world_, rank_, S, a, n, [&](int64_t src, int64_t dst, int64_t count) {
+      PYLON_CUDA_CHECK(cudaMemcpyAsync(device + dst, g + src, static_cast<size_t>(count) * sizeof(float),
+                                       cudaMemcpyDeviceToDevice, st));
+    });
+  }
+  gather_stream_.synchronize();  // the scratch is freed on return
+#else
+  (void)host, (void)device, (void)S;
+  PYLON_ASSERT(false, "a split root needs NCCL");
+#endif
+}
+
+void FsdpCuda::download_split_root(const float* device, float* host, int64_t S) {
+#ifdef PYLON_HAVE_NCCL
+  const std::vector<ShardBucket>& bs = buckets(-1);
+  const cudaStream_t st = gather_stream_.get();
+  const int64_t T = device_shard_numel(bs), chunk = std::min(T, kConvertChunk);
+  DeviceBuffer scratch(static_cast<size_t>(world_ * chunk) * sizeof(float));
+  float* g = scratch.as<float>();
+  std::fill(host, host + S, 0.f);  // the flat shard's padding
+  for (int64_t a = 0; a < T; a += chunk) {
+    const int64_t n = std::min(chunk, T - a);
+    PYLON_CUDA_CHECK(cudaMemcpyAsync(g + rank_ * n, device + a, static_cast<size_t>(n) * sizeof(float),
+                                     cudaMemcpyDeviceToDevice, st));
+    gather_comm_->all_gather(g + rank_ * n, g, static_cast<size_t>(n), ncclFloat32, st);
+    for_each_bucket_to_flat(bs, world_, rank_, S, a, n, [&](int64_t src, int64_t dst, int64_t count) {
+      PYLON_CUDA_CHECK(cudaMemcpyAsync(host + dst, g + src, static_cast<size_t>(count) * sizeof(float),
+                                       cudaMemcpyDeviceToHost, st));
+    });
+  }
+  gather_stream_.synchronize();
+#else
+  (void)device, (void)host, (void)S;
+  PYLON_ASSERT(false, "a split root needs NCCL");
+#endif
 }
 
 FsdpCuda::Probe& FsdpCuda::probe(bool wait, bool gather) {
@@ -195,20 +282,32 @@ void FsdpCuda::gather(int unit) {
   Slot& s = slots_[slot];
   s.unit = unit;
   slot_of_[i] = static_cast<int>(slot);
-  const ShardUnit& u = layout_.units()[i];
   const cudaStream_t g = gather_stream_.get();
   s.released.wait_on(g);    // compute is done with the previous occupant
   shard_ready_[i].wait_on(g);  // the optimizer has written this unit's shard
+  // The split root's head may have been gathered during the previous step's backward.
+  const bool head_done = unit < 0 && head_gathered_;
+  if (head_done) head_ready_.wait_on(g);
+  head_gathered_ = head_gathered_ && !head_done;
   Probe* p = options_.measure_overlap && !forward_only_ ? &probe(false, true) : nullptr;
   if (p) p->from.record(g);
-  bf16* mine = s.data + rank_ * u.shard;
-  cast_f32_to_bf16(mine, master_.as<float>() + offset(unit), u.shard, g);
-#ifdef PYLON_HAVE_NCCL
-  if (world_ > 1) gather_comm_->all_gather(mine, s.data, static_cast<size_t>(u.shard), ncclBfloat16, g);
-#endif
+  for (size_t b = 0; b < buckets(unit).size(); ++b)
+    if (!(head_done && b == 1)) gather_bucket(unit, b, s.data, gather_comm_, g);
   if (p) p->to.record(g);
   gathered_[i].record(g);
-  for (const UnitParam& q : u.params) params_[static_cast<size_t>(q.param)] = s.data + q.unit_offset;
+  for (const UnitParam& q : layout_.units()[i].params)
+    params_[static_cast<size_t>(q.param)] = s.data + param_at_[static_cast<size_t>(q.param)];
+}
+
+void FsdpCuda::gather_bucket(int unit, size_t b, bf16* slot, NcclComm* comm, cudaStream_t stream) {
+  const ShardBucket& k = buckets(unit)[b];
+  bf16* mine = slot + k.begin + rank_ * k.shard;
+  cast_f32_to_bf16(mine, master_.as<float>() + offset(unit) + k.at, k.shard, stream);
+#ifdef PYLON_HAVE_NCCL
+  if (world_ > 1) comm->all_gather(mine, slot + k.begin, static_cast<size_t>(k.shard), ncclBfloat16, stream);
+#else
+  (void)comm;
+#endif
 }
 
 void FsdpCuda::release(int unit) {
@@ -248,49 +347,91 @@ void FsdpCuda::after_forward(int unit) {
   prefetch();
 }
 
+FsdpCuda::GradSlot& FsdpCuda::grad_slot(int unit) {
+  return grad_slots_[unit < 0 ? 0 : 1 + static_cast<size_t>(unit) % (grad_slots_.size() - 1)];
+}
+
 void FsdpCuda::before_backward(int unit) {
   before_forward(unit);  // gathered (the root and the last block still are)
-  const size_t g = unit < 0 ? 0 : 1 + static_cast<size_t>(unit) % (grad_slots_.size() - 1);
-  wait_for(grad_slots_[g].released, compute_, false);
+  if (split_ && unit == layers_ - 1 && reduce_now_) {
+    // Backward has passed the head (the root's first use in backward): its gradient is final.
+    head_grads_done_.record(compute_);
+    head_grads_done_.wait_on(reduce_stream_.get());
+    reduce(-1, 1);
+    head_reduced_ = true;
+    if (options_.fused_optimizer) {
+      // Its AdamW is done and compute reads the head's bf16 weights no more this step: gather the
+      // next step's now, on the reduce stream (the gather stream serves the blocks meanwhile).
+      const cudaStream_t r = reduce_stream_.get();
+      Probe* p = options_.measure_overlap ? &probe(false, true) : nullptr;
+      if (p) p->from.record(r);
+      gather_bucket(-1, 1, slots_[0].data, reduce_comm_, r);
+      if (p) p->to.record(r);
+      head_ready_.record(r);
+      head_gathered_ = true;
+    }
+  }
+  GradSlot& g = grad_slot(unit);
+  wait_for(g.released, compute_, false);
   for (const UnitParam& q : layout_.units()[index(unit)].params)
-    grads_[static_cast<size_t>(q.param)] = grad_slots_[g].data + q.unit_offset;
+    grads_[static_cast<size_t>(q.param)] = g.data + grad_at(q);
+}
+
+int64_t FsdpCuda::grad_at(const UnitParam& q) const {
+  if (!shared_root_grad_ || layout_.table().params[static_cast<size_t>(q.param)].unit >= 0)
+    return param_at_[static_cast<size_t>(q.param)];
+  return 0;  // each root bucket holds one parameter, at the start of the shared buffer
 }
 
 void FsdpCuda::after_backward(int unit) {
-  grads_done_[index(unit)].record(compute_);
+  const size_t i = index(unit);
+  grads_done_[i].record(compute_);
+  // Next, backward writes the embedding's gradient, where the head's was: wait for its reduction.
+  if (unit == 0 && shared_root_grad_) wait_for(head_released_, compute_, false);
   if (!persistent_) release(unit);
   prefetch();
-  if (reduce_now_) reduce(unit);
+  if (!reduce_now_) return;
+  grads_done_[i].wait_on(reduce_stream_.get());
+  for (size_t b = 0; b < buckets(unit).size(); ++b)
+    if (!(unit < 0 && head_reduced_ && b == 1)) reduce(unit, b);
+  if (unit < 0) head_reduced_ = false;
 }
 
-void FsdpCuda::reduce(int unit) {
+void FsdpCuda::reduce(int unit, size_t b) {
   const size_t i = index(unit);
-  const ShardUnit& u = layout_.units()[i];
-  const size_t n = static_cast<size_t>(u.shard);
+  const ShardBucket& k = buckets(unit)[b];
+  const size_t n = static_cast<size_t>(k.shard);
   const cudaStream_t r = reduce_stream_.get();
-  GradSlot& slot = grad_slots_[unit < 0 ? 0 : 1 + static_cast<size_t>(unit) % (grad_slots_.size() - 1)];
-  grads_done_[i].wait_on(r);
+  GradSlot& slot = grad_slot(unit);
   Probe* p = options_.measure_overlap ? &probe(false, false) : nullptr;
   if (p) p->from.record(r);
-  float* mine = slot.data + rank_ * u.shard;  // (padded) -> this rank's (shard), in place
+  float* full = slot.data + (shared_root_grad_ && unit < 0 ? 0 : k.begin);  // (W·shard): this bucket's gradient
+  float* mine = full + rank_ * k.shard;      // -> this rank's (shard), in place
 #ifdef PYLON_HAVE_NCCL
-  if (world_ > 1) reduce_comm_->reduce_scatter(slot.data, mine, n, ncclFloat32, r);
+  if (world_ > 1 && options_.reduce_bf16) {  // cast, reduce in bf16, widen into the fp32 shard
+    bf16* narrow = reduce_bf16_.as<bf16>();
+    cast_f32_to_bf16(narrow, full, world_ * k.shard, r);
+    reduce_comm_->reduce_scatter(narrow, narrow + rank_ * k.shard, n, ncclBfloat16, r);
+    cast_bf16_to_f32(mine, narrow + rank_ * k.shard, k.shard, r);
+  } else if (world_ > 1) {
+    reduce_comm_->reduce_scatter(full, mine, n, ncclFloat32, r);
+  }
 #endif
   if (p) p->to.record(r);
+  const int64_t at = offset(unit) + k.at;  // into the flat shard buffers
   if (options_.fused_optimizer) {
-    const GradSumOfSquares norm{scalars_.as<float>() + 1, reduce_ws_.get()};  // AdamW adds the unit's Σ g²
-    adamw_update(master_.as<float>() + offset(unit), m_.as<float>() + offset(unit),
-                 v_.as<float>() + offset(unit), mine,
-                 persistent_ ? block_params_.as<bf16>() + offset(unit) : nullptr, u.shard, adam_.lr, adam_.beta1,
+    const GradSumOfSquares norm{scalars_.as<float>() + 1, reduce_ws_.get()};  // AdamW adds the bucket's Σ g²
+    adamw_update(master_.as<float>() + at, m_.as<float>() + at, v_.as<float>() + at, mine,
+                 persistent_ ? block_params_.as<bf16>() + at : nullptr, k.shard, adam_.lr, adam_.beta1,
                  adam_.beta2, adam_.eps, adam_.weight_decay, adam_.t, nullptr, r, &norm);
-    shard_ready_[i].record(r);
+    if (!(unit < 0 && split_ && b == 1)) shard_ready_[i].record(r);  // the head has head_ready_
   } else if (first_reduce_) {
-    PYLON_CUDA_CHECK(cudaMemcpyAsync(grad_.as<float>() + offset(unit), mine, n * sizeof(float),
-                                     cudaMemcpyDeviceToDevice, r));
+    PYLON_CUDA_CHECK(cudaMemcpyAsync(grad_.as<float>() + at, mine, n * sizeof(float), cudaMemcpyDeviceToDevice, r));
   } else {
-    accumulate_f32(grad_.as<float>() + offset(unit), mine, u.shard, r);
+    accumulate_f32(grad_.as<float>() + at, mine, k.shard, r);
   }
   slot.released.record(r);
+  if (unit < 0 && split_ && b == 1) head_released_.record(r);
 }
 
 void FsdpCuda::end_step(float* host_scalars) {

@@ -1,10 +1,12 @@
 // FSDP on one GPU rank: the unit runtime behind MiniLLMCuda's UnitHooks. Per unit it keeps only
-// this rank's fp32 shards (ShardLayout) of the master parameters, AdamW m and v, and, when the
-// optimizer step needs the whole gradient first (clipping, accumulation), of the gradients.
+// this rank's fp32 shards of the master parameters, AdamW m and v, and, when the optimizer step
+// needs the whole gradient first (clipping, accumulation), of the gradients. A unit's device shard
+// is one or more buckets (shard_buckets.h): a block is one, ShardLayout's flat shard; the root is
+// two (embedding, head) on more than one GPU.
 // Parameters are gathered in bf16 into a few rotating slots just in time, one unit ahead, on a
-// gather stream and communicator; gradients are reduce-scattered in fp32 on a reduce stream and
-// communicator as each unit's backward ends. The streams meet only through events: the host
-// never waits inside a step.
+// gather stream and communicator; gradients are reduce-scattered (fp32, or bf16 on request) on a
+// reduce stream and communicator as each unit's backward ends. The streams meet only through
+// events: the host never waits inside a step.
 //
 // Per micro-step the units are used in the order root, 0..L−1 (forward), L−1..0 (backward); the
 // root (embedding and head, its own slot) stays gathered from the start of forward to the end of
@@ -12,6 +14,11 @@
 // backward starts with it) and gathered again for backward; without it (ZeRO-2) every block keeps
 // its own slot from forward to backward. A world of one keeps every unit's bf16 weights in place
 // (AdamW writes them); nothing is gathered or reduced there.
+//
+// The split root (FsdpCudaOptions::split_root): the head's gradient is final once backward reaches the last block (the head's
+// backward comes first), so its bucket is reduce-scattered then, and with the per-unit optimizer
+// its AdamW and the gather of its next weights follow on the reduce stream during the blocks'
+// backward. Only the embedding's bucket is left for the end of the step and the start of the next.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -21,6 +28,7 @@
 #include <deque>
 #include <vector>
 
+#include "dist/cuda/shard_buckets.h"
 #include "dist/fsdp.h"
 #include "dist/shard_layout.h"
 #include "model/unit_hooks.h"
@@ -40,6 +48,11 @@ struct FsdpCudaOptions {
   bool fused_optimizer = false;
   // Timing events around every collective and wait (FsdpCuda::overlap()); costs a few µs a unit.
   bool measure_overlap = false;
+  // Reduce-scatter in bf16: each gradient bucket is cast to bf16, reduced in bf16 and widened back
+  // into the fp32 shard (half the bytes; each rank's part and the sum are rounded to bf16).
+  bool reduce_bf16 = false;
+  // More than one GPU: the root as two buckets, embedding and head (see above); off: one, as a block.
+  bool split_root = true;
 };
 
 struct AdamWStep {
@@ -68,9 +81,11 @@ class FsdpCuda final : public UnitHooks {
   float* loss_sum() const { return scalars_.as<float>(); }  // the model adds each micro-step's mean loss
   size_t device_bytes() const { return device_bytes_; }   // everything this object allocated
 
-  // Host copies of the parameter and AdamW shards (UnitShards::grad is not touched).
+  // Host copies of the parameter and AdamW shards, in ShardLayout's flat form (UnitShards::grad is
+  // not touched). Collective over the ranks when the root is split (its buckets travel through
+  // all-gathers); synchronise.
   void upload(const std::vector<UnitShards>& host);
-  void download(std::vector<UnitShards>& host);  // synchronises
+  void download(std::vector<UnitShards>& host);
 
   // The step: begin_step, then per micro-step begin_micro_step + model forward/backward with these
   // hooks, then end_step, which enqueues the norm, clipping and AdamW (unless fused) and copies
@@ -114,10 +129,18 @@ class FsdpCuda final : public UnitHooks {
 
   static size_t index(int unit) { return static_cast<size_t>(unit + 1); }
   int64_t offset(int unit) const { return shard_offset_[index(unit)]; }
+  const std::vector<ShardBucket>& buckets(int unit) const { return buckets_[index(unit)]; }
+  GradSlot& grad_slot(int unit);
+  int64_t grad_at(const UnitParam& q) const;  // parameter q's first element in its gradient slot
+  // Bucket b of the unit: cast this rank's fp32 chunk to bf16 into the slot and all-gather it.
+  void gather_bucket(int unit, size_t b, __nv_bfloat16* slot, NcclComm* comm, cudaStream_t stream);
   void gather(int unit);
   void release(int unit);  // compute is done with the unit's gathered parameters
   void prefetch();         // gathers ahead in use order while a slot is free
-  void reduce(int unit);
+  void reduce(int unit, size_t b);  // reduce-scatter bucket b; then AdamW or keep the gradient shard
+  // The root's flat host shard (S) <-> its bucketed device shard, through chunked all-gathers.
+  void upload_split_root(const float* host, float* device, int64_t S);
+  void download_split_root(const float* device, float* host, int64_t S);
   Probe& probe(bool wait, bool gather);
   void wait_for(const Event& producer, cudaStream_t consumer, bool gather_wait);
 
@@ -128,10 +151,14 @@ class FsdpCuda final : public UnitHooks {
   int rank_, world_, layers_;
   Stream gather_stream_, reduce_stream_;
 
+  std::vector<std::vector<ShardBucket>> buckets_;  // per unit
+  std::vector<int64_t> param_at_;       // per parameter: first element in its unit's gathered buffer
+  bool split_ = false;                  // the root is two buckets
   std::vector<int64_t> shard_offset_;   // per unit, into the flat shard buffers
   DeviceBuffer master_, m_, v_, grad_;  // (Σ shard) fp32; grad_ only without fused_optimizer
   DeviceBuffer scalars_;                // loss sum, grad norm², clip coefficient
   DeviceBuffer reduce_ws_;
+  DeviceBuffer reduce_bf16_;            // reduce_bf16: one bucket's gradient in bf16
   DeviceBuffer root_param_, block_params_, root_grad_, block_grads_;
   std::vector<Slot> slots_;           // [0]: the root's; then the blocks'
   std::vector<GradSlot> grad_slots_;  // [0]: the root's; then the blocks' (fixed by unit % count)
@@ -144,6 +171,13 @@ class FsdpCuda final : public UnitHooks {
   bool persistent_ = false;  // world of one: weights stay gathered, AdamW writes their bf16 copy
   bool reduce_now_ = true, first_reduce_ = true;
   bool forward_only_ = false;
+  bool head_reduced_ = false;    // this micro-step's head bucket is reduced (split root)
+  // Split root reduced every micro-step: the head's and the embedding's gradients take turns in
+  // one buffer (the embedding's is written only after the last block's backward, unit_hooks.h).
+  bool shared_root_grad_ = false;
+  Event head_released_{};        // the reduce stream is done with the head's gradient
+  bool head_gathered_ = false;   // the next step's head weights are gathered (split root, per-unit AdamW)
+  Event head_grads_done_, head_ready_;  // compute finished the head's backward; its next weights gathered
   AdamWStep adam_{};
   float grad_clip_ = 0;
   Event step_done_[2] = {Event(true), Event(true)}, compute_end_[2] = {Event(true), Event(true)};

@@ -23,7 +23,7 @@ std::string seconds(std::chrono::milliseconds t) {
 }  // namespace
 
 NcclComm::NcclComm(TcpStore& store, const std::string& key, int rank, int world,
-                   std::chrono::milliseconds timeout)
+                   std::chrono::milliseconds timeout, int max_ctas)
     : rank_(rank), world_(world), name_(key), timeout_(timeout) {
   ncclUniqueId id;
   if (rank == 0) {
@@ -36,6 +36,7 @@ NcclComm::NcclComm(TcpStore& store, const std::string& key, int rank, int world,
   std::memcpy(id.internal, bytes.data(), sizeof(id.internal));
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;  // calls return at once; finish() and the watchdog do the waiting
+  if (max_ctas > 0) config.maxCTAs = max_ctas;
   finish(ncclCommInitRankConfig(&comm_, world, id, rank, &config), "ncclCommInitRankConfig");
 }
 
@@ -71,25 +72,31 @@ void NcclComm::finish(ncclResult_t r, const char* call) const {
 }
 
 void NcclComm::all_gather(const void* send, void* recv, size_t count, ncclDataType_t type, cudaStream_t s) {
+  const std::lock_guard<std::mutex> lock(mutex_);
   finish(ncclAllGather(send, recv, count, type, comm_, s), "ncclAllGather");
 }
 
 void NcclComm::reduce_scatter(const void* send, void* recv, size_t count, ncclDataType_t type,
                               cudaStream_t s) {
+  const std::lock_guard<std::mutex> lock(mutex_);
   finish(ncclReduceScatter(send, recv, count, type, ncclSum, comm_, s), "ncclReduceScatter");
 }
 
 void NcclComm::all_reduce(const void* send, void* recv, size_t count, ncclDataType_t type,
                           ncclRedOp_t op, cudaStream_t s) {
+  const std::lock_guard<std::mutex> lock(mutex_);
   finish(ncclAllReduce(send, recv, count, type, op, comm_, s), "ncclAllReduce");
 }
 
 void NcclComm::broadcast(void* data, size_t bytes, int root, cudaStream_t s) {
+  const std::lock_guard<std::mutex> lock(mutex_);
   finish(ncclBroadcast(data, data, bytes, ncclInt8, root, comm_, s), "ncclBroadcast");
 }
 
 void NcclComm::check_async() const {
   if (aborted_) return;
+  const std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return;  // another thread is inside NCCL on this communicator
   ncclResult_t r = ncclSuccess;
   ncclCommGetAsyncError(comm_, &r);
   PYLON_CHECK(r == ncclSuccess || r == ncclInProgress, "rank ", rank_, ": NCCL communicator ", name_,

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -24,8 +25,10 @@ namespace pylon::cuda {
 class NcclComm {
  public:
   // Collective over the job: every rank passes the same `key`. Joining is bounded by `timeout`.
+  // max_ctas > 0 caps the thread blocks (channels) each collective takes from compute
+  // (ncclConfig_t::maxCTAs); 0 leaves NCCL's choice. NCCL_MAX_CTAS / NCCL_MIN_CTAS override it.
   NcclComm(TcpStore& store, const std::string& key, int rank, int world,
-           std::chrono::milliseconds timeout);
+           std::chrono::milliseconds timeout, int max_ctas = 0);
   ~NcclComm();  // finalises a healthy communicator, aborts a broken one
   NcclComm(const NcclComm&) = delete;
   NcclComm& operator=(const NcclComm&) = delete;
@@ -43,6 +46,8 @@ class NcclComm {
   void broadcast(void* data, size_t bytes, int root, cudaStream_t s);  // in place
 
   // Throws pylon::Error when NCCL reported an asynchronous error (a peer failed, a network error).
+  // Safe from another thread (the watchdog's): it skips the check while a call of this object's
+  // owner is inside NCCL, which polls the same state itself.
   void check_async() const;
   void abort();
   bool aborted() const { return aborted_; }
@@ -56,6 +61,10 @@ class NcclComm {
   std::string name_;
   std::chrono::milliseconds timeout_;
   bool aborted_ = false;
+  // ncclCommGetAsyncError is not thread-safe: on a non-blocking communicator it also completes
+  // (and frees) the job of the last call when that call returned ncclInProgress, so two threads
+  // polling at once can free it twice. Held by every call into NCCL except abort().
+  mutable std::mutex mutex_;
 };
 
 // Waits until `event` has completed, watching `comms`: an asynchronous NCCL error, or `timeout`

@@ -166,9 +166,9 @@ void MiniLLMCuda::backward(const std::vector<const bf16*>& P, const std::vector<
         PYLON_CUDA_CHECK(cudaMemsetAsync(G[i], 0, static_cast<size_t>(p.numel) * sizeof(float), s));
     }
   };
-  // Head: dx = dlogits·W_head; dW_head += dlogitsᵀ·x_L.
+  // Head: dx = dlogits·W_head; dW_head += dlogitsᵀ·x_L. (The root's kernel-added gradient, the
+  // embedding's, is zeroed only after the last block: unit_hooks.h.)
   if (hooks) hooks->before_backward(-1);
-  zero_added_grads(-1);
   linear_backward(dx_, G.back(), nullptr, logits_, x_last_, P.back(), D, V, beta, s);
   for (int l = L - 1; l >= 0; --l) {
     const size_t p = 1 + static_cast<size_t>(l) * 8;
@@ -207,6 +207,7 @@ void MiniLLMCuda::backward(const std::vector<const bf16*>& P, const std::vector<
     rmsnorm_backward(dx_, G[p], dh_, dx_mid_, a.x, P[p], a.rstd1, N_, D, workspace_, s);
     if (hooks) hooks->after_backward(l);
   }
+  zero_added_grads(-1);
   embedding_backward(G[0], dx_, inputs_, N_, D, V, workspace_, s);
   if (hooks) hooks->after_backward(-1);
 }

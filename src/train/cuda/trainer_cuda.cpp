@@ -53,6 +53,12 @@ size_t free_device_bytes() {
   return free;
 }
 
+#ifdef PYLON_HAVE_NCCL
+// Thread blocks each FSDP collective may take from the kernels it overlaps (0: NCCL's choice;
+// 8 made the 2-GPU step 3% slower, bench/fsdp_notes.md); NCCL_MAX_CTAS overrides it.
+constexpr int kFsdpMaxCtas = 0;
+#endif
+
 // The communicators of a GPU job: none for a world of one; otherwise the rendezvous store and
 // three NCCL communicators (gather, reduce, and the host-side one for checkpoints and metrics).
 struct GpuComms {
@@ -72,8 +78,8 @@ GpuComms connect(const DistEnv& env, std::chrono::milliseconds timeout) {
 #ifdef PYLON_HAVE_NCCL
   const std::string who = "rank " + std::to_string(env.rank);
   c.store = std::make_unique<TcpStore>(env.master_addr, env.master_port, env.rank == 0, timeout, who);
-  c.gather = std::make_unique<cuda::NcclComm>(*c.store, "gather", env.rank, env.world, timeout);
-  c.reduce = std::make_unique<cuda::NcclComm>(*c.store, "reduce", env.rank, env.world, timeout);
+  c.gather = std::make_unique<cuda::NcclComm>(*c.store, "gather", env.rank, env.world, timeout, kFsdpMaxCtas);
+  c.reduce = std::make_unique<cuda::NcclComm>(*c.store, "reduce", env.rank, env.world, timeout, kFsdpMaxCtas);
   c.host = std::make_unique<cuda::NcclHostCommunicator>(
       std::make_unique<cuda::NcclComm>(*c.store, "host", env.rank, env.world, timeout), timeout);
   return c;
@@ -126,6 +132,8 @@ TrainResult train_cuda(const TrainOptions& o, const DistEnv& env, std::chrono::m
   // arrives and no gradient shard is kept.
   fo.fused_optimizer = o.grad_clip <= 0 && (o.grad_accum == 1 || o.no_sync);
   fo.measure_overlap = true;
+  fo.reduce_bf16 = o.reduce_bf16;
+  fo.split_root = o.split_root;
 #ifdef PYLON_HAVE_NCCL
   cuda::FsdpCuda fsdp(layout, s, comms.gather.get(), comms.reduce.get(), fo);
   std::vector<cuda::NcclComm*> watched;
@@ -166,13 +174,14 @@ TrainResult train_cuda(const TrainOptions& o, const DistEnv& env, std::chrono::m
   if (lead) {
     std::printf("model: %s preset, %lld parameters (V=%d D=%d L=%d H=%d) on %d GPU%s (bf16 compute, fp32 "
                 "master, FSDP %s%s); %d x batch %d x %d tokens x %d accum = %lld tokens/step; "
-                "allocated per rank %.2f GB (activations %.2f GB, recompute %s)%s\n",
+                "allocated per rank %.2f GB (activations %.2f GB, recompute %s, reduce %s%s)%s\n",
                 preset_name(config.preset), static_cast<long long>(layout.table().total), config.vocab,
                 config.dim, config.layers, config.heads, world, world > 1 ? "s" : "",
                 o.reshard_after_forward ? "reshard" : "no-reshard",
                 fo.fused_optimizer ? ", AdamW per unit" : "", world, o.batch, o.seq, o.grad_accum,
                 static_cast<long long>(tokens_per_step), static_cast<double>(allocated) / 1e9,
                 static_cast<double>(model.activation_bytes()) / 1e9, recompute_name(o.recompute),
+                o.reduce_bf16 ? "bf16" : "fp32", world > 1 && o.split_root ? ", split root" : "",
                 start_step ? (", resumed at step " + std::to_string(start_step)).c_str() : "");
     std::fflush(stdout);
   }
