@@ -43,11 +43,13 @@ FsdpCuda::FsdpCuda(const ShardLayout& layout, cudaStream_t compute, NcclComm* ga
   }
   const int L = layers_;
   PYLON_CHECK(L >= 1, "FSDP needs at least one block");
-  // A world of one shards nothing: the bf16 weights stay in place and AdamW writes them.
+  // A world of one shards nothing: the bf16 weights stay in place and AdamW writes them (fp32: the
+  // model reads the master shards).
   persistent_ = world_ == 1;
+  param_bytes_ = options.fp32_params ? sizeof(float) : sizeof(bf16);
   const int param_slots = options.reshard_after_forward && !persistent_ ? std::min(2, L) : L;
   const int grad_slots = options.no_sync ? L : std::min(2, L);
-  const size_t f = sizeof(float), h = sizeof(bf16);
+  const size_t f = sizeof(float), h = param_bytes_;
   auto alloc = [&](DeviceBuffer& b, size_t bytes) {
     b = DeviceBuffer(bytes);
     device_bytes_ += bytes;
@@ -61,7 +63,7 @@ FsdpCuda::FsdpCuda(const ShardLayout& layout, cudaStream_t compute, NcclComm* ga
   alloc(reduce_ws_, std::max(reduce_workspace_bytes(summed), grad_sumsq_workspace_bytes(summed)));
   const int64_t root_padded = units[0].padded;
   if (persistent_) {
-    alloc(block_params_, static_cast<size_t>(total) * h);  // the shard layout, in bf16
+    if (!options.fp32_params) alloc(block_params_, static_cast<size_t>(total) * h);  // the shard layout, in bf16
   } else {
     alloc(root_param_, static_cast<size_t>(root_padded) * h);
     alloc(block_params_, static_cast<size_t>(param_slots * block_padded) * h);
@@ -70,10 +72,12 @@ FsdpCuda::FsdpCuda(const ShardLayout& layout, cudaStream_t compute, NcclComm* ga
   alloc(block_grads_, static_cast<size_t>(grad_slots * block_padded) * f);
 
   slots_.resize(static_cast<size_t>(1 + param_slots));
+  const auto elem = static_cast<int64_t>(h);
+  char* persistent_base = options.fp32_params ? master_.as<char>() : block_params_.as<char>();
   for (size_t k = 0; k < slots_.size(); ++k)  // persistent: slot k holds unit k − 1
-    slots_[k].data = persistent_ ? block_params_.as<bf16>() + shard_offset_[k]
-                     : k == 0    ? root_param_.as<bf16>()
-                                 : block_params_.as<bf16>() + static_cast<int64_t>(k - 1) * block_padded;
+    slots_[k].data = persistent_ ? persistent_base + shard_offset_[k] * elem
+                     : k == 0    ? root_param_.as<char>()
+                                 : block_params_.as<char>() + static_cast<int64_t>(k - 1) * block_padded * elem;
   grad_slots_.resize(static_cast<size_t>(1 + grad_slots));
   grad_slots_[0].data = root_grad_.as<float>();
   for (int s = 0; s < grad_slots; ++s) grad_slots_[static_cast<size_t>(1 + s)].data = block_grads_.as<float>() + s * block_padded;
@@ -83,6 +87,7 @@ FsdpCuda::FsdpCuda(const ShardLayout& layout, cudaStream_t compute, NcclComm* ga
   gathered_.resize(units.size()), shard_ready_.resize(units.size()), grads_done_.resize(units.size());
   for (Event& e : shard_ready_) e.record(compute_);
   params_.assign(layout.table().params.size(), nullptr);
+  params_f32_.assign(layout.table().params.size(), nullptr);
   grads_.assign(layout.table().params.size(), nullptr);
   // cudaMemset runs on the legacy stream, which does not order our non-blocking streams.
   PYLON_CUDA_CHECK(cudaDeviceSynchronize());
@@ -98,14 +103,14 @@ void FsdpCuda::upload(const std::vector<UnitShards>& host) {
     PYLON_CUDA_CHECK(cudaMemcpy(m_.as<float>() + off, s.m.data(), n * sizeof(float), cudaMemcpyHostToDevice));
     PYLON_CUDA_CHECK(cudaMemcpy(v_.as<float>() + off, s.v.data(), n * sizeof(float), cudaMemcpyHostToDevice));
   }
-  if (persistent_) {  // every unit "gathered" for good: one cast
-    cast_f32_to_bf16(block_params_.as<bf16>(), master_.as<float>(),
-                     static_cast<int64_t>(master_.bytes() / sizeof(float)), compute_);
+  if (persistent_) {  // every unit "gathered" for good: one cast (none in fp32)
+    if (!options_.fp32_params)
+      cast_f32_to_bf16(block_params_.as<bf16>(), master_.as<float>(),
+                       static_cast<int64_t>(master_.bytes() / sizeof(float)), compute_);
     for (size_t i = 0; i < slots_.size(); ++i) {
       slots_[i].unit = static_cast<int>(i) - 1;
       slot_of_[i] = static_cast<int>(i);
-      for (const UnitParam& q : layout_.units()[i].params)
-        params_[static_cast<size_t>(q.param)] = slots_[i].data + q.unit_offset;
+      point_params(static_cast<int>(i) - 1, slots_[i].data);
       shard_ready_[i].record(compute_);
     }
   }
@@ -201,14 +206,34 @@ void FsdpCuda::gather(int unit) {
   shard_ready_[i].wait_on(g);  // the optimizer has written this unit's shard
   Probe* p = options_.measure_overlap && !forward_only_ ? &probe(false, true) : nullptr;
   if (p) p->from.record(g);
-  bf16* mine = s.data + rank_ * u.shard;
-  cast_f32_to_bf16(mine, master_.as<float>() + offset(unit), u.shard, g);
+  char* mine = s.data + rank_ * u.shard * static_cast<int64_t>(param_bytes_);
+  if (options_.fp32_params)
+    PYLON_CUDA_CHECK(cudaMemcpyAsync(mine, master_.as<float>() + offset(unit),
+                                     static_cast<size_t>(u.shard) * sizeof(float), cudaMemcpyDeviceToDevice, g));
+  else
+    cast_f32_to_bf16(reinterpret_cast<bf16*>(mine), master_.as<float>() + offset(unit), u.shard, g);
 #ifdef PYLON_HAVE_NCCL
-  if (world_ > 1) gather_comm_->all_gather(mine, s.data, static_cast<size_t>(u.shard), ncclBfloat16, g);
+  if (world_ > 1)
+    gather_comm_->all_gather(mine, s.data, static_cast<size_t>(u.shard),
+                             options_.fp32_params ? ncclFloat32 : ncclBfloat16, g);
 #endif
   if (p) p->to.record(g);
   gathered_[i].record(g);
-  for (const UnitParam& q : u.params) params_[static_cast<size_t>(q.param)] = s.data + q.unit_offset;
+  point_params(unit, s.data);
+}
+
+void FsdpCuda::point_params(int unit, const char* base) {
+  for (const UnitParam& q : layout_.units()[index(unit)].params) {
+    const char* p = base ? base + q.unit_offset * static_cast<int64_t>(param_bytes_) : nullptr;
+    if (options_.fp32_params)
+      params_f32_[static_cast<size_t>(q.param)] = reinterpret_cast<const float*>(p);
+    else
+      params_[static_cast<size_t>(q.param)] = reinterpret_cast<const bf16*>(p);
+  }
+}
+
+bf16* FsdpCuda::persistent_bf16(int64_t offset) const {
+  return persistent_ && !options_.fp32_params ? block_params_.as<bf16>() + offset : nullptr;
 }
 
 void FsdpCuda::release(int unit) {
@@ -218,7 +243,7 @@ void FsdpCuda::release(int unit) {
   s.released.record(compute_);
   s.unit = -2;
   slot_of_[i] = -1;
-  for (const UnitParam& q : layout_.units()[i].params) params_[static_cast<size_t>(q.param)] = nullptr;
+  point_params(unit, nullptr);
 }
 
 void FsdpCuda::prefetch() {
@@ -281,7 +306,7 @@ void FsdpCuda::reduce(int unit) {
     const GradSumOfSquares norm{scalars_.as<float>() + 1, reduce_ws_.get()};  // AdamW adds the unit's Σ g²
     adamw_update(master_.as<float>() + offset(unit), m_.as<float>() + offset(unit),
                  v_.as<float>() + offset(unit), mine,
-                 persistent_ ? block_params_.as<bf16>() + offset(unit) : nullptr, u.shard, adam_.lr, adam_.beta1,
+                 persistent_bf16(offset(unit)), u.shard, adam_.lr, adam_.beta1,
                  adam_.beta2, adam_.eps, adam_.weight_decay, adam_.t, nullptr, r, &norm);
     shard_ready_[i].record(r);
   } else if (first_reduce_) {
@@ -308,7 +333,7 @@ void FsdpCuda::end_step(float* host_scalars) {
   };
   auto adamw = [&](const float* grad_scale, const GradSumOfSquares* norm) {
     adamw_update(master_.as<float>(), m_.as<float>(), v_.as<float>(), grad_.as<float>(),
-                 persistent_ ? block_params_.as<bf16>() : nullptr, total, adam_.lr, adam_.beta1, adam_.beta2,
+                 persistent_bf16(0), total, adam_.lr, adam_.beta1, adam_.beta2,
                  adam_.eps, adam_.weight_decay, adam_.t, grad_scale, r, norm);
     for (Event& e : shard_ready_) e.record(r);
   };

@@ -11,7 +11,8 @@
 // backward. With reshard_after_forward a block is freed after its forward (the last block is kept:
 // backward starts with it) and gathered again for backward; without it (ZeRO-2) every block keeps
 // its own slot from forward to backward. A world of one keeps every unit's bf16 weights in place
-// (AdamW writes them); nothing is gathered or reduced there.
+// (AdamW writes them); nothing is gathered or reduced there. With fp32_params (--dtype fp32) the
+// weights are gathered in fp32 instead, and a world of one reads the fp32 master shards themselves.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -40,6 +41,8 @@ struct FsdpCudaOptions {
   bool fused_optimizer = false;
   // Timing events around every collective and wait (FsdpCuda::overlap()); costs a few µs a unit.
   bool measure_overlap = false;
+  // Parameters in fp32 (params_f32()) rather than bf16 (params()): the --dtype fp32 model.
+  bool fp32_params = false;
 };
 
 struct AdamWStep {
@@ -64,6 +67,7 @@ class FsdpCuda final : public UnitHooks {
   const ShardLayout& layout() const { return layout_; }
   // Per parameter (table order): bf16 weights / fp32 gradients, valid between the unit's hooks.
   const std::vector<const __nv_bfloat16*>& params() const { return params_; }
+  const std::vector<const float*>& params_f32() const { return params_f32_; }  // with fp32_params
   const std::vector<float*>& grads() const { return grads_; }
   float* loss_sum() const { return scalars_.as<float>(); }  // the model adds each micro-step's mean loss
   size_t device_bytes() const { return device_bytes_; }   // everything this object allocated
@@ -97,7 +101,7 @@ class FsdpCuda final : public UnitHooks {
 
  private:
   struct Slot {
-    __nv_bfloat16* data = nullptr;
+    char* data = nullptr;  // param_bytes_ per element
     int unit = -2;  // occupant; −2: free
     Event released;  // compute finished with the previous occupant
   };
@@ -120,6 +124,10 @@ class FsdpCuda final : public UnitHooks {
   void reduce(int unit);
   Probe& probe(bool wait, bool gather);
   void wait_for(const Event& producer, cudaStream_t consumer, bool gather_wait);
+  // Points the unit's entries of params_ (or params_f32_) into its gathered weights at `base`, or
+  // clears them (base null).
+  void point_params(int unit, const char* base);
+  __nv_bfloat16* persistent_bf16(int64_t offset) const;  // AdamW's bf16 copy at a world of one, or null
 
   const ShardLayout& layout_;
   cudaStream_t compute_;
@@ -138,6 +146,8 @@ class FsdpCuda final : public UnitHooks {
   std::vector<int> slot_of_;          // per unit: its slot, −1 when not gathered
   std::vector<Event> gathered_, shard_ready_, grads_done_;
   std::vector<const __nv_bfloat16*> params_;
+  std::vector<const float*> params_f32_;
+  size_t param_bytes_ = 2;  // bf16, or 4 with fp32_params
   std::vector<float*> grads_;
   std::vector<int> order_;  // this micro-step's uses, in order
   size_t cursor_ = 0;       // next entry of order_ to gather
