@@ -65,7 +65,8 @@ int run_train(int argc, char** argv) {
   args.add("tokenizer", &o.tokenizer, "SentencePiece model stored with checkpoints");
   args.add("init-from", &o.init_from, "initial weights (.safetensors with PyTorch names)");
   args.add_choice("device", &device, {"cpu", "cuda"}, "compute device");
-  args.add_choice("dtype", &dtype, {"fp32", "bf16"}, "compute dtype (cpu: fp32; cuda: bf16, the default there, or fp32 throughout, to compare with the CPU)");
+  args.add_choice("dtype", &dtype, {"fp32", "bf16"},
+                  "compute dtype (cpu: fp32; cuda: bf16, the default there, or fp32 throughout to compare with the CPU)");
   args.add_choice("recompute", &recompute, {"none", "selective", "full"},
                   "cuda: activations backward recomputes (selective: norms and SiLU; full: whole blocks)");
   args.add("nproc-per-node", &nproc, "ranks to start on this machine (like torchrun)");

@@ -1,6 +1,7 @@
-// The GPU training loop, one for every world size: FsdpCuda holds the shards and runs the unit
-// hooks, MiniLLMCuda enqueues forward and backward, NCCL (world > 1) gathers and reduces. A step
-// is enqueued without host synchronisation; the host reads step t's metrics while step t + 1 runs.
+// The GPU training loop, one for every world size and both compute types (bf16, or fp32 for
+// --dtype fp32): FsdpCuda holds the shards and runs the unit hooks, MiniLLMCuda enqueues forward
+// and backward, NCCL (world > 1) gathers and reduces. A step is enqueued without host
+// synchronisation; the host reads step t's metrics while step t + 1 runs.
 #include "train/cuda/trainer_cuda.h"
 
 #include <algorithm>
@@ -286,7 +287,8 @@ TrainResult train_cuda_as(const TrainOptions& o, const DistEnv& env, std::chrono
     PYLON_CUDA_CHECK(cudaMemsetAsync(val_losses.get(), 0, val_losses.bytes(), s));
     for (size_t m = 0; m < eval_steps; ++m) {
       fsdp.set_forward_only(true);
-      model.forward(device_params<Act>(fsdp), d + 2 * m * rows, d + (2 * m + 1) * rows, val_losses.as<float>() + m, s, &fsdp);
+      model.forward(device_params<Act>(fsdp), d + 2 * m * rows, d + (2 * m + 1) * rows, val_losses.as<float>() + m,
+                    s, &fsdp);
     }
     fsdp.set_forward_only(false);
     PYLON_CUDA_CHECK(cudaMemcpyAsync(val_host_losses->data(), val_losses.get(), val_losses.bytes(),

@@ -66,9 +66,9 @@ TEST(CudaCrossEntropy, LossMean) {
 }
 
 // fp32 logits (the --dtype fp32 model) against the fp64 reference: losses as above; the gradient
-// relative at 1e-5 (exp2 of an fp32 argument and an fp32 row sum: ~1e-6; a bf16 rounding would
-// be 4e-3 and fail).
-constexpr Tolerance kGradF32Tol{1e-5, 1e-10};
+// relative at 3e-5 (exp2 of an fp32 argument of up to ~30, one rounding of it: 1.3e-6; exp2f's 2
+// ulps and the fp32 row sum: ~3e-6 at worst; a bf16 rounding would be 2e-3 and fail).
+constexpr Tolerance kGradF32Tol{3e-5, 1e-10};
 
 void check_cross_entropy_f32(int N, int V, float scale, uint64_t seed) {
   const size_t n = static_cast<size_t>(N) * V;
