@@ -100,7 +100,7 @@ TEST_F(CudaFsdp, TwoGpusFollowOneGpu) {
 
 // --dtype fp32 over two GPUs (fp32 all-gathers of the weights) follows the CPU trainer on one rank
 // with the same global batch (2 x 4 rows = 1 x 8), seed and causal presets, for 50 steps. The
-// tolerance is trainer_cuda_test's fp32 one (1e-5 at step 1, 1e-3 after, derived there): the
+// tolerance is trainer_cuda_test's fp32 one (1e-5 at step 1, 2e-4 after, derived there): the
 // reduce-scatter adds one more fp32 summation order, the same size of difference.
 TEST_F(CudaFsdp, Fp32TwoGpusFollowTheCpuLossCurve) {
   for (const std::string preset : {"seed", "causal"}) {
@@ -116,7 +116,7 @@ TEST_F(CudaFsdp, Fp32TwoGpusFollowTheCpuLossCurve) {
     ASSERT_EQ(a.size(), 50u) << preset;
     ASSERT_EQ(b.size(), 50u) << preset;
     EXPECT_NEAR(a[0], b[0], 1e-5 * b[0]) << preset << " step 1";
-    for (size_t i = 1; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-3 * b[i]) << preset << " step " << i + 1;
+    for (size_t i = 1; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 2e-4 * b[i]) << preset << " step " << i + 1;
     EXPECT_LT(a.back(), 0.8 * a.front()) << preset;
   }
 }

@@ -50,10 +50,13 @@ TEST(CudaTrainer, FollowsTheCpuLossCurve) {
 // --dtype fp32: fp32 weights and activations on the GPU, so the curve is the CPU's up to fp32
 // summation order. Step 1 runs on identical weights: the loss differs only by the forward's
 // rounding (~1e-6 relative; the model test bounds it at 1e-5). Each update then differs by the
-// gradients' rounding (~1e-6 relative per element, where AdamW normalises it; a sign flip only
-// where a gradient is ~0, which moves the loss by ~0), and training amplifies that over the steps:
-// 1e-3 relative per step for 60 steps leaves ~10x room over the ~1e-4 that fp32 reorderings give,
-// and is 30x tighter than the bf16 test's 3% (bf16 rounding alone is ~4e-3 per element).
+// gradients' rounding (~1e-6 relative per element; a sign flip of AdamW's step only where a
+// gradient is ~0, which moves the loss by ~0), and training carries that on: two CPU runs of
+// these models whose only difference is the gradients' summation order (world 1 vs 2, the same
+// global batch) stay within 2e-6 relative for 60 steps (measured: causal 2.0e-6, seed 3e-7).
+// The GPU reorders every GEMM too (~10x the perturbation), so 2e-4 per step leaves ~10x room
+// over the expected ~2e-5 and is 150x tighter than the bf16 test's 3% (bf16 rounding alone is
+// ~4e-3 per element).
 TEST(CudaTrainer, Fp32FollowsTheCpuLossCurveAtFp32Tolerance) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
   testing::TempDir tmp;
@@ -76,7 +79,7 @@ TEST(CudaTrainer, Fp32FollowsTheCpuLossCurveAtFp32Tolerance) {
     ASSERT_EQ(cpu.size(), 60u);
     ASSERT_EQ(gpu.size(), 60u);
     EXPECT_NEAR(gpu[0], cpu[0], 1e-5 * cpu[0]) << "step 1";
-    for (size_t i = 1; i < cpu.size(); ++i) EXPECT_NEAR(gpu[i], cpu[i], 1e-3 * cpu[i]) << "step " << i + 1;
+    for (size_t i = 1; i < cpu.size(); ++i) EXPECT_NEAR(gpu[i], cpu[i], 2e-4 * cpu[i]) << "step " << i + 1;
     EXPECT_LT(gpu.back(), 0.8 * gpu.front());
   }
 }
