@@ -66,7 +66,8 @@ int run_train(int argc, char** argv) {
   args.add("tokenizer", &o.tokenizer, "SentencePiece model stored with checkpoints");
   args.add("init-from", &o.init_from, "initial weights (.safetensors with PyTorch names)");
   args.add_choice("device", &device, {"cpu", "cuda"}, "compute device");
-  args.add_choice("dtype", &dtype, {"fp32", "bf16"}, "compute dtype (cpu: fp32; cuda: bf16, the default there)");
+  args.add_choice("dtype", &dtype, {"fp32", "bf16"},
+                  "compute dtype (cpu: fp32; cuda: bf16, the default there, or fp32 throughout to compare with the CPU)");
   args.add_choice("recompute", &recompute, {"none", "selective", "full"},
                   "cuda: activations backward recomputes (selective: norms and SiLU; full: whole blocks)");
   args.add("nproc-per-node", &nproc, "ranks to start on this machine (like torchrun)");
@@ -106,8 +107,8 @@ int run_train(int argc, char** argv) {
   }
   if (!args.given("dtype") && device == "cuda") dtype = "bf16";
   PYLON_CHECK(device == "cuda" || dtype == "fp32", "--dtype bf16 needs --device cuda; the CPU path computes in fp32");
-  PYLON_CHECK(device == "cpu" || dtype == "bf16", "--device cuda computes in bf16 (--dtype bf16); fp32 on CUDA is not built yet");
   o.device = device;
+  o.dtype = dtype;
   PYLON_CHECK(device == "cuda" || !args.given("recompute"),
               "--recompute applies to --device cuda (the CPU path keeps every activation)");
   o.recompute = parse_recompute(recompute);

@@ -20,6 +20,7 @@ namespace pylon {
 struct TrainOptions {
   ModelConfig model;
   std::string device = "cpu";  // cpu | cuda (one rank per GPU)
+  std::string dtype = "bf16";  // cuda: bf16 (bf16 compute, fp32 master) | fp32 (fp32 throughout); cpu: fp32 always
   int batch = 8;        // rows per rank per micro-step
   int seq = 256;        // tokens per row
   int64_t steps = 100;  // optimizer steps (total, including any resumed ones)

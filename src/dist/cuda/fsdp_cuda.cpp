@@ -56,11 +56,13 @@ FsdpCuda::FsdpCuda(const ShardLayout& layout, cudaStream_t compute, NcclComm* ga
   }
   const int L = layers_;
   PYLON_CHECK(L >= 1, "FSDP needs at least one block");
-  // A world of one shards nothing: the bf16 weights stay in place and AdamW writes them.
+  // A world of one shards nothing: the bf16 weights stay in place and AdamW writes them (fp32: the
+  // model reads the master shards).
   persistent_ = world_ == 1;
+  param_bytes_ = options.fp32_params ? sizeof(float) : sizeof(bf16);
   const int param_slots = options.reshard_after_forward && !persistent_ ? std::min(2, L) : L;
   const int grad_slots = options.no_sync ? L : std::min(2, L);
-  const size_t f = sizeof(float), h = sizeof(bf16);
+  const size_t f = sizeof(float), h = param_bytes_;
   auto alloc = [&](DeviceBuffer& b, size_t bytes) {
     b = DeviceBuffer(bytes);
     device_bytes_ += bytes;
@@ -81,7 +83,7 @@ FsdpCuda::FsdpCuda(const ShardLayout& layout, cudaStream_t compute, NcclComm* ga
     for (const ShardBucket& b : buckets_[0]) root_grad_numel = std::max(root_grad_numel, world_ * b.shard);
   }
   if (persistent_) {
-    alloc(block_params_, static_cast<size_t>(total) * h);  // the shard layout, in bf16
+    if (!options.fp32_params) alloc(block_params_, static_cast<size_t>(total) * h);  // the shard layout, in bf16
   } else {
     alloc(root_param_, static_cast<size_t>(root_padded) * h);
     alloc(block_params_, static_cast<size_t>(param_slots * block_padded) * h);
@@ -90,10 +92,12 @@ FsdpCuda::FsdpCuda(const ShardLayout& layout, cudaStream_t compute, NcclComm* ga
   alloc(block_grads_, static_cast<size_t>(grad_slots * block_padded) * f);
 
   slots_.resize(static_cast<size_t>(1 + param_slots));
+  const auto elem = static_cast<int64_t>(h);
+  char* persistent_base = options.fp32_params ? master_.as<char>() : block_params_.as<char>();
   for (size_t k = 0; k < slots_.size(); ++k)  // persistent: slot k holds unit k − 1
-    slots_[k].data = persistent_ ? block_params_.as<bf16>() + shard_offset_[k]
-                     : k == 0    ? root_param_.as<bf16>()
-                                 : block_params_.as<bf16>() + static_cast<int64_t>(k - 1) * block_padded;
+    slots_[k].data = persistent_ ? persistent_base + shard_offset_[k] * elem
+                     : k == 0    ? root_param_.as<char>()
+                                 : block_params_.as<char>() + static_cast<int64_t>(k - 1) * block_padded * elem;
   grad_slots_.resize(static_cast<size_t>(1 + grad_slots));
   grad_slots_[0].data = root_grad_.as<float>();
   for (int s = 0; s < grad_slots; ++s) grad_slots_[static_cast<size_t>(1 + s)].data = block_grads_.as<float>() + s * block_padded;
@@ -104,6 +108,7 @@ FsdpCuda::FsdpCuda(const ShardLayout& layout, cudaStream_t compute, NcclComm* ga
   for (Event& e : shard_ready_) e.record(compute_);
   head_grads_done_.record(compute_), head_ready_.record(compute_), head_released_.record(compute_);
   params_.assign(layout.table().params.size(), nullptr);
+  params_f32_.assign(layout.table().params.size(), nullptr);
   grads_.assign(layout.table().params.size(), nullptr);
   // cudaMemset runs on the legacy stream, which does not order our non-blocking streams.
   PYLON_CUDA_CHECK(cudaDeviceSynchronize());
@@ -126,14 +131,14 @@ void FsdpCuda::upload(const std::vector<UnitShards>& host) {
     PYLON_CUDA_CHECK(cudaMemcpy(m_.as<float>() + off, s.m.data(), n * sizeof(float), cudaMemcpyHostToDevice));
     PYLON_CUDA_CHECK(cudaMemcpy(v_.as<float>() + off, s.v.data(), n * sizeof(float), cudaMemcpyHostToDevice));
   }
-  if (persistent_) {  // every unit "gathered" for good: one cast
-    cast_f32_to_bf16(block_params_.as<bf16>(), master_.as<float>(),
-                     static_cast<int64_t>(master_.bytes() / sizeof(float)), compute_);
+  if (persistent_) {  // every unit "gathered" for good: one cast (none in fp32)
+    if (!options_.fp32_params)
+      cast_f32_to_bf16(block_params_.as<bf16>(), master_.as<float>(),
+                       static_cast<int64_t>(master_.bytes() / sizeof(float)), compute_);
     for (size_t i = 0; i < slots_.size(); ++i) {
       slots_[i].unit = static_cast<int>(i) - 1;
       slot_of_[i] = static_cast<int>(i);
-      for (const UnitParam& q : layout_.units()[i].params)
-        params_[static_cast<size_t>(q.param)] = slots_[i].data + param_at_[static_cast<size_t>(q.param)];
+      point_params(static_cast<int>(i) - 1, slots_[i].data);
       shard_ready_[i].record(compute_);
     }
   }
@@ -295,19 +300,41 @@ void FsdpCuda::gather(int unit) {
     if (!(head_done && b == 1)) gather_bucket(unit, b, s.data, gather_comm_, g);
   if (p) p->to.record(g);
   gathered_[i].record(g);
-  for (const UnitParam& q : layout_.units()[i].params)
-    params_[static_cast<size_t>(q.param)] = s.data + param_at_[static_cast<size_t>(q.param)];
+  point_params(unit, s.data);
 }
 
-void FsdpCuda::gather_bucket(int unit, size_t b, bf16* slot, NcclComm* comm, cudaStream_t stream) {
+void FsdpCuda::gather_bucket(int unit, size_t b, char* slot, NcclComm* comm, cudaStream_t stream) {
   const ShardBucket& k = buckets(unit)[b];
-  bf16* mine = slot + k.begin + rank_ * k.shard;
-  cast_f32_to_bf16(mine, master_.as<float>() + offset(unit) + k.at, k.shard, stream);
+  const auto elem = static_cast<int64_t>(param_bytes_);
+  char* mine = slot + (k.begin + rank_ * k.shard) * elem;
+  const float* master = master_.as<float>() + offset(unit) + k.at;
+  if (options_.fp32_params)
+    PYLON_CUDA_CHECK(cudaMemcpyAsync(mine, master, static_cast<size_t>(k.shard) * sizeof(float),
+                                     cudaMemcpyDeviceToDevice, stream));
+  else
+    cast_f32_to_bf16(reinterpret_cast<bf16*>(mine), master, k.shard, stream);
 #ifdef PYLON_HAVE_NCCL
-  if (world_ > 1) comm->all_gather(mine, slot + k.begin, static_cast<size_t>(k.shard), ncclBfloat16, stream);
+  if (world_ > 1)
+    comm->all_gather(mine, slot + k.begin * elem, static_cast<size_t>(k.shard),
+                     options_.fp32_params ? ncclFloat32 : ncclBfloat16, stream);
 #else
   (void)comm;
 #endif
+}
+
+void FsdpCuda::point_params(int unit, const char* base) {
+  for (const UnitParam& q : layout_.units()[index(unit)].params) {
+    const size_t i = static_cast<size_t>(q.param);
+    const char* p = base ? base + param_at_[i] * static_cast<int64_t>(param_bytes_) : nullptr;
+    if (options_.fp32_params)
+      params_f32_[i] = reinterpret_cast<const float*>(p);
+    else
+      params_[i] = reinterpret_cast<const bf16*>(p);
+  }
+}
+
+bf16* FsdpCuda::persistent_bf16(int64_t offset) const {
+  return persistent_ && !options_.fp32_params ? block_params_.as<bf16>() + offset : nullptr;
 }
 
 void FsdpCuda::release(int unit) {
@@ -317,7 +344,7 @@ void FsdpCuda::release(int unit) {
   s.released.record(compute_);
   s.unit = -2;
   slot_of_[i] = -1;
-  for (const UnitParam& q : layout_.units()[i].params) params_[static_cast<size_t>(q.param)] = nullptr;
+  point_params(unit, nullptr);
 }
 
 void FsdpCuda::prefetch() {
@@ -422,7 +449,7 @@ void FsdpCuda::reduce(int unit, size_t b) {
   if (options_.fused_optimizer) {
     const GradSumOfSquares norm{scalars_.as<float>() + 1, reduce_ws_.get()};  // AdamW adds the bucket's Σ g²
     adamw_update(master_.as<float>() + at, m_.as<float>() + at, v_.as<float>() + at, mine,
-                 persistent_ ? block_params_.as<bf16>() + at : nullptr, k.shard, adam_.lr, adam_.beta1,
+                 persistent_bf16(at), k.shard, adam_.lr, adam_.beta1,
                  adam_.beta2, adam_.eps, adam_.weight_decay, adam_.t, nullptr, r, &norm);
     if (!(unit < 0 && split_ && b == 1)) shard_ready_[i].record(r);  // the head has head_ready_
   } else if (first_reduce_) {
@@ -449,7 +476,7 @@ void FsdpCuda::end_step(float* host_scalars) {
   };
   auto adamw = [&](const float* grad_scale, const GradSumOfSquares* norm) {
     adamw_update(master_.as<float>(), m_.as<float>(), v_.as<float>(), grad_.as<float>(),
-                 persistent_ ? block_params_.as<bf16>() : nullptr, total, adam_.lr, adam_.beta1, adam_.beta2,
+                 persistent_bf16(0), total, adam_.lr, adam_.beta1, adam_.beta2,
                  adam_.eps, adam_.weight_decay, adam_.t, grad_scale, r, norm);
     for (Event& e : shard_ready_) e.record(r);
   };

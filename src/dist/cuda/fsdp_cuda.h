@@ -13,7 +13,8 @@
 // backward. With reshard_after_forward a block is freed after its forward (the last block is kept:
 // backward starts with it) and gathered again for backward; without it (ZeRO-2) every block keeps
 // its own slot from forward to backward. A world of one keeps every unit's bf16 weights in place
-// (AdamW writes them); nothing is gathered or reduced there.
+// (AdamW writes them); nothing is gathered or reduced there. With fp32_params (--dtype fp32) the
+// weights are gathered in fp32 instead, and a world of one reads the fp32 master shards themselves.
 //
 // The split root (FsdpCudaOptions::split_root): the head's gradient is final once backward reaches the last block (the head's
 // backward comes first), so its bucket is reduce-scattered then, and with the per-unit optimizer
@@ -53,6 +54,8 @@ struct FsdpCudaOptions {
   bool reduce_bf16 = false;
   // More than one GPU: the root as two buckets, embedding and head (see above); off: one, as a block.
   bool split_root = true;
+  // Parameters in fp32 (params_f32()) rather than bf16 (params()): the --dtype fp32 model.
+  bool fp32_params = false;
 };
 
 struct AdamWStep {
@@ -77,6 +80,7 @@ class FsdpCuda final : public UnitHooks {
   const ShardLayout& layout() const { return layout_; }
   // Per parameter (table order): bf16 weights / fp32 gradients, valid between the unit's hooks.
   const std::vector<const __nv_bfloat16*>& params() const { return params_; }
+  const std::vector<const float*>& params_f32() const { return params_f32_; }  // with fp32_params
   const std::vector<float*>& grads() const { return grads_; }
   float* loss_sum() const { return scalars_.as<float>(); }  // the model adds each micro-step's mean loss
   size_t device_bytes() const { return device_bytes_; }   // everything this object allocated
@@ -112,7 +116,7 @@ class FsdpCuda final : public UnitHooks {
 
  private:
   struct Slot {
-    __nv_bfloat16* data = nullptr;
+    char* data = nullptr;  // param_bytes_ per element
     int unit = -2;  // occupant; −2: free
     Event released;  // compute finished with the previous occupant
   };
@@ -132,8 +136,9 @@ class FsdpCuda final : public UnitHooks {
   const std::vector<ShardBucket>& buckets(int unit) const { return buckets_[index(unit)]; }
   GradSlot& grad_slot(int unit);
   int64_t grad_at(const UnitParam& q) const;  // parameter q's first element in its gradient slot
-  // Bucket b of the unit: cast this rank's fp32 chunk to bf16 into the slot and all-gather it.
-  void gather_bucket(int unit, size_t b, __nv_bfloat16* slot, NcclComm* comm, cudaStream_t stream);
+  // Bucket b of the unit: this rank's fp32 chunk cast to bf16 (copied, with fp32_params) into the
+  // slot, then all-gathered.
+  void gather_bucket(int unit, size_t b, char* slot, NcclComm* comm, cudaStream_t stream);
   void gather(int unit);
   void release(int unit);  // compute is done with the unit's gathered parameters
   void prefetch();         // gathers ahead in use order while a slot is free
@@ -143,6 +148,10 @@ class FsdpCuda final : public UnitHooks {
   void download_split_root(const float* device, float* host, int64_t S);
   Probe& probe(bool wait, bool gather);
   void wait_for(const Event& producer, cudaStream_t consumer, bool gather_wait);
+  // Points the unit's entries of params_ (or params_f32_) into its gathered weights at `base`, or
+  // clears them (base null).
+  void point_params(int unit, const char* base);
+  __nv_bfloat16* persistent_bf16(int64_t offset) const;  // AdamW's bf16 copy at a world of one, or null
 
   const ShardLayout& layout_;
   cudaStream_t compute_;
@@ -165,6 +174,8 @@ class FsdpCuda final : public UnitHooks {
   std::vector<int> slot_of_;          // per unit: its slot, −1 when not gathered
   std::vector<Event> gathered_, shard_ready_, grads_done_;
   std::vector<const __nv_bfloat16*> params_;
+  std::vector<const float*> params_f32_;
+  size_t param_bytes_ = 2;  // bf16, or 4 with fp32_params
   std::vector<float*> grads_;
   std::vector<int> order_;  // this micro-step's uses, in order
   size_t cursor_ = 0;       // next entry of order_ to gather

@@ -1,7 +1,8 @@
-// The bf16 MiniLLM step on a CUDA stream, told as a story. Saved per block (recompute selective, the
-// default): its input x, qkv (after RoPE), the attention output and log-sum-exp, x_mid and the FFN
-// pre-activation f1; the normalised inputs and SiLU(f1) are recomputed in backward (cheap, and saves
-// 12·N·D bytes a block). none keeps those too; full keeps only x and redoes the block up to f1.
+// The MiniLLM step on a CUDA stream (Act = bf16, or float for --dtype fp32), told as a story.
+// Saved per block (recompute selective, the default): its input x, qkv (after RoPE), the attention
+// output and log-sum-exp, x_mid and the FFN pre-activation f1; the normalised inputs and SiLU(f1)
+// are recomputed in backward (cheap, and saves 12·N·D bytes a block in bf16). none keeps those too;
+// full keeps only x and redoes the block up to f1.
 // Backward recomputes SiLU(f1) in the kernel that forms df1, writing it over f1.
 #include "model/cuda/minillm_cuda.h"
 
@@ -9,6 +10,7 @@
 
 #include "core/error.h"
 #include "ops/cuda/attention.h"
+#include "ops/cuda/attention_fp32.h"
 #include "ops/cuda/column_sum.h"
 #include "ops/cuda/cross_entropy.h"
 #include "ops/cuda/elementwise.h"
@@ -39,9 +41,30 @@ class Carver {
   size_t offset_ = 0;
 };
 
+// C (M, N) = op(A)·op(B) [+ bias] in the activation type: bf16 operands and C, or fp32 throughout
+// (cuBLASLt in true fp32, not TF32).
+void gemm_act(Gemm& g, bool ta, bool tb, int M, int N, int K, const bf16* A, int lda, const bf16* B, int ldb,
+              bf16* C, int ldc, const bf16* bias, cudaStream_t s) {
+  g.run(ta, tb, M, N, K, 1.f, A, lda, B, ldb, 0.f, C, GemmOut::kBf16, ldc, bias, s);
+}
+void gemm_act(Gemm& g, bool ta, bool tb, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+              float* C, int ldc, const float* bias, cudaStream_t s) {
+  g.run(ta, tb, M, N, K, 1.f, A, lda, B, ldb, 0.f, C, ldc, bias, s);
+}
+// A weight gradient: fp32 C (M, N) = op(A)·op(B) + beta·C.
+void gemm_grad(Gemm& g, bool ta, bool tb, int M, int N, int K, const bf16* A, int lda, const bf16* B, int ldb,
+               float beta, float* C, int ldc, cudaStream_t s) {
+  g.run(ta, tb, M, N, K, 1.f, A, lda, B, ldb, beta, C, GemmOut::kF32, ldc, nullptr, s);
+}
+void gemm_grad(Gemm& g, bool ta, bool tb, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+               float beta, float* C, int ldc, cudaStream_t s) {
+  g.run(ta, tb, M, N, K, 1.f, A, lda, B, ldb, beta, C, ldc, nullptr, s);
+}
+
 }  // namespace
 
-MiniLLMCuda::MiniLLMCuda(const ModelConfig& config, int B, int T, Recompute recompute)
+template <typename Act>
+MiniLLMCuda<Act>::MiniLLMCuda(const ModelConfig& config, int B, int T, Recompute recompute)
     : config_(config), table_(param_table(config)), B_(B), T_(T), N_(B * T), recompute_(recompute) {
   config_.validate();
   const size_t N = N_, D = config.dim, V = config.vocab, H = config.heads;
@@ -53,23 +76,23 @@ MiniLLMCuda::MiniLLMCuda(const ModelConfig& config, int B, int T, Recompute reco
                                attention_backward_workspace_bytes(B, T, config.dim, config.heads)});
   auto plan = [&](Carver& c) {
     auto take_saved = [&](Layer& l) {  // what backward reads besides x
-      l.qkv = c.take<bf16>(N * 3 * D), l.att = c.take<bf16>(N * D);
-      l.x_mid = c.take<bf16>(N * D), l.f1 = c.take<bf16>(N * 4 * D);
+      l.qkv = c.take<Act>(N * 3 * D), l.att = c.take<Act>(N * D);
+      l.x_mid = c.take<Act>(N * D), l.f1 = c.take<Act>(N * 4 * D);
       l.rstd1 = c.take<float>(N), l.rstd2 = c.take<float>(N), l.lse = c.take<float>(B * H * T);
       if (recompute == Recompute::none)
-        l.h1 = c.take<bf16>(N * D), l.h2 = c.take<bf16>(N * D), l.act = c.take<bf16>(N * 4 * D);
+        l.h1 = c.take<Act>(N * D), l.h2 = c.take<Act>(N * D), l.act = c.take<Act>(N * 4 * D);
     };
     Layer shared{};  // full: one block's worth, refilled by backward's recompute
     if (recompute == Recompute::full) take_saved(shared);
     layers_.assign(static_cast<size_t>(L), shared);
     for (auto& l : layers_) {
-      l.x = c.take<bf16>(N * D);
+      l.x = c.take<Act>(N * D);
       if (recompute != Recompute::full) take_saved(l);
     }
-    x_last_ = c.take<bf16>(N * D), logits_ = c.take<bf16>(N * V);
-    h_ = c.take<bf16>(N * D), wide_ = c.take<bf16>(N * 4 * D), tmp_ = c.take<bf16>(N * D);
-    dx_ = c.take<bf16>(N * D), dx_mid_ = c.take<bf16>(N * D), dh_ = c.take<bf16>(N * D);
-    datt_ = c.take<bf16>(N * D), dqkv_ = c.take<bf16>(N * 3 * D);
+    x_last_ = c.take<Act>(N * D), logits_ = c.take<Act>(N * V);
+    h_ = c.take<Act>(N * D), wide_ = c.take<Act>(N * 4 * D), tmp_ = c.take<Act>(N * D);
+    dx_ = c.take<Act>(N * D), dx_mid_ = c.take<Act>(N * D), dh_ = c.take<Act>(N * D);
+    datt_ = c.take<Act>(N * D), dqkv_ = c.take<Act>(N * 3 * D);
     losses_ = c.take<float>(N), rstd_tmp_ = c.take<float>(N), loss_tmp_ = c.take<float>(1);
     workspace_ = c.take<char>(workspace_bytes_);
   };
@@ -80,19 +103,22 @@ MiniLLMCuda::MiniLLMCuda(const ModelConfig& config, int B, int T, Recompute reco
   plan(real);
 }
 
-void MiniLLMCuda::linear_forward(bf16* out, const bf16* in, const bf16* W, const bf16* b, int I,
+template <typename Act>
+void MiniLLMCuda<Act>::linear_forward(Act* out, const Act* in, const Act* W, const Act* b, int I,
                                  int O, cudaStream_t s) {
-  gemm_.run(false, true, N_, O, I, 1.f, in, I, W, I, 0.f, out, GemmOut::kBf16, O, b, s);
+  gemm_act(gemm_, false, true, N_, O, I, in, I, W, I, out, O, b, s);
 }
 
-void MiniLLMCuda::linear_backward(bf16* din, float* dW, float* db, const bf16* dout, const bf16* in,
-                                  const bf16* W, int I, int O, float beta, cudaStream_t s) {
-  gemm_.run(true, false, O, I, N_, 1.f, dout, O, in, I, beta, dW, GemmOut::kF32, I, nullptr, s);
+template <typename Act>
+void MiniLLMCuda<Act>::linear_backward(Act* din, float* dW, float* db, const Act* dout, const Act* in,
+                                  const Act* W, int I, int O, float beta, cudaStream_t s) {
+  gemm_grad(gemm_, true, false, O, I, N_, dout, O, in, I, beta, dW, I, s);
   if (db) bias_backward(db, dout, N_, O, workspace_, s);
-  if (din) gemm_.run(false, false, N_, I, O, 1.f, dout, O, W, I, 0.f, din, GemmOut::kBf16, I, nullptr, s);
+  if (din) gemm_act(gemm_, false, false, N_, I, O, dout, O, W, I, din, I, nullptr, s);
 }
 
-void MiniLLMCuda::block_forward_to_f1(const std::vector<const bf16*>& P, int l, const bf16* h1, cudaStream_t s) {
+template <typename Act>
+void MiniLLMCuda<Act>::block_forward_to_f1(const std::vector<const Act*>& P, int l, const Act* h1, cudaStream_t s) {
   const int D = config_.dim, H = config_.heads;
   const size_t p = 1 + static_cast<size_t>(l) * 8;
   Layer& a = layers_[l];
@@ -101,12 +127,13 @@ void MiniLLMCuda::block_forward_to_f1(const std::vector<const bf16*>& P, int l, 
   attention_forward(a.att, a.lse, a.qkv, B_, T_, D, H, config_.causal(), s);  // (N, D)
   linear_forward(tmp_, a.att, P[p + 3], P[p + 4], D, D, s);
   // x_mid = x + proj; h2 = RMSNorm2(x_mid)
-  bf16* h2 = a.h2 ? a.h2 : h_;
+  Act* h2 = a.h2 ? a.h2 : h_;
   residual_rmsnorm_forward(a.x_mid, h2, a.rstd2, a.x, tmp_, P[p + 5], N_, D, config_.norm_eps, s);
   linear_forward(a.f1, h2, P[p + 6], nullptr, D, 4 * D, s);  // (N, 4D)
 }
 
-void MiniLLMCuda::forward(const std::vector<const bf16*>& P, const int32_t* inputs,
+template <typename Act>
+void MiniLLMCuda<Act>::forward(const std::vector<const Act*>& P, const int32_t* inputs,
                           const int32_t* targets, float* loss_sum, cudaStream_t s,
                           UnitHooks* hooks) {
   const int D = config_.dim, V = config_.vocab, L = config_.layers;
@@ -128,7 +155,7 @@ void MiniLLMCuda::forward(const std::vector<const bf16*>& P, const int32_t* inpu
     if (layer_range.on()) layer_range.set_int("layer", l);
     Layer& a = layers_[l];
     block_forward_to_f1(P, l, a.h1 ? a.h1 : h_, s);
-    bf16* act = a.act ? a.act : wide_;
+    Act* act = a.act ? a.act : wide_;
     silu_forward(act, a.f1, N * 4 * D, s);
     linear_forward(tmp_, act, P[p + 7], nullptr, 4 * D, D, s);
     if (l + 1 < L) {  // x_{l+1} = x_mid + ffn; h = RMSNorm1_{l+1}(x_{l+1})
@@ -148,7 +175,8 @@ void MiniLLMCuda::forward(const std::vector<const bf16*>& P, const int32_t* inpu
   if (hooks) hooks->after_forward(-1);
 }
 
-void MiniLLMCuda::backward(const std::vector<const bf16*>& P, const std::vector<float*>& G,
+template <typename Act>
+void MiniLLMCuda<Act>::backward(const std::vector<const Act*>& P, const std::vector<float*>& G,
                            bool accumulate, cudaStream_t s, UnitHooks* hooks) {
   const int D = config_.dim, H = config_.heads, V = config_.vocab, L = config_.layers;
   const float eps = config_.norm_eps;
@@ -184,15 +212,13 @@ void MiniLLMCuda::backward(const std::vector<const bf16*>& P, const std::vector<
     // FFN branch: x_out = x_mid + W2·SiLU(W1·h2), h2 = RMSNorm2(x_mid).
     // da = dx·W2 first: a recomputed SiLU(f1) is formed in the same pass as df1 and overwrites f1,
     // which backward reads for the last time there.
-    gemm_.run(false, false, N_, 4 * D, D, 1.f, dx_, D, P[p + 7], 4 * D, 0.f, wide_, GemmOut::kBf16,
-              4 * D, nullptr, s);                                                  // da = dx·W2
-    const bf16* act = a.act ? a.act : a.f1;
+    gemm_act(gemm_, false, false, N_, 4 * D, D, dx_, D, P[p + 7], 4 * D, wide_, 4 * D, nullptr, s);  // da = dx·W2
+    const Act* act = a.act ? a.act : a.f1;
     if (a.act)
       silu_backward(wide_, wide_, a.f1, N * 4 * D, s);                             // df1
     else
       silu_recompute_backward(a.f1, wide_, wide_, a.f1, N * 4 * D, s);             // SiLU(f1), df1
-    gemm_.run(true, false, D, 4 * D, N_, 1.f, dx_, D, act, 4 * D, beta, G[p + 7], GemmOut::kF32, 4 * D,
-              nullptr, s);                                                         // dW2 += dxᵀ·a
+    gemm_grad(gemm_, true, false, D, 4 * D, N_, dx_, D, act, 4 * D, beta, G[p + 7], 4 * D, s);  // dW2 += dxᵀ·a
     if (!a.h2) residual_rmsnorm_forward(nullptr, h_, rstd_tmp_, a.x_mid, nullptr, P[p + 5], N_, D, eps, s);
     linear_backward(dh_, G[p + 6], nullptr, wide_, a.h2 ? a.h2 : h_, P[p + 6], D, 4 * D, beta, s);
     // db_out += Σ rows of dx_mid, summed by the norm's backward as it writes dx_mid.
@@ -211,5 +237,8 @@ void MiniLLMCuda::backward(const std::vector<const bf16*>& P, const std::vector<
   embedding_backward(G[0], dx_, inputs_, N_, D, V, workspace_, s);
   if (hooks) hooks->after_backward(-1);
 }
+
+template class MiniLLMCuda<bf16>;
+template class MiniLLMCuda<float>;
 
 }  // namespace pylon::cuda

@@ -1,6 +1,8 @@
-// MiniLLM forward and backward on one CUDA device in bf16 (fp32 accumulation, fp32 parameter
-// gradients). Weights are read through per-parameter device pointers, so the caller decides where
-// they live (one flat buffer, or FSDP's gathered unit buffers).
+// MiniLLM forward and backward on one CUDA device with activations and weights of type Act: bf16
+// (the training path: fp32 accumulation, fp32 parameter gradients) or float (--dtype fp32: fp32
+// end to end, comparable with the CPU reference at fp32 tolerance). Weights are read through
+// per-parameter device pointers, so the caller decides where they live (one flat buffer, or FSDP's
+// gathered unit buffers).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -20,6 +22,7 @@ namespace pylon::cuda {
 
 using bf16 = __nv_bfloat16;
 
+template <typename Act>  // bf16 or float; both instantiated in minillm_cuda.cpp
 class MiniLLMCuda {
  public:
   // Plans every activation and workspace buffer for micro-batches of (B, T) up front; `recompute`
@@ -32,32 +35,32 @@ class MiniLLMCuda {
   // Device bytes of every activation, gradient-of-activation and scratch buffer (one allocation).
   size_t activation_bytes() const { return arena_.bytes(); }
 
-  // params[i]: device pointer to parameter i of table() in bf16. inputs/targets: device (B, T).
+  // params[i]: device pointer to parameter i of table() in Act. inputs/targets: device (B, T).
   // Enqueues on `stream`; writes the per-position losses and adds their mean into *loss_sum.
   // hooks (may be null) are called as model/unit_hooks.h says.
-  void forward(const std::vector<const bf16*>& params, const int32_t* inputs, const int32_t* targets,
+  void forward(const std::vector<const Act*>& params, const int32_t* inputs, const int32_t* targets,
                float* loss_sum, cudaStream_t stream, UnitHooks* hooks = nullptr);
   // grads[i]: device fp32 gradient of parameter i += d(loss_scale·Σ loss) when `accumulate`,
   // else = (the weight-gradient GEMMs write with beta 0, so the caller need not zero 4 bytes per
   // parameter first; only the small kernel-accumulated gradients are zeroed here).
   // The softmax gradient is formed during forward(), so loss_scale is given there too.
-  void backward(const std::vector<const bf16*>& params, const std::vector<float*>& grads,
+  void backward(const std::vector<const Act*>& params, const std::vector<float*>& grads,
                 bool accumulate, cudaStream_t stream, UnitHooks* hooks = nullptr);
   void set_loss_scale(float s) { loss_scale_ = s; }
 
  private:
   struct Layer {  // saved for backward; N = B*T rows. full: all but x shared by the blocks
-    bf16 *x, *qkv, *att, *x_mid, *f1;  // f1 holds SiLU(f1) after backward unless act is kept
+    Act *x, *qkv, *att, *x_mid, *f1;  // f1 holds SiLU(f1) after backward unless act is kept
     float *rstd1, *rstd2, *lse;
-    bf16 *h1 = nullptr, *h2 = nullptr, *act = nullptr;  // none only: RMSNorm1(x), RMSNorm2(x_mid), SiLU(f1)
+    Act *h1 = nullptr, *h2 = nullptr, *act = nullptr;  // none only: RMSNorm1(x), RMSNorm2(x_mid), SiLU(f1)
   };
   // Block l from h1 = RMSNorm1(x) (in place) to f1: qkv, attention, x_mid, rstd2 and f1 of `a`.
-  void block_forward_to_f1(const std::vector<const bf16*>& P, int l, const bf16* h1, cudaStream_t s);
-  void linear_forward(bf16* out, const bf16* in, const bf16* W, const bf16* b, int I, int O,
+  void block_forward_to_f1(const std::vector<const Act*>& P, int l, const Act* h1, cudaStream_t s);
+  void linear_forward(Act* out, const Act* in, const Act* W, const Act* b, int I, int O,
                       cudaStream_t s);
   // din (N, I) = dout·W (skipped when din is null); dW (O, I) += doutᵀ·in; db += Σ rows of dout.
-  void linear_backward(bf16* din, float* dW, float* db, const bf16* dout, const bf16* in,
-                       const bf16* W, int I, int O, float beta, cudaStream_t s);
+  void linear_backward(Act* din, float* dW, float* db, const Act* dout, const Act* in,
+                       const Act* W, int I, int O, float beta, cudaStream_t s);
 
   ModelConfig config_;
   ParamTable table_;
@@ -67,7 +70,7 @@ class MiniLLMCuda {
   Gemm gemm_;
   DeviceBuffer arena_;  // every buffer below lives in it
   std::vector<Layer> layers_;
-  bf16 *x_last_, *logits_, *h_, *wide_, *tmp_, *dx_, *dx_mid_, *dh_, *datt_, *dqkv_;
+  Act *x_last_, *logits_, *h_, *wide_, *tmp_, *dx_, *dx_mid_, *dh_, *datt_, *dqkv_;
   float *losses_, *rstd_tmp_, *loss_tmp_;
   void* workspace_;
   size_t workspace_bytes_ = 0;

@@ -24,5 +24,9 @@ inline void bias_backward(float* db /* (O) */, const __nv_bfloat16* dout /* (N, 
                           void* workspace, cudaStream_t stream) {
   column_sum_accumulate(db, dout, N, O, workspace, stream);
 }
+inline void bias_backward(float* db /* (O) */, const float* dout /* (N, O) */, int N, int O, void* workspace,
+                          cudaStream_t stream) {
+  column_sum_accumulate(db, dout, N, O, workspace, stream);
+}
 
 }  // namespace pylon::cuda

@@ -3,7 +3,7 @@
 // exp(z − max) from shared memory; pass 3 writes scale·p over the logits, then the target's
 // scale·(p − 1). One HBM read and one write of the logits; a V = 32000 row takes 64 KB, so 3 rows
 // share an SM and one's memory phases overlap another's exp and reduction phases. Rows too long
-// for shared memory (V > ~110K) are read from HBM in every pass instead.
+// for shared memory (V > ~110K in bf16, ~55K in fp32) are read from HBM in every pass instead.
 #include "core/error.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/cross_entropy.h"
@@ -17,24 +17,24 @@ constexpr int kThreads = 512;
 constexpr int kBlocksPerSm = 3;
 constexpr float kLog2e = 1.4426950408889634f;
 
-template <int VEC, bool kCached>
+template <typename Act, int VEC, bool kCached>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm) cross_entropy_kernel(
-    float* losses, __nv_bfloat16* logits, const int32_t* targets, int V, float scale) {
-  extern __shared__ uint4 row_cache[];  // (V) bf16 when kCached
-  auto* cache = reinterpret_cast<__nv_bfloat16*>(row_cache);
+    float* losses, Act* logits, const int32_t* targets, int V, float scale) {
+  extern __shared__ uint4 row_cache[];  // (V) Act when kCached
+  auto* cache = reinterpret_cast<Act*>(row_cache);
   __shared__ float target_logit;
   const int nvec = V / VEC;
-  __nv_bfloat16* z = logits + static_cast<int64_t>(blockIdx.x) * V;
+  Act* z = logits + static_cast<int64_t>(blockIdx.x) * V;
   const int target = targets[blockIdx.x];
-  if (threadIdx.x == 0) target_logit = __bfloat162float(z[target]);  // read before any write below
-  auto load = [&](int j, float (&f)[VEC]) { detail::load_bf16<VEC>(f, (kCached ? cache : z) + j * VEC); };
+  if (threadIdx.x == 0) target_logit = detail::to_float(z[target]);  // read before any write below
+  auto load = [&](int j, float (&f)[VEC]) { detail::load_vec<VEC>(f, (kCached ? cache : z) + j * VEC); };
 
   float mx = -INFINITY;
 #pragma unroll 4
   for (int j = threadIdx.x; j < nvec; j += kThreads) {
     float f[VEC];
-    detail::load_bf16<VEC>(f, z + j * VEC);
-    if constexpr (kCached) detail::store_bf16<VEC>(cache + j * VEC, f);
+    detail::load_vec<VEC>(f, z + j * VEC);
+    if constexpr (kCached) detail::store_vec<VEC>(cache + j * VEC, f);
 #pragma unroll
     for (int e = 0; e < VEC; ++e) mx = fmaxf(mx, f[e]);
   }
@@ -60,44 +60,55 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) cross_entropy_kernel(
     load(j, f);
 #pragma unroll
     for (int e = 0; e < VEC; ++e) d[e] = exp2f(fmaf(f[e], kLog2e, -mx_log2)) * scale_over_sum;
-    detail::store_bf16<VEC>(z + j * VEC, d);
+    detail::store_vec<VEC>(z + j * VEC, d);
   }
   __syncthreads();  // the target's scale·p above is written before it is replaced here
   if (threadIdx.x == 0)
-    z[target] = __float2bfloat16_rn(exp2f(fmaf(target_logit, kLog2e, -mx_log2)) * scale_over_sum - scale);
+    z[target] = detail::from_float<Act>(exp2f(fmaf(target_logit, kLog2e, -mx_log2)) * scale_over_sum - scale);
 }
 
-template <int VEC>
-void launch_rows(float* losses, __nv_bfloat16* logits, const int32_t* targets, int N, int V, float scale,
+template <typename Act, int VEC>
+void launch_rows(float* losses, Act* logits, const int32_t* targets, int N, int V, float scale,
                  cudaStream_t stream) {
   int device = 0, max_smem = 0;
   PYLON_CUDA_CHECK(cudaGetDevice(&device));
   PYLON_CUDA_CHECK(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  const size_t cache_bytes = detail::ceil_div(static_cast<int64_t>(V) * 2, 16) * 16;
+  const size_t cache_bytes = detail::ceil_div(static_cast<int64_t>(V) * static_cast<int64_t>(sizeof(Act)), 16) * 16;
   if (cache_bytes + 1024 <= static_cast<size_t>(max_smem)) {  // room for the reductions' scratch too
-    auto* kernel = cross_entropy_kernel<VEC, true>;
+    auto* kernel = cross_entropy_kernel<Act, VEC, true>;
     PYLON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(cache_bytes)));
     PYLON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                           cudaSharedmemCarveoutMaxShared));
     kernel<<<N, kThreads, cache_bytes, stream>>>(losses, logits, targets, V, scale);
   } else {
-    cross_entropy_kernel<VEC, false><<<N, kThreads, 0, stream>>>(losses, logits, targets, V, scale);
+    cross_entropy_kernel<Act, VEC, false><<<N, kThreads, 0, stream>>>(losses, logits, targets, V, scale);
   }
+}
+
+template <typename Act>
+void launch_cross_entropy(float* losses, Act* logits, const int32_t* targets, int N, int V, float scale,
+                          cudaStream_t stream) {
+  if (N <= 0) return;
+  PYLON_CHECK(V > 0, "cross_entropy_forward_backward: vocab must be positive, got ", V);
+  if (V % 8 == 0 && detail::aligned16(logits)) {
+    launch_rows<Act, 8>(losses, logits, targets, N, V, scale, stream);
+  } else {
+    launch_rows<Act, 1>(losses, logits, targets, N, V, scale, stream);
+  }
+  PYLON_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
 void cross_entropy_forward_backward(float* losses, __nv_bfloat16* logits, const int32_t* targets, int N,
                                     int V, float scale, cudaStream_t stream) {
-  if (N <= 0) return;
-  PYLON_CHECK(V > 0, "cross_entropy_forward_backward: vocab must be positive, got ", V);
-  if (V % 8 == 0 && detail::aligned16(logits)) {
-    launch_rows<8>(losses, logits, targets, N, V, scale, stream);
-  } else {
-    launch_rows<1>(losses, logits, targets, N, V, scale, stream);
-  }
-  PYLON_CUDA_CHECK_LAUNCH();
+  launch_cross_entropy(losses, logits, targets, N, V, scale, stream);
+}
+
+void cross_entropy_forward_backward(float* losses, float* logits, const int32_t* targets, int N, int V,
+                                    float scale, cudaStream_t stream) {
+  launch_cross_entropy(losses, logits, targets, N, V, scale, stream);
 }
 
 size_t loss_mean_workspace_bytes(int N) { return reduce_workspace_bytes(N); }

@@ -15,6 +15,9 @@ namespace pylon::cuda {
 void cross_entropy_forward_backward(float* losses /* (N) */, __nv_bfloat16* logits_inout /* (N, V) */,
                                     const int32_t* targets /* (N) */, int N, int V, float scale,
                                     cudaStream_t stream);
+// The same on fp32 logits (the --dtype fp32 model).
+void cross_entropy_forward_backward(float* losses, float* logits, const int32_t* targets, int N, int V,
+                                    float scale, cudaStream_t stream);
 
 // Bytes of workspace loss_mean needs.
 size_t loss_mean_workspace_bytes(int N);

@@ -1,46 +1,49 @@
 #include "ops/cuda/check.h"
 #include "ops/cuda/elementwise.h"
+#include "ops/cuda/kernel_util.cuh"
 
 namespace pylon::cuda {
 namespace {
 
-// 8 bf16 (16 bytes) per thread when n allows; the tail element by element.
-__global__ void residual_add_kernel(__nv_bfloat16* out, const __nv_bfloat16* a,
-                                    const __nv_bfloat16* b, int64_t n) {
+// 8 elements per thread (one 16-byte access per operand in bf16, two in fp32) when n allows; the
+// tail element by element.
+template <typename Act>
+__global__ void residual_add_kernel(Act* out, const Act* a, const Act* b, int64_t n) {
   const int64_t i8 = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 8;
   if (i8 + 8 <= n) {
-    const uint4 va = *reinterpret_cast<const uint4*>(a + i8);
-    const uint4 vb = *reinterpret_cast<const uint4*>(b + i8);
-    uint4 vo;
-    const auto* pa = reinterpret_cast<const __nv_bfloat162*>(&va);
-    const auto* pb = reinterpret_cast<const __nv_bfloat162*>(&vb);
-    auto* po = reinterpret_cast<__nv_bfloat162*>(&vo);
+    float va[8], vb[8];
+    detail::load_vec<8>(va, a + i8);
+    detail::load_vec<8>(vb, b + i8);
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const float2 fa = __bfloat1622float2(pa[k]), fb = __bfloat1622float2(pb[k]);
-      po[k] = __floats2bfloat162_rn(fa.x + fb.x, fa.y + fb.y);
-    }
-    *reinterpret_cast<uint4*>(out + i8) = vo;
+    for (int k = 0; k < 8; ++k) va[k] += vb[k];
+    detail::store_vec<8>(out + i8, va);
   } else {
-    for (int64_t i = i8; i < n; ++i)
-      out[i] = __float2bfloat16(__bfloat162float(a[i]) + __bfloat162float(b[i]));
+    for (int64_t i = i8; i < n; ++i) out[i] = detail::from_float<Act>(detail::to_float(a[i]) + detail::to_float(b[i]));
   }
 }
 
 __global__ void add_scalar_kernel(float* acc, const float* x) { *acc += *x; }
 
+template <typename Act>
+void launch_residual_add(Act* out, const Act* a, const Act* b, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  // 16-byte vectors need 16-byte aligned pointers; the arena aligns every buffer to 256.
+  PYLON_ASSERT(detail::aligned16(out) && detail::aligned16(a) && detail::aligned16(b));
+  const int threads = 256;
+  const int64_t blocks = ((n + 7) / 8 + threads - 1) / threads;
+  residual_add_kernel<Act><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(out, a, b, n);
+  PYLON_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
 
 void residual_add(__nv_bfloat16* out, const __nv_bfloat16* a, const __nv_bfloat16* b, int64_t n,
                   cudaStream_t stream) {
-  if (n == 0) return;
-  // 16-byte vectors need 16-byte aligned pointers; the arena aligns every buffer to 256.
-  PYLON_ASSERT(reinterpret_cast<uintptr_t>(out) % 16 == 0 && reinterpret_cast<uintptr_t>(a) % 16 == 0 &&
-               reinterpret_cast<uintptr_t>(b) % 16 == 0);
-  const int threads = 256;
-  const int64_t blocks = ((n + 7) / 8 + threads - 1) / threads;
-  residual_add_kernel<<<static_cast<unsigned>(blocks), threads, 0, stream>>>(out, a, b, n);
-  PYLON_CUDA_CHECK_LAUNCH();
+  launch_residual_add(out, a, b, n, stream);
+}
+
+void residual_add(float* out, const float* a, const float* b, int64_t n, cudaStream_t stream) {
+  launch_residual_add(out, a, b, n, stream);
 }
 
 void add_scalar(float* acc, const float* x, cudaStream_t stream) {

@@ -1,4 +1,4 @@
-// Embedding gather, and its deterministic backward: a segmented sum over positions sorted by id.
+// Embedding gather (bf16 or fp32 table), and its deterministic backward: a segmented sum over positions sorted by id.
 //
 // Backward (N = 8192 ids, V = 32000, D = 2048):
 // 1. A stable radix sort (CUB) of (id, position) pairs over the bits of V puts the positions of
@@ -30,17 +30,18 @@ constexpr int kSegmentRows = 16;
 constexpr int kRowsInFlight = 4;
 constexpr int kWarpsPerBlock = kThreads / detail::kWarpSize;
 
-template <int VEC>
-__global__ void embedding_forward_kernel(__nv_bfloat16* out, const int32_t* ids,
-                                         const __nv_bfloat16* table, int N, int D) {
+template <typename Act, int VEC>
+__global__ void embedding_forward_kernel(Act* out, const int32_t* ids, const Act* table, int N, int D) {
   const int64_t vecs_per_row = D / VEC, total = static_cast<int64_t>(N) * vecs_per_row;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t v = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; v < total; v += stride) {
     const int64_t row = v / vecs_per_row, col = (v % vecs_per_row) * VEC;
-    const __nv_bfloat16* src = table + static_cast<int64_t>(ids[row]) * D + col;
-    __nv_bfloat16* dst = out + row * D + col;
-    if constexpr (VEC == 8) {
-      *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+    const Act* src = table + static_cast<int64_t>(ids[row]) * D + col;
+    Act* dst = out + row * D + col;
+    if constexpr (VEC == 8) {  // 16 bytes of bf16, 32 of fp32
+      constexpr int kWords = static_cast<int>(VEC * sizeof(Act) / sizeof(uint4));
+#pragma unroll
+      for (int k = 0; k < kWords; ++k) reinterpret_cast<uint4*>(dst)[k] = reinterpret_cast<const uint4*>(src)[k];
     } else {
       *dst = *src;
     }
@@ -62,9 +63,9 @@ __device__ __forceinline__ void add_into(float* dst, const float (&v)[VEC]) {
 }
 
 // Warp per (segment, column tile): grid (segments / warps per block, tiles).
-template <int VEC>
+template <typename Act, int VEC>
 __global__ void __launch_bounds__(kThreads) embedding_backward_segments_kernel(
-    float* dtable, float* head, float* tail, const __nv_bfloat16* dout, const int32_t* sorted_ids,
+    float* dtable, float* head, float* tail, const Act* dout, const int32_t* sorted_ids,
     const int32_t* sorted_pos, int N, int D) {
   const int lane = threadIdx.x % detail::kWarpSize;
   const int seg = blockIdx.x * kWarpsPerBlock + threadIdx.x / detail::kWarpSize;
@@ -80,7 +81,7 @@ __global__ void __launch_bounds__(kThreads) embedding_backward_segments_kernel(
 #pragma unroll
     for (int u = 0; u < kRowsInFlight; ++u)
       if (j0 + u < r1 && active)
-        detail::load_bf16<VEC>(rows[u], dout + static_cast<int64_t>(sorted_pos[j0 + u]) * D + col);
+        detail::load_vec<VEC>(rows[u], dout + static_cast<int64_t>(sorted_pos[j0 + u]) * D + col);
 #pragma unroll
     for (int u = 0; u < kRowsInFlight; ++u) {
       const int j = j0 + u;
@@ -163,27 +164,22 @@ BackwardWorkspace backward_workspace(int N, int D, int V) {
   return w;
 }
 
-}  // namespace
-
-void embedding_forward(__nv_bfloat16* out, const int32_t* ids, const __nv_bfloat16* table, int N,
-                       int D, cudaStream_t stream) {
+template <typename Act>
+void launch_embedding_forward(Act* out, const int32_t* ids, const Act* table, int N, int D, cudaStream_t stream) {
   if (N <= 0 || D <= 0) return;
   if (D % 8 == 0 && detail::aligned16(out) && detail::aligned16(table)) {
     const unsigned blocks = detail::grid_size(static_cast<int64_t>(N) * (D / 8), kThreads);
-    embedding_forward_kernel<8><<<blocks, kThreads, 0, stream>>>(out, ids, table, N, D);
+    embedding_forward_kernel<Act, 8><<<blocks, kThreads, 0, stream>>>(out, ids, table, N, D);
   } else {
     const unsigned blocks = detail::grid_size(static_cast<int64_t>(N) * D, kThreads);
-    embedding_forward_kernel<1><<<blocks, kThreads, 0, stream>>>(out, ids, table, N, D);
+    embedding_forward_kernel<Act, 1><<<blocks, kThreads, 0, stream>>>(out, ids, table, N, D);
   }
   PYLON_CUDA_CHECK_LAUNCH();
 }
 
-size_t embedding_backward_workspace_bytes(int N, int D, int V) {
-  return N > 0 && D > 0 ? backward_workspace(N, D, V).total : 0;
-}
-
-void embedding_backward(float* dtable, const __nv_bfloat16* dout, const int32_t* ids, int N, int D,
-                        int V, void* workspace, cudaStream_t stream) {
+template <typename Act>
+void launch_embedding_backward(float* dtable, const Act* dout, const int32_t* ids, int N, int D, int V,
+                               void* workspace, cudaStream_t stream) {
   if (N <= 0 || D <= 0) return;
   PYLON_CHECK(V > 0, "embedding_backward: vocab must be positive, got ", V);
   const BackwardWorkspace w = backward_workspace(N, D, V);
@@ -207,17 +203,42 @@ void embedding_backward(float* dtable, const __nv_bfloat16* dout, const int32_t*
   const int segments = static_cast<int>(ceil_div(N, kSegmentRows));
   const dim3 grid(static_cast<unsigned>(ceil_div(segments, kWarpsPerBlock)), static_cast<unsigned>(ceil_div(D, tile)));
   if (vec) {
-    embedding_backward_segments_kernel<8><<<grid, kThreads, 0, stream>>>(dtable, head, tail, dout, sorted_ids,
+    embedding_backward_segments_kernel<Act, 8><<<grid, kThreads, 0, stream>>>(dtable, head, tail, dout, sorted_ids,
                                                                           sorted_pos, N, D);
     PYLON_CUDA_CHECK_LAUNCH();
     embedding_backward_carries_kernel<8><<<grid, kThreads, 0, stream>>>(dtable, head, tail, sorted_ids, N, D);
   } else {
-    embedding_backward_segments_kernel<1><<<grid, kThreads, 0, stream>>>(dtable, head, tail, dout, sorted_ids,
+    embedding_backward_segments_kernel<Act, 1><<<grid, kThreads, 0, stream>>>(dtable, head, tail, dout, sorted_ids,
                                                                           sorted_pos, N, D);
     PYLON_CUDA_CHECK_LAUNCH();
     embedding_backward_carries_kernel<1><<<grid, kThreads, 0, stream>>>(dtable, head, tail, sorted_ids, N, D);
   }
   PYLON_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void embedding_forward(__nv_bfloat16* out, const int32_t* ids, const __nv_bfloat16* table, int N,
+                       int D, cudaStream_t stream) {
+  launch_embedding_forward(out, ids, table, N, D, stream);
+}
+
+void embedding_forward(float* out, const int32_t* ids, const float* table, int N, int D, cudaStream_t stream) {
+  launch_embedding_forward(out, ids, table, N, D, stream);
+}
+
+size_t embedding_backward_workspace_bytes(int N, int D, int V) {
+  return N > 0 && D > 0 ? backward_workspace(N, D, V).total : 0;
+}
+
+void embedding_backward(float* dtable, const __nv_bfloat16* dout, const int32_t* ids, int N, int D,
+                        int V, void* workspace, cudaStream_t stream) {
+  launch_embedding_backward(dtable, dout, ids, N, D, V, workspace, stream);
+}
+
+void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int N, int D, int V,
+                        void* workspace, cudaStream_t stream) {
+  launch_embedding_backward(dtable, dout, ids, N, D, V, workspace, stream);
 }
 
 }  // namespace pylon::cuda

@@ -21,4 +21,9 @@ void embedding_backward(float* dtable /* (V, D) */, const __nv_bfloat16* dout /*
                         const int32_t* ids /* (N) */, int N, int D, int V, void* workspace,
                         cudaStream_t stream);
 
+// The same on an fp32 table and fp32 dout (the --dtype fp32 model).
+void embedding_forward(float* out, const int32_t* ids, const float* table, int N, int D, cudaStream_t stream);
+void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int N, int D, int V,
+                        void* workspace, cudaStream_t stream);
+
 }  // namespace pylon::cuda

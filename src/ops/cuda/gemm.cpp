@@ -65,6 +65,7 @@ const Gemm::Plan& Gemm::plan(const Key& key, const void* A, const void* B, const
   const auto M = static_cast<uint64_t>(key[2]), N = static_cast<uint64_t>(key[3]), K = static_cast<uint64_t>(key[4]);
   const int64_t lda = key[5], ldb = key[6], ldc = key[7];
   const cudaDataType_t c_type = key[8] == static_cast<int64_t>(GemmOut::kF32) ? CUDA_R_32F : CUDA_R_16BF;
+  const auto in_type = static_cast<cudaDataType_t>(key[14]);
 
   auto p = std::make_unique<Plan>();
   PYLON_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -78,8 +79,8 @@ const Gemm::Plan& Gemm::plan(const Key& key, const void* A, const void* B, const
   }
   // Stored shapes, column-major: our B is (N, K) if not trans_b else (K, N); our A is (K, M) if
   // not trans_a else (M, K); Cᵀ is (N, M).
-  PYLON_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, trans_b ? K : N, trans_b ? N : K, ldb));
-  PYLON_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, trans_a ? M : K, trans_a ? K : M, lda));
+  PYLON_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, in_type, trans_b ? K : N, trans_b ? N : K, ldb));
+  PYLON_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, in_type, trans_a ? M : K, trans_a ? K : M, lda));
   PYLON_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->c, c_type, N, M, ldc));
 
   cublasLtMatmulPreference_t pref = nullptr;
@@ -116,15 +117,27 @@ const Gemm::Plan& Gemm::plan(const Key& key, const void* A, const void* B, const
 void Gemm::run(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const __nv_bfloat16* A, int lda,
                const __nv_bfloat16* B, int ldb, float beta, void* C, GemmOut out, int ldc,
                const __nv_bfloat16* bias, cudaStream_t stream) {
+  PYLON_CHECK(!bias || out == GemmOut::kBf16, "gemm: a bias needs a bf16 output");
+  run_typed(CUDA_R_16BF, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, out, ldc, bias, stream);
+}
+
+void Gemm::run(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+               const float* B, int ldb, float beta, float* C, int ldc, const float* bias, cudaStream_t stream) {
+  run_typed(CUDA_R_32F, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, GemmOut::kF32, ldc, bias,
+            stream);
+}
+
+void Gemm::run_typed(cudaDataType_t in_type, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                     const void* A, int lda, const void* B, int ldb, float beta, void* C, GemmOut out, int ldc,
+                     const void* bias, cudaStream_t stream) {
   if (M <= 0 || N <= 0) return;
   PYLON_CHECK(K > 0, "gemm: K must be positive, got ", K);
-  PYLON_CHECK(!bias || out == GemmOut::kBf16, "gemm: a bias needs a bf16 output");
   PYLON_CHECK(lda >= (trans_a ? M : K) && ldb >= (trans_b ? K : N) && ldc >= N,
               "gemm: a row stride is shorter than its row (lda=", lda, " ldb=", ldb, " ldc=", ldc, ")");
   const Key key{trans_a, trans_b, M, N, K, lda, ldb, ldc, static_cast<int64_t>(out), bias != nullptr,
-                alignment(A), alignment(B), alignment(C), bias ? alignment(bias) : 0};
+                alignment(A), alignment(B), alignment(C), bias ? alignment(bias) : 0, static_cast<int64_t>(in_type)};
   const Plan& p = plan(key, A, B, C, bias);
-  if (bias) set_attr(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(bias));
+  if (bias) set_attr(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
   PYLON_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, B, p.a, A, p.b, &beta, C, p.c, C, p.c, &p.algo,
                                     workspace_.get(), kWorkspaceBytes, stream));
 }

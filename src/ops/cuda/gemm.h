@@ -1,6 +1,6 @@
 // cuBLASLt GEMM with the row-major semantics of cpu::gemm: C (M, N) = alpha·op(A)·op(B) + beta·C,
 // bf16 operands, fp32 accumulation (CUBLAS_COMPUTE_32F), bf16 or fp32 C, optional bf16 bias per
-// column of C (the BIAS epilogue). Descriptors and the heuristic's algorithm are cached per shape.
+// column of C (the BIAS epilogue); or fp32 operands, C and bias throughout. Descriptors and the heuristic's algorithm are cached per shape.
 #pragma once
 
 #include <cublasLt.h>
@@ -41,11 +41,20 @@ class Gemm {
            const __nv_bfloat16* B /* (K, N) or (N, K) if trans_b */, int ldb, float beta,
            void* C /* (M, N) */, GemmOut out, int ldc, const __nv_bfloat16* bias /* (N) or nullptr */,
            cudaStream_t stream);
+  // The same with fp32 operands, C and bias (the --dtype fp32 model). Computed with
+  // CUBLAS_COMPUTE_32F on fp32 inputs: true fp32 products and sums, not TF32 (which would be
+  // CUBLAS_COMPUTE_32F_FAST_TF32 and round the operands to 10-bit mantissas).
+  void run(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+           const float* B, int ldb, float beta, float* C, int ldc, const float* bias /* (N) or nullptr */,
+           cudaStream_t stream);
 
  private:
   struct Plan;  // descriptors and algorithm for one shape
-  // trans_a, trans_b, M, N, K, lda, ldb, ldc, out, has_bias, alignments of A, B, C, bias.
-  using Key = std::array<int64_t, 14>;
+  // trans_a, trans_b, M, N, K, lda, ldb, ldc, out, has_bias, alignments of A, B, C, bias, operand type.
+  using Key = std::array<int64_t, 15>;
+  void run_typed(cudaDataType_t in_type, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                 const void* A, int lda, const void* B, int ldb, float beta, void* C, GemmOut out, int ldc,
+                 const void* bias, cudaStream_t stream);
   const Plan& plan(const Key& key, const void* A, const void* B, const void* C, const void* bias);
 
   cublasLtHandle_t handle_ = nullptr;

@@ -1,5 +1,6 @@
-// Device helpers shared by the .cu files: bf16/fp32 vector loads and stores, deterministic warp and
-// block reductions, launch arithmetic. Included only by CUDA sources.
+// Device helpers shared by the .cu files: bf16/fp32 vector loads and stores (and converters for
+// kernels templated on the activation type), deterministic warp and block reductions, launch
+// arithmetic. Included only by CUDA sources.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -96,6 +97,40 @@ __device__ __forceinline__ void store_f32(float* dst, const float (&src)[VEC]) {
   } else {
 #pragma unroll
     for (int i = 0; i < VEC; ++i) dst[i] = src[i];
+  }
+}
+
+// The converters of the kernels templated on the activation type Act (bf16 or float): VEC
+// consecutive Act to/from fp32 registers, and one value. For bf16 they are the functions above; for
+// float, loads and stores (rounding to Act is the identity).
+template <int VEC>
+__device__ __forceinline__ void load_vec(float (&dst)[VEC], const __nv_bfloat16* src) { load_bf16<VEC>(dst, src); }
+template <int VEC>
+__device__ __forceinline__ void load_vec(float (&dst)[VEC], const float* src) { load_f32<VEC>(dst, src); }
+template <int VEC>
+__device__ __forceinline__ void store_vec(__nv_bfloat16* dst, const float (&src)[VEC]) { store_bf16<VEC>(dst, src); }
+template <int VEC>
+__device__ __forceinline__ void store_vec(float* dst, const float (&src)[VEC]) { store_f32<VEC>(dst, src); }
+
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_float(float x) { return x; }
+
+template <typename Act>
+__device__ __forceinline__ Act from_float(float x) {
+  if constexpr (std::is_same_v<Act, float>) {
+    return x;
+  } else {
+    return __float2bfloat16_rn(x);
+  }
+}
+
+// x rounded to Act and back: what a later load of a stored Act reads.
+template <typename Act>
+__device__ __forceinline__ float round_to(float x) {
+  if constexpr (std::is_same_v<Act, float>) {
+    return x;
+  } else {
+    return round_bf16(x);
   }
 }
 

@@ -1,5 +1,5 @@
-// RMSNorm on the GPU, fused with the residual add before it: bf16 activations, fp32 statistics,
-// fp32 weight gradient.
+// RMSNorm on the GPU, fused with the residual add before it: bf16 (or fp32: the overloads at the
+// end) activations, fp32 statistics, fp32 weight gradient.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -30,5 +30,12 @@ void rmsnorm_backward(__nv_bfloat16* dx /* (N, C) */, float* dw /* (C) */,
                       const __nv_bfloat16* x /* (N, C) */, const __nv_bfloat16* w /* (C) */,
                       const float* rstd /* (N) */, int N, int C, void* workspace, cudaStream_t stream,
                       float* dx_column_sum /* (C) */ = nullptr);
+
+// The same in fp32 (the --dtype fp32 model): x_out is x + delta unrounded.
+void residual_rmsnorm_forward(float* x_out, float* h, float* rstd, const float* x, const float* delta,
+                              const float* w, int N, int C, float eps, cudaStream_t stream);
+void rmsnorm_backward(float* dx, float* dw, const float* dh, const float* dresidual, const float* x,
+                      const float* w, const float* rstd, int N, int C, void* workspace, cudaStream_t stream,
+                      float* dx_column_sum = nullptr);
 
 }  // namespace pylon::cuda

@@ -1,7 +1,7 @@
 // RoPE: one block per token row. The block's first threads compute the row's hd/2 (cos, sin)
 // pairs into shared memory: theta^(−2i/hd) in double rounded to fp32 (what the CPU's powf gives),
 // the angle and its sin/cos in fp32 as on the CPU. Then each thread rotates VEC consecutive
-// frequencies of one head of q or k (16-byte accesses when hd/2 % 8 == 0).
+// frequencies of one head of q or k (8 elements per access when hd/2 % 8 == 0), in bf16 or fp32.
 #include "core/error.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/kernel_util.cuh"
@@ -10,8 +10,8 @@
 namespace pylon::cuda {
 namespace {
 
-template <int VEC>
-__global__ void rope_kernel(__nv_bfloat16* qkv, int T, int D, int H, float theta, int pos0, float sign) {
+template <typename Act, int VEC>
+__global__ void rope_kernel(Act* qkv, int T, int D, int H, float theta, int pos0, float sign) {
   extern __shared__ float trig[];  // cos (hd/2), then sign·sin (hd/2)
   const int hd = D / H, half = hd / 2, groups = half / VEC;
   const float pos = static_cast<float>(pos0 + static_cast<int>(blockIdx.x % T));
@@ -24,25 +24,26 @@ __global__ void rope_kernel(__nv_bfloat16* qkv, int T, int D, int H, float theta
     trig[half + i] = sign * s;
   }
   __syncthreads();
-  __nv_bfloat16* row = qkv + static_cast<int64_t>(blockIdx.x) * 3 * D;
+  Act* row = qkv + static_cast<int64_t>(blockIdx.x) * 3 * D;
   for (int item = threadIdx.x; item < 2 * H * groups; item += blockDim.x) {
     const int head = item / groups, i0 = (item % groups) * VEC;  // q heads, then k heads
-    __nv_bfloat16* x = row + head * hd + i0;
+    Act* x = row + head * hd + i0;
     float x1[VEC], x2[VEC], y1[VEC], y2[VEC];
-    detail::load_bf16<VEC>(x1, x);
-    detail::load_bf16<VEC>(x2, x + half);
+    detail::load_vec<VEC>(x1, x);
+    detail::load_vec<VEC>(x2, x + half);
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
       const float c = trig[i0 + e], s = trig[half + i0 + e];
       y1[e] = x1[e] * c - x2[e] * s;
       y2[e] = x2[e] * c + x1[e] * s;
     }
-    detail::store_bf16<VEC>(x, y1);
-    detail::store_bf16<VEC>(x + half, y2);
+    detail::store_vec<VEC>(x, y1);
+    detail::store_vec<VEC>(x + half, y2);
   }
 }
 
-void rope_launch(__nv_bfloat16* qkv, int B, int T, int D, int H, float theta, int pos0, float sign,
+template <typename Act>
+void rope_launch(Act* qkv, int B, int T, int D, int H, float theta, int pos0, float sign,
                  cudaStream_t stream) {
   if (B <= 0 || T <= 0) return;
   PYLON_CHECK(H > 0 && D % H == 0 && (D / H) % 2 == 0, "rope: head size D/H must be even, got D=", D,
@@ -54,9 +55,9 @@ void rope_launch(__nv_bfloat16* qkv, int B, int T, int D, int H, float theta, in
   const auto blocks = static_cast<unsigned>(B * T);
   const size_t smem = sizeof(float) * 2 * static_cast<size_t>(half);
   if (vec) {
-    rope_kernel<8><<<blocks, threads, smem, stream>>>(qkv, T, D, H, theta, pos0, sign);
+    rope_kernel<Act, 8><<<blocks, threads, smem, stream>>>(qkv, T, D, H, theta, pos0, sign);
   } else {
-    rope_kernel<1><<<blocks, threads, smem, stream>>>(qkv, T, D, H, theta, pos0, sign);
+    rope_kernel<Act, 1><<<blocks, threads, smem, stream>>>(qkv, T, D, H, theta, pos0, sign);
   }
   PYLON_CUDA_CHECK_LAUNCH();
 }
@@ -70,6 +71,14 @@ void rope_forward(__nv_bfloat16* qkv, int B, int T, int D, int H, float theta, i
 
 void rope_backward(__nv_bfloat16* dqkv, int B, int T, int D, int H, float theta, int pos0,
                    cudaStream_t stream) {
+  rope_launch(dqkv, B, T, D, H, theta, pos0, -1.f, stream);
+}
+
+void rope_forward(float* qkv, int B, int T, int D, int H, float theta, int pos0, cudaStream_t stream) {
+  rope_launch(qkv, B, T, D, H, theta, pos0, 1.f, stream);
+}
+
+void rope_backward(float* dqkv, int B, int T, int D, int H, float theta, int pos0, cudaStream_t stream) {
   rope_launch(dqkv, B, T, D, H, theta, pos0, -1.f, stream);
 }
 

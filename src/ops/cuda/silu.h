@@ -1,4 +1,4 @@
-// SiLU activation x·sigmoid(x) on bf16 activations, math in fp32.
+// SiLU activation x·sigmoid(x) on bf16 or fp32 activations (one overload each), math in fp32.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -18,5 +18,11 @@ void silu_backward(__nv_bfloat16* din /* (n) */, const __nv_bfloat16* dout /* (n
 void silu_recompute_backward(__nv_bfloat16* act /* (n) */, __nv_bfloat16* din /* (n) */,
                              const __nv_bfloat16* dout /* (n) */, const __nv_bfloat16* in /* (n) */,
                              int64_t n, cudaStream_t stream);
+
+// The same in fp32 (the --dtype fp32 model).
+void silu_forward(float* out, const float* in, int64_t n, cudaStream_t stream);
+void silu_backward(float* din, const float* dout, const float* in, int64_t n, cudaStream_t stream);
+void silu_recompute_backward(float* act, float* din, const float* dout, const float* in, int64_t n,
+                             cudaStream_t stream);
 
 }  // namespace pylon::cuda

@@ -1,6 +1,7 @@
-// The GPU training loop, one for every world size: FsdpCuda holds the shards and runs the unit
-// hooks, MiniLLMCuda enqueues forward and backward, NCCL (world > 1) gathers and reduces. A step
-// is enqueued without host synchronisation; the host reads step t's metrics while step t + 1 runs.
+// The GPU training loop, one for every world size and both compute types (bf16, or fp32 for
+// --dtype fp32): FsdpCuda holds the shards and runs the unit hooks, MiniLLMCuda enqueues forward
+// and backward, NCCL (world > 1) gathers and reduces. A step is enqueued without host
+// synchronisation; the host reads step t's metrics while step t + 1 runs.
 #include "train/cuda/trainer_cuda.h"
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -90,10 +92,20 @@ GpuComms connect(const DistEnv& env, std::chrono::milliseconds timeout) {
 #endif
 }
 
-}  // namespace
+// The model's weights as FSDP holds them: bf16, or fp32 for the fp32 model.
+template <typename Act>
+const std::vector<const Act*>& device_params(const cuda::FsdpCuda& fsdp) {
+  if constexpr (std::is_same_v<Act, float>) {
+    return fsdp.params_f32();
+  } else {
+    return fsdp.params();
+  }
+}
 
-TrainResult train_cuda(const TrainOptions& o, const DistEnv& env, std::chrono::milliseconds timeout) {
-  using cuda::bf16;
+// The loop with activations and gathered weights of type Act (cuda::bf16 or float).
+template <typename Act>
+TrainResult train_cuda_as(const TrainOptions& o, const DistEnv& env, std::chrono::milliseconds timeout) {
+  constexpr bool kFp32 = std::is_same_v<Act, float>;
   const int devices = cuda::device_count();
   PYLON_CHECK(devices > 0, "--device cuda: no CUDA device is visible (driver missing, or "
                            "CUDA_VISIBLE_DEVICES empty)");
@@ -111,7 +123,7 @@ TrainResult train_cuda(const TrainOptions& o, const DistEnv& env, std::chrono::m
   const ModelConfig config = o.model;
   const int64_t start_step = o.resume_dir.empty() ? 0 : resume.step;
   const std::string tokenizer = o.tokenizer.empty() ? resume.tokenizer_path : o.tokenizer;
-  cuda::MiniLLMCuda model(config, o.batch, o.seq, o.recompute);
+  cuda::MiniLLMCuda<Act> model(config, o.batch, o.seq, o.recompute);
   const ShardLayout layout(model.table(), world);
   FsdpOptions host_options;
   host_options.return_memory = false;
@@ -134,6 +146,7 @@ TrainResult train_cuda(const TrainOptions& o, const DistEnv& env, std::chrono::m
   fo.measure_overlap = true;
   fo.reduce_bf16 = o.reduce_bf16;
   fo.split_root = o.split_root;
+  fo.fp32_params = kFp32;
 #ifdef PYLON_HAVE_NCCL
   cuda::FsdpCuda fsdp(layout, s, comms.gather.get(), comms.reduce.get(), fo);
   std::vector<cuda::NcclComm*> watched;
@@ -172,11 +185,11 @@ TrainResult train_cuda(const TrainOptions& o, const DistEnv& env, std::chrono::m
   const size_t allocated = fsdp.device_bytes() + model.activation_bytes() + dev_tokens.bytes() +
                            val_tokens.bytes() + val_losses.bytes();
   if (lead) {
-    std::printf("model: %s preset, %lld parameters (V=%d D=%d L=%d H=%d) on %d GPU%s (bf16 compute, fp32 "
+    std::printf("model: %s preset, %lld parameters (V=%d D=%d L=%d H=%d) on %d GPU%s (%s compute, fp32 "
                 "master, FSDP %s%s); %d x batch %d x %d tokens x %d accum = %lld tokens/step; "
                 "allocated per rank %.2f GB (activations %.2f GB, recompute %s, reduce %s%s)%s\n",
                 preset_name(config.preset), static_cast<long long>(layout.table().total), config.vocab,
-                config.dim, config.layers, config.heads, world, world > 1 ? "s" : "",
+                config.dim, config.layers, config.heads, world, world > 1 ? "s" : "", kFp32 ? "fp32" : "bf16",
                 o.reshard_after_forward ? "reshard" : "no-reshard",
                 fo.fused_optimizer ? ", AdamW per unit" : "", world, o.batch, o.seq, o.grad_accum,
                 static_cast<long long>(tokens_per_step), static_cast<double>(allocated) / 1e9,
@@ -283,7 +296,8 @@ TrainResult train_cuda(const TrainOptions& o, const DistEnv& env, std::chrono::m
     PYLON_CUDA_CHECK(cudaMemsetAsync(val_losses.get(), 0, val_losses.bytes(), s));
     for (size_t m = 0; m < eval_steps; ++m) {
       fsdp.set_forward_only(true);
-      model.forward(fsdp.params(), d + 2 * m * rows, d + (2 * m + 1) * rows, val_losses.as<float>() + m, s, &fsdp);
+      model.forward(device_params<Act>(fsdp), d + 2 * m * rows, d + (2 * m + 1) * rows, val_losses.as<float>() + m,
+                    s, &fsdp);
     }
     fsdp.set_forward_only(false);
     PYLON_CUDA_CHECK(cudaMemcpyAsync(val_host_losses->data(), val_losses.get(), val_losses.bytes(),
@@ -332,8 +346,8 @@ TrainResult train_cuda(const TrainOptions& o, const DistEnv& env, std::chrono::m
       loader.load(micro, h, h + rows);
       PYLON_CUDA_CHECK(cudaMemcpyAsync(d, h, 2 * rows * sizeof(int32_t), cudaMemcpyHostToDevice, s));
       const bool accumulate = fsdp.begin_micro_step(a, o.grad_accum);
-      model.forward(fsdp.params(), d, d + rows, fsdp.loss_sum(), s, &fsdp);
-      model.backward(fsdp.params(), fsdp.grads(), accumulate, s, &fsdp);
+      model.forward(device_params<Act>(fsdp), d, d + rows, fsdp.loss_sum(), s, &fsdp);
+      model.backward(device_params<Act>(fsdp), fsdp.grads(), accumulate, s, &fsdp);
       slot_free[slot].record(s);
     }
     fsdp.end_step(host_scalars.data() + 2 * (t % 2));
@@ -367,6 +381,15 @@ TrainResult train_cuda(const TrainOptions& o, const DistEnv& env, std::chrono::m
   if (metrics) std::fclose(metrics);
   result.seconds = clock.seconds();
   return result;
+}
+
+}  // namespace
+
+TrainResult train_cuda(const TrainOptions& o, const DistEnv& env, std::chrono::milliseconds timeout) {
+  PYLON_CHECK(o.dtype == "bf16" || o.dtype == "fp32", "--device cuda: --dtype must be bf16 or fp32, got '", o.dtype,
+              "'");
+  if (o.dtype == "fp32") return train_cuda_as<float>(o, env, timeout);
+  return train_cuda_as<cuda::bf16>(o, env, timeout);
 }
 
 }  // namespace pylon

@@ -1,7 +1,8 @@
 // The training loop on CUDA devices, any world size: FSDP over NCCL (one rank per GPU, GPU =
-// LOCAL_RANK), bf16 compute, fp32 master weights, AdamW state and gradient reduction; every step
-// is enqueued without host synchronisation (metrics are read one step late). A world of one runs
-// the same loop without communicators.
+// LOCAL_RANK), bf16 compute (options.dtype "bf16") or fp32 throughout ("fp32"), fp32 master
+// weights, AdamW state and gradient reduction; every step is enqueued without host
+// synchronisation (metrics are read one step late). A world of one runs the same loop without
+// communicators.
 #pragma once
 
 #include <chrono>

@@ -1,6 +1,8 @@
 // Deterministic column sums (the bias gradient) against fp64 sums of the same values.
 #include <gtest/gtest.h>
 
+#include <array>
+
 #include "ops/cuda/column_sum.h"
 #include "support/cuda_test_util.h"
 
@@ -55,6 +57,19 @@ TEST(CudaColumnSum, Float32Input) {
   DeviceArray<char> ws(column_sum_workspace_bytes(R, C));
   column_sum_accumulate(d_out.get(), d_in.get(), R, C, ws.get(), nullptr);
   EXPECT_TRUE(all_close(d_out.download(), column_sums(in, init, R, C), kF32SumTol, "column_sum fp32"));
+}
+
+// The fp32 overload of bias_backward (the --dtype fp32 model's bias gradients).
+TEST(CudaColumnSum, BiasBackwardFp32OddSizes) {
+  PYLON_SKIP_WITHOUT_CUDA();
+  for (auto [N, O] : {std::array{7, 2051}, std::array{1000, 45}, std::array{4099, 384}}) {
+    const std::vector<float> dout = random_f32_values(static_cast<size_t>(N) * O, 40), db0 = random_f32_values(O, 41);
+    DeviceArray<float> d_dout(dout), d_db(db0);
+    DeviceArray<char> ws(bias_backward_workspace_bytes(N, O));
+    bias_backward(d_db.get(), d_dout.get(), N, O, ws.get(), nullptr);
+    EXPECT_TRUE(all_close(d_db.download(), column_sums(dout, db0, N, O), kF32SumTol,
+                          "bias_backward fp32 N=" + std::to_string(N) + " O=" + std::to_string(O)));
+  }
 }
 
 }  // namespace

@@ -65,5 +65,34 @@ TEST(CudaCrossEntropy, LossMean) {
   }
 }
 
+// fp32 logits (the --dtype fp32 model) against the fp64 reference: losses as above; the gradient
+// relative at 3e-5 (exp2 of an fp32 argument of up to ~30, one rounding of it: 1.3e-6; exp2f's 2
+// ulps and the fp32 row sum: ~3e-6 at worst; a bf16 rounding would be 2e-3 and fail).
+constexpr Tolerance kGradF32Tol{3e-5, 1e-10};
+
+void check_cross_entropy_f32(int N, int V, float scale, uint64_t seed) {
+  const size_t n = static_cast<size_t>(N) * V;
+  const std::vector<float> logits = random_f32_values(n, seed, 2.f);
+  const std::vector<int32_t> targets = random_ids(N, V, seed);
+  DeviceArray<float> d_logits(logits), d_losses(N);
+  DeviceArray<int32_t> d_targets(targets);
+  d_losses.poison();
+  cross_entropy_forward_backward(d_losses.get(), d_logits.get(), d_targets.get(), N, V, scale, nullptr);
+  std::vector<double> ref(logits.begin(), logits.end()), ref_losses(N);
+  cpu::cross_entropy_forward(ref_losses.data(), ref.data(), ref.data(), targets.data(), N, V);
+  cpu::cross_entropy_backward(ref.data(), ref.data(), targets.data(), N, V, static_cast<double>(scale));
+  const std::string what = " fp32 N=" + std::to_string(N) + " V=" + std::to_string(V);
+  EXPECT_TRUE(all_close(d_losses.download(), ref_losses, kF32Tol, "losses" + what));
+  EXPECT_TRUE(all_close(d_logits.download(), ref, kGradF32Tol, "dlogits" + what));
+}
+
+TEST(CudaCrossEntropy, Fp32OddVocab) {
+  PYLON_SKIP_WITHOUT_CUDA();
+  check_cross_entropy_f32(5, 40, 1.f, 11);
+  check_cross_entropy_f32(7, 32003, 1.f, 12);      // scalar path, the row in shared memory
+  check_cross_entropy_f32(3, 60000, 0.5f, 13);     // 8-wide path, too long for shared memory in fp32
+  check_cross_entropy_f32(64, 32000, 1.f / 64, 14);
+}
+
 }  // namespace
 }  // namespace pylon::cuda

@@ -80,5 +80,34 @@ TEST(CudaEmbedding, BackwardLongRuns) {
   check_backward(8192, 2048, 32000, 9, ids);
 }
 
+// fp32 table and dout (the --dtype fp32 model): the gather is exact, the scatter-add has the sums'
+// tolerance above; odd sizes (scalar path) and D % 8 == 0 (8-wide path).
+void check_f32(int N, int D, int V, uint64_t seed) {
+  const std::string what = " fp32 N=" + std::to_string(N) + " D=" + std::to_string(D) + " V=" + std::to_string(V);
+  const std::vector<float> table = random_f32_values(static_cast<size_t>(V) * D, seed);
+  const std::vector<float> dout = random_f32_values(static_cast<size_t>(N) * D, seed + 1);
+  const std::vector<float> dtable0 = random_f32_values(static_cast<size_t>(V) * D, seed + 2);
+  const std::vector<int32_t> ids = random_ids(N, V, seed);
+  DeviceArray<float> d_table(table), d_out(static_cast<size_t>(N) * D), d_dout(dout), d_dtable(dtable0);
+  DeviceArray<int32_t> d_ids(ids);
+  DeviceArray<char> ws(embedding_backward_workspace_bytes(N, D, V));
+  d_out.poison();
+  embedding_forward(d_out.get(), d_ids.get(), d_table.get(), N, D, nullptr);
+  embedding_backward(d_dtable.get(), d_dout.get(), d_ids.get(), N, D, V, ws.get(), nullptr);
+  std::vector<double> out(static_cast<size_t>(N) * D), dtable(dtable0.begin(), dtable0.end());
+  const std::vector<double> table_d(table.begin(), table.end()), dout_d(dout.begin(), dout.end());
+  cpu::embedding_forward(out.data(), ids.data(), table_d.data(), N, D);
+  cpu::embedding_backward(dtable.data(), dout_d.data(), ids.data(), N, D);
+  EXPECT_TRUE(all_close(d_out.download(), out, Tolerance{0, 0}, "embedding_forward" + what));
+  EXPECT_TRUE(all_close(d_dtable.download(), dtable, kF32SumTol, "embedding_backward" + what));
+}
+
+TEST(CudaEmbedding, Fp32OddSizes) {
+  PYLON_SKIP_WITHOUT_CUDA();
+  check_f32(7, 2051, 13, 21);
+  check_f32(1000, 77, 3, 22);   // long runs, scalar path
+  check_f32(999, 136, 37, 23);  // 8-wide path, runs across segments
+}
+
 }  // namespace
 }  // namespace pylon::cuda

@@ -1,4 +1,5 @@
-// The cuBLASLt GEMM and the linear layer against fp64 CPU GEMMs on the bf16-rounded operands.
+// The cuBLASLt GEMM and the linear layer against fp64 CPU GEMMs on the bf16-rounded operands; the
+// fp32-operand GEMM on fp32 operands.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -126,6 +127,44 @@ TEST(CudaGemm, LinearBackward) {
     // db: fp32 sums over N rows in another order than the reference: ~10x the fp32 default.
     EXPECT_TRUE(all_close(d_db.download(), db, Tolerance{1e-5, 1e-4}, "db" + what));
   }
+}
+
+// fp32 operands (the --dtype fp32 model), not bf16-rounded: TF32 would round them to 10-bit
+// mantissas, an error of ~2^-11 per product (~6e-3 of Σ|a·b|/sqrt(K) here), far above the slack of
+// 2^-17·Σ|a·b| (fp32 accumulation over K <= 136 terms), so the test tells fp32 from TF32.
+void check_gemm_f32(bool ta, bool tb, int M, int N, int K, float beta, bool bias, Gemm& gemm, uint64_t seed) {
+  const float alpha = beta == 0.f ? 1.f : 0.75f;
+  const std::vector<float> A = random_f32_values(static_cast<size_t>(M) * K, seed);
+  const std::vector<float> B = random_f32_values(static_cast<size_t>(K) * N, seed + 1);
+  const std::vector<float> C0 = random_f32_values(static_cast<size_t>(M) * N, seed + 2);
+  const std::vector<float> b = random_f32_values(N, seed + 3);
+  DeviceArray<float> d_A(A), d_B(B), d_C(C0), d_b(b);
+  if (beta == 0.f) d_C.poison();  // beta 0 must not read C
+  gemm.run(ta, tb, M, N, K, alpha, d_A.get(), ta ? M : K, d_B.get(), tb ? K : N, beta, d_C.get(), N,
+           bias ? d_b.get() : nullptr, nullptr);
+  // The bias is beta·C0 with C0 = the broadcast bias and beta 1 (bias is tested with beta 0 only).
+  std::vector<float> init = C0;
+  if (bias)
+    for (size_t i = 0; i < init.size(); ++i) init[i] = b[i % static_cast<size_t>(N)];
+  const Reference ref = reference(ta, tb, M, N, K, alpha, A, B, bias ? 1.0 : beta, init, true);
+  const std::string what = std::string("gemm fp32 ") + (ta ? "T" : "N") + (tb ? "T" : "N") + " M=" +
+                           std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K) +
+                           " beta=" + std::to_string(beta) + (bias ? " bias" : "");
+  EXPECT_TRUE(all_close(d_C.download(), ref.value, kF32Tol, what, &ref.slack));
+}
+
+TEST(CudaGemm, Fp32AllTransposesBetasAndBias) {
+  PYLON_SKIP_WITHOUT_CUDA();
+  Gemm gemm;
+  uint64_t seed = 100;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      for (float beta : {0.f, 1.f}) {
+        check_gemm_f32(ta, tb, 96, 80, 136, beta, false, gemm, seed += 4);
+        check_gemm_f32(ta, tb, 67, 45, 129, beta, false, gemm, seed += 4);  // odd strides
+      }
+      check_gemm_f32(ta, tb, 67, 45, 129, 0.f, true, gemm, seed += 4);
+    }
 }
 
 }  // namespace

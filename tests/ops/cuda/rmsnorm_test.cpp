@@ -130,5 +130,57 @@ TEST(CudaRmsNorm, BackwardInPlaceResidual) {
   EXPECT_TRUE(bitwise_equal(d_dx.download(), d_inout.download()));
 }
 
+// fp32 (the --dtype fp32 model) on fp32 inputs against the fp64 reference: h and rstd carry a sum
+// of C squares, dx and dw sums over C and N terms in fp32 in another order than the reference, so
+// kF32SumTol throughout (a bf16 rounding left in the path would be ~1e-3 off and fail).
+void check_f32(int N, int C, bool with_delta, uint64_t seed) {
+  const size_t n = static_cast<size_t>(N) * C;
+  const std::string what = " fp32" + shape(N, C) + (with_delta ? " with residual" : "");
+  const std::vector<float> x = random_f32_values(n, seed), delta = random_f32_values(n, seed + 1);
+  const std::vector<float> w = random_f32_values(C, seed + 2), dh = random_f32_values(n, seed + 3);
+  const std::vector<float> dw0 = random_f32_values(C, seed + 4), dsum0 = random_f32_values(C, seed + 5);
+  DeviceArray<float> d_x(x), d_delta(delta), d_w(w), d_xout(n), d_h(n), d_rstd(N), d_dh(dh), d_dx(n), d_dw(dw0),
+      d_dsum(dsum0);
+  DeviceArray<char> ws(rmsnorm_backward_workspace_bytes(N, C));
+  d_xout.poison(), d_h.poison(), d_rstd.poison(), d_dx.poison();
+  residual_rmsnorm_forward(with_delta ? d_xout.get() : nullptr, d_h.get(), d_rstd.get(), d_x.get(),
+                           with_delta ? d_delta.get() : nullptr, d_w.get(), N, C, kEps, nullptr);
+  std::vector<double> x_out(n), h(n), rstd(N);
+  for (size_t i = 0; i < n; ++i) x_out[i] = with_delta ? static_cast<double>(x[i] + delta[i]) : x[i];  // the fp32 sum
+  const std::vector<double> w_d(w.begin(), w.end());
+  cpu::rmsnorm_forward(h.data(), rstd.data(), x_out.data(), w_d.data(), N, C, static_cast<double>(kEps));
+  if (with_delta) {
+    EXPECT_TRUE(all_close(d_xout.download(), x_out, Tolerance{0, 0}, "x_out" + what));
+  }
+  EXPECT_TRUE(all_close(d_h.download(), h, kF32SumTol, "h" + what));
+  const std::vector<float> rstd_got = d_rstd.download();
+  EXPECT_TRUE(all_close(rstd_got, rstd, kF32SumTol, "rstd" + what));
+
+  // Backward on the normalised input x_out with the kernel's own rstd, dresidual = delta.
+  const std::vector<float> xin = with_delta ? d_xout.download() : x;
+  DeviceArray<float> d_xin(xin);
+  rmsnorm_backward(d_dx.get(), d_dw.get(), d_dh.get(), with_delta ? d_delta.get() : nullptr, d_xin.get(), d_w.get(),
+                   d_rstd.get(), N, C, ws.get(), nullptr, d_dsum.get());
+  std::vector<double> dx(n), dw(dw0.begin(), dw0.end()), dh_d(dh.begin(), dh.end()), x_d(xin.begin(), xin.end());
+  const std::vector<double> rstd_f(rstd_got.begin(), rstd_got.end());
+  cpu::rmsnorm_backward(dx.data(), dw.data(), dh_d.data(), x_d.data(), w_d.data(), rstd_f.data(), N, C);
+  if (with_delta)
+    for (size_t i = 0; i < n; ++i) dx[i] += delta[i];
+  std::vector<double> dsum(dsum0.begin(), dsum0.end());
+  for (int r = 0; r < N; ++r)
+    for (int c = 0; c < C; ++c) dsum[static_cast<size_t>(c)] += dx[static_cast<size_t>(r) * C + c];
+  EXPECT_TRUE(all_close(d_dx.download(), dx, kF32SumTol, "dx" + what));
+  EXPECT_TRUE(all_close(d_dw.download(), dw, kF32SumTol, "dw" + what));
+  EXPECT_TRUE(all_close(d_dsum.download(), dsum, kF32SumTol, "dx column sums" + what));
+}
+
+TEST(CudaRmsNorm, Fp32OddSizes) {
+  PYLON_SKIP_WITHOUT_CUDA();
+  check_f32(7, 2051, true, 31);   // scalar path
+  check_f32(37, 2051, false, 32);
+  check_f32(33, 8, true, 33);     // 8-wide path, one chunk
+  check_f32(100, 1024, true, 34);
+}
+
 }  // namespace
 }  // namespace pylon::cuda

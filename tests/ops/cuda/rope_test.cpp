@@ -56,5 +56,35 @@ TEST(CudaRope, BackwardInvertsForward) {
   EXPECT_TRUE(all_close(to_float(d_qkv.download()), qkv, Tolerance{1e-2, 4e-2}, "rope backward(forward(x))"));
 }
 
+// fp32 qkv against the fp64 reference. Positions stay below 12, so angles are under 12 rad: the
+// fp32 θ^(−2i/hd) and p·θ^(−2i/hd) (two roundings, ≤ 1.3e-6 rad) and sincosf (1 ulp) move an output
+// by ≤ 6e-6 for the pair norms here (≤ 4.5): atol 2e-5, rtol 1e-5 (a bf16 rounding: 2e-3).
+constexpr Tolerance kRopeF32Tol{1e-5, 2e-5};
+
+void check_rope_f32(int B, int T, int D, int H, float theta, int pos0, uint64_t seed) {
+  const size_t n = static_cast<size_t>(B) * T * 3 * D;
+  const std::vector<float> qkv = random_f32_values(n, seed);
+  const std::string what = " fp32 B=" + std::to_string(B) + " T=" + std::to_string(T) + " D=" + std::to_string(D) +
+                           " H=" + std::to_string(H) + " pos0=" + std::to_string(pos0);
+  for (bool forward : {true, false}) {
+    DeviceArray<float> d_qkv(qkv);
+    std::vector<double> ref(qkv.begin(), qkv.end());
+    if (forward) {
+      rope_forward(d_qkv.get(), B, T, D, H, theta, pos0, nullptr);
+      cpu::rope_forward(ref.data(), B, T, D, H, static_cast<double>(theta), pos0);
+    } else {
+      rope_backward(d_qkv.get(), B, T, D, H, theta, pos0, nullptr);
+      cpu::rope_backward(ref.data(), B, T, D, H, static_cast<double>(theta), pos0);
+    }
+    EXPECT_TRUE(all_close(d_qkv.download(), ref, kRopeF32Tol, (forward ? "rope_forward" : "rope_backward") + what));
+  }
+}
+
+TEST(CudaRope, Fp32OddSizes) {
+  PYLON_SKIP_WITHOUT_CUDA();
+  check_rope_f32(2, 7, 36, 3, 10000.f, 5, 11);    // hd = 12: the scalar path
+  check_rope_f32(3, 9, 256, 2, 500000.f, 3, 12);  // hd = 128: the 8-wide path
+}
+
 }  // namespace
 }  // namespace pylon::cuda

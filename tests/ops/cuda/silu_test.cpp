@@ -1,4 +1,5 @@
-// SiLU forward and backward against cpu::silu_forward/backward on the bf16-rounded inputs.
+// SiLU forward and backward against cpu::silu_forward/backward on the bf16-rounded inputs, and the
+// fp32 overloads against the fp64 reference on fp32 inputs.
 #include <gtest/gtest.h>
 
 #include "ops/cpu/ops.h"
@@ -92,6 +93,36 @@ TEST(CudaSilu, RecomputeBackwardOddSizes) {
 TEST(CudaSilu, RecomputeBackwardSeedPresetMlp) {
   PYLON_SKIP_WITHOUT_CUDA();
   check_silu_recompute_backward(size_t{8192} * 8192, 0, true, 16);  // (N, 4D), in place as the model does
+}
+
+// fp32: against the fp64 reference at torch's fp32 tolerance (expf and one division: a few ulps),
+// the separate and the fused recompute paths, unaligned (scalar) too.
+void check_silu_f32(size_t n, size_t offset, uint64_t seed) {
+  const std::vector<float> x = random_f32_values(n + offset, seed, 3.f), dy = random_f32_values(n + offset, seed + 1);
+  const auto ni = static_cast<int64_t>(n);
+  DeviceArray<float> d_x(x), d_dy(dy), d_y(n + offset), d_dx(n + offset), d_act(n + offset), d_dx2(n + offset);
+  d_y.poison(), d_dx.poison(), d_act.poison(), d_dx2.poison();
+  silu_forward(d_y.get() + offset, d_x.get() + offset, ni, nullptr);
+  silu_backward(d_dx.get() + offset, d_dy.get() + offset, d_x.get() + offset, ni, nullptr);
+  silu_recompute_backward(d_act.get() + offset, d_dx2.get() + offset, d_dy.get() + offset, d_x.get() + offset, ni,
+                          nullptr);
+  std::vector<double> xs(x.begin() + static_cast<long>(offset), x.end()), dys(dy.begin() + static_cast<long>(offset), dy.end());
+  std::vector<double> y(n), dx(n);
+  cpu::silu_forward(y.data(), xs.data(), ni);
+  cpu::silu_backward(dx.data(), dys.data(), xs.data(), ni);
+  auto tail = [&](const std::vector<float>& v) { return std::vector<float>(v.begin() + static_cast<long>(offset), v.end()); };
+  const std::string what = " fp32 n=" + std::to_string(n) + (offset ? " unaligned" : "");
+  EXPECT_TRUE(all_close(tail(d_y.download()), y, kF32Tol, "silu_forward" + what));
+  EXPECT_TRUE(all_close(tail(d_dx.download()), dx, kF32Tol, "silu_backward" + what));
+  EXPECT_TRUE(all_close(tail(d_act.download()), y, kF32Tol, "silu_recompute_backward act" + what));
+  EXPECT_TRUE(all_close(tail(d_dx2.download()), dx, kF32Tol, "silu_recompute_backward din" + what));
+}
+
+TEST(CudaSilu, Fp32OddSizes) {
+  PYLON_SKIP_WITHOUT_CUDA();
+  check_silu_f32(7, 0, 21);
+  check_silu_f32(1000003, 0, 22);
+  check_silu_f32(1000003, 1, 23);  // scalar path
 }
 
 }  // namespace
