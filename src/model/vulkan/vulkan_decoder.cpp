@@ -59,6 +59,7 @@ struct VulkanDecoder::Impl {
   int pos = 0;
   std::vector<int32_t> history;  // seed preset: all tokens so far
   std::vector<float> last;       // (V)
+  vk::GpuTimes* times = nullptr;  // benchmarks: where device times go
 
   Impl(const std::string& path, const VulkanOptions& o, int max_tokens_)
       : file(path), cfg(file.config()), max_tokens(max_tokens_), ctx(context_options(o)), ops(ctx),
@@ -163,7 +164,7 @@ struct VulkanDecoder::Impl {
     PYLON_CHECK(pos + n <= max_tokens, "context full: ", pos + n, " tokens > ", max_tokens);
     for (int i = 0; i < n; ++i)
       PYLON_CHECK(toks[i] >= 0 && toks[i] < cfg.vocab, "token id ", toks[i], " is outside the vocab ", cfg.vocab);
-    vk::Recorder r(ctx);
+    vk::Recorder r(ctx, times);
     if (cfg.causal()) {
       blocks(r, toks, static_cast<uint32_t>(n), static_cast<uint32_t>(pos));
       head(r, static_cast<uint32_t>(n - 1), 1, last.data());
@@ -183,7 +184,7 @@ struct VulkanDecoder::Impl {
       PYLON_CHECK(toks[i] >= 0 && toks[i] < cfg.vocab, "token id ", toks[i], " is outside the vocab ", cfg.vocab);
     pos = 0;
     history.clear();
-    vk::Recorder r(ctx);
+    vk::Recorder r(ctx, times);
     blocks(r, toks, static_cast<uint32_t>(n), 0);
     head(r, 0, static_cast<uint32_t>(n), out);
   }
@@ -214,6 +215,7 @@ bool VulkanDecoder::use_coopmat(bool on) {
   impl_->ops.set_coopmat(on);
   return impl_->ops.uses_coopmat(64);
 }
+void VulkanDecoder::time_dispatches(vk::GpuTimes* times) { impl_->times = times; }
 void VulkanDecoder::score(const int32_t* tokens, int n, float* logits) { impl_->score(tokens, n, logits); }
 
 EvalResult evaluate_vulkan(VulkanDecoder& model, const TokenFile& data, int batch, int seq, int64_t steps) {

@@ -190,6 +190,10 @@ Context::Context(const ContextOptions& options) {
     for (uint32_t i = 0; i < n_fam && !found; ++i)
       if (fams[i].queueFlags & VK_QUEUE_COMPUTE_BIT) queue_family_ = i, found = true;
     PYLON_CHECK(found, "Vulkan: device ", info_.name, " has no compute queue");
+    if (fams[queue_family_].timestampValidBits > 0 && props.properties.limits.timestampPeriod > 0) {
+      info_.timestamp_ns = props.properties.limits.timestampPeriod;
+      info_.timestamp_bits = fams[queue_family_].timestampValidBits;
+    }
 
     std::vector<const char*> dev_enable;
     if (has_extension(dev_ext, "VK_KHR_portability_subset")) dev_enable.push_back("VK_KHR_portability_subset");

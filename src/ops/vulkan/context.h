@@ -66,6 +66,8 @@ struct DeviceInfo {
   uint64_t storage_offset_alignment = 0, import_alignment = 0;
   bool host_import = false;  // VK_EXT_external_memory_host
   bool coopmat = false;      // VK_KHR_cooperative_matrix fp16 16x16x16 -> fp32, and a shader for it
+  double timestamp_ns = 0;   // nanoseconds per timestamp tick on the compute queue; 0: no timestamps
+  uint32_t timestamp_bits = 0;  // valid bits of a timestamp
   bool unified_memory() const {
     return type == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU || type == VK_PHYSICAL_DEVICE_TYPE_CPU;
   }

@@ -64,6 +64,7 @@ void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint
   const bool gemv = std::string(kernel) == "gemv_subgroup";
   const Kernel& k = kernels_.get(kernel, 6, sizeof(MatmulPush));
   const BufferView none{&dummy_, 0, 0};
+  const uint32_t rows_per_gemv_group = std::max<uint32_t>(1, 128 / std::max<uint32_t>(ctx_.info().subgroup_size, 1));
   for (const DeviceMatrix::Chunk& c : w.chunks) {
     MatmulPush p{};
     p.n = n;
@@ -80,8 +81,8 @@ void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint
     const BufferView scales = w.scales.buffer ? w.scales : none;
     const BufferView b = bias ? bias->chunks[0].values : none;
     const std::vector<BufferView> views{x, c.values, c.values, scales, b, y};
-    if (gemv)
-      r.dispatch(k, views, p, groups_for(static_cast<uint64_t>(c.rows), 4, 65535));
+    if (gemv)  // one row per subgroup
+      r.dispatch(k, views, p, groups_for(static_cast<uint64_t>(c.rows), rows_per_gemv_group, 65535));
     else
       r.dispatch(k, views, p, groups_for(static_cast<uint64_t>(c.rows), 64), groups_for(n, 64));
   }

@@ -8,6 +8,7 @@
 namespace pylon::vk {
 namespace {
 constexpr uint32_t kSetsPerPool = 512, kBindingsPerSet = 8;
+constexpr uint32_t kMaxTimestamps = 4096;  // per command buffer; later commands go untimed
 }
 
 Kernel::Kernel(const Context& ctx, const std::string& name, uint32_t bindings, uint32_t push_bytes)
@@ -65,10 +66,20 @@ const Kernel& KernelCache::get(const std::string& name, uint32_t bindings, uint3
   return *k;
 }
 
-Recorder::Recorder(Context& ctx) : ctx_(ctx) { begin(); }
+Recorder::Recorder(Context& ctx, GpuTimes* times) : ctx_(ctx) {
+  if (times && ctx.info().timestamp_ns > 0) {
+    VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+    qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+    qi.queryCount = kMaxTimestamps;
+    PYLON_VK_CHECK(vkCreateQueryPool(ctx.device(), &qi, nullptr, &queries_));
+    times_ = times;
+  }
+  begin();
+}
 
 Recorder::~Recorder() {
   if (cb_) vkFreeCommandBuffers(ctx_.device(), ctx_.command_pool(), 1, &cb_);
+  if (queries_) vkDestroyQueryPool(ctx_.device(), queries_, nullptr);
   for (VkDescriptorPool p : pools_) vkDestroyDescriptorPool(ctx_.device(), p, nullptr);
 }
 
@@ -76,6 +87,34 @@ void Recorder::begin() {
   cb_ = ctx_.begin_commands();
   for (VkDescriptorPool p : pools_) PYLON_VK_CHECK(vkResetDescriptorPool(ctx_.device(), p, 0));
   pool_ = 0;
+  labels_.clear();
+  if (times_) {
+    vkCmdResetQueryPool(cb_, queries_, 0, kMaxTimestamps);
+    vkCmdWriteTimestamp(cb_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, 0);
+  }
+}
+
+void Recorder::stamp(const std::string& label) {
+  if (!times_ || labels_.size() + 1 >= kMaxTimestamps) return;
+  labels_.push_back(label);
+  vkCmdWriteTimestamp(cb_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, static_cast<uint32_t>(labels_.size()));
+}
+
+void Recorder::collect_times() {
+  if (!times_ || labels_.empty()) return;
+  std::vector<uint64_t> t(labels_.size() + 1);
+  PYLON_VK_CHECK(vkGetQueryPoolResults(ctx_.device(), queries_, 0, static_cast<uint32_t>(t.size()),
+                                       t.size() * 8, t.data(), 8, VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
+  const uint32_t bits = ctx_.info().timestamp_bits;
+  const uint64_t mask = bits >= 64 ? ~0ull : (1ull << bits) - 1;
+  const double tick = ctx_.info().timestamp_ns * 1e-9;
+  for (size_t i = 0; i < labels_.size(); ++i) {
+    GpuTimes::Entry& e = times_->by_kernel[labels_[i]];
+    e.seconds += static_cast<double>((t[i + 1] - t[i]) & mask) * tick;
+    ++e.count;
+  }
+  times_->total += static_cast<double>((t.back() - t.front()) & mask) * tick;
+  ++times_->runs;
 }
 
 VkDescriptorSet Recorder::allocate_set(const Kernel& k) {
@@ -128,12 +167,14 @@ void Recorder::dispatch(const Kernel& k, const std::vector<BufferView>& buffers,
   vkCmdDispatch(cb_, gx, gy, gz);
   ++dispatches_;
   barrier();
+  stamp(k.name());
 }
 
 void Recorder::copy(const Buffer& src, const Buffer& dst, const std::vector<VkBufferCopy>& regions) {
   if (regions.empty()) return;
   vkCmdCopyBuffer(cb_, src.handle(), dst.handle(), static_cast<uint32_t>(regions.size()), regions.data());
   barrier();
+  stamp("copy");
 }
 
 void Recorder::barrier() {
@@ -148,6 +189,7 @@ void Recorder::barrier() {
 void Recorder::run() {
   VkCommandBuffer cb = std::exchange(cb_, VK_NULL_HANDLE);
   ctx_.submit_and_wait(cb);
+  collect_times();
   begin();
 }
 

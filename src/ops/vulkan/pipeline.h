@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ops/vulkan/context.h"
+#include "ops/vulkan/gpu_times.h"
 
 namespace pylon::vk {
 
@@ -54,9 +55,11 @@ class KernelCache {
 
 // Records dispatches into one command buffer; run() submits it and waits. Every dispatch is
 // followed by a full compute/transfer barrier (the ops of a forward depend on each other in turn).
+// With a GpuTimes sink (and a device with timestamps), a timestamp follows every command and run()
+// adds each command's device time to the sink under its kernel's name.
 class Recorder {
  public:
-  explicit Recorder(Context& ctx);
+  explicit Recorder(Context& ctx, GpuTimes* times = nullptr);
   ~Recorder();
   Recorder(const Recorder&) = delete;
   Recorder& operator=(const Recorder&) = delete;
@@ -77,8 +80,13 @@ class Recorder {
 
  private:
   void begin();
+  void stamp(const std::string& label);  // a timestamp after the last command, when timing
+  void collect_times();                  // after a run: the timestamps into times_
   VkDescriptorSet allocate_set(const Kernel& k);
   Context& ctx_;
+  GpuTimes* times_ = nullptr;
+  VkQueryPool queries_ = VK_NULL_HANDLE;
+  std::vector<std::string> labels_;  // label of timestamp i + 1 (timestamp 0 starts the buffer)
   VkCommandBuffer cb_ = VK_NULL_HANDLE;
   std::vector<VkDescriptorPool> pools_;
   size_t pool_ = 0;  // the pool being allocated from

@@ -119,17 +119,19 @@ struct MatmulCase {
 // y = x·Wᵀ (+ bias, + y0 when accumulating) in fp32 on the CPU from the decoded weights, against
 // the device. Weights decode exactly on both sides, so the results differ only by fp32
 // summation order (and, for int8, by the row scale applied once after the sum):
-// |out - ref| <= 1e-4 + 1e-4·|ref| for |x|, |w| <= 1 and up to a few hundred columns. The coopmat
+// |out - ref| <= 1e-4 + 1e-4·|ref| for |x|, |w| <= 1 and up to a few hundred columns, plus
+// 2^-20·Σ|x·w| for the summation order of long rows (thousands of columns). The coopmat
 // GEMM (where the device runs it) rounds x to fp16 first: each product then errs by up to 2^-11 of
 // itself, so its bound adds 2^-11·Σ|x·w| per output.
-void check_matmul(vk::Context& ctx, const MatmulCase& c, bool with_bias, bool accumulate) {
+// x_off: where x starts in its buffer (a row offset, as the head uses for the last token); the
+// GEMV reads x as vec4 when it is a multiple of 4, else element by element.
+void check_matmul(vk::Context& ctx, const MatmulCase& c, bool with_bias, bool accumulate, uint32_t x_off = 3) {
   vk::Ops ops(ctx);
   std::deque<vk::Buffer> keep;
   const TestWeight tw = encode(c.dtype, c.rows, c.cols, c.group, c.scale_f16, 7);
   const vk::DeviceMatrix w = vk::upload_tensor(ctx, tw.host(c.dtype, c.rows, c.cols, c.group, c.scale_f16), keep);
   const TestWeight tb = encode(EdgeDType::f16, 1, c.rows, 0, false, 8);
   const vk::DeviceMatrix b = vk::upload_tensor(ctx, tb.host(EdgeDType::f16, 1, c.rows, 0, false), keep);
-  const uint32_t x_off = 3;  // a row offset into x, as the head uses for the last token
   const std::vector<float> x = random_floats(x_off + c.n * c.cols, 9);
   const std::vector<float> y0 = random_floats(c.n * c.rows, 10);
   std::vector<float> ref(y0.size()), slack(y0.size(), 0.f);
@@ -141,7 +143,7 @@ void check_matmul(vk::Context& ctx, const MatmulCase& c, bool with_bias, bool ac
         const float p = x[x_off + i * c.cols + k] * tw.dequantized[r * c.cols + k];
         acc += p, magnitude += std::fabs(p);
       }
-      if (coopmat) slack[i * c.rows + r] = magnitude / 2048.f;
+      slack[i * c.rows + r] = (coopmat ? magnitude / 2048.f : 0.f) + magnitude / 1048576.f;
       if (with_bias) acc += tb.dequantized[r];
       ref[i * c.rows + r] = accumulate ? y0[i * c.rows + r] + acc : acc;
     }
@@ -152,7 +154,8 @@ void check_matmul(vk::Context& ctx, const MatmulCase& c, bool with_bias, bool ac
   expect_close(read_floats(ctx, yb, y0.size()), ref, 1e-4f, 1e-4f,
                std::string(edge_dtype_name(c.dtype)) + " rows " + std::to_string(c.rows) + " cols " +
                    std::to_string(c.cols) + " n " + std::to_string(c.n) + " chunks " +
-                   std::to_string(w.chunks.size()) + (coopmat ? " coopmat" : ""),
+                   std::to_string(w.chunks.size()) + " x_off " + std::to_string(x_off) +
+                   (coopmat ? " coopmat" : ""),
                slack);
 }
 
@@ -162,13 +165,16 @@ const MatmulCase kCases[] = {
     {EdgeDType::int8, 37, 71, 1},  {EdgeDType::int8, 70, 96, 1},  {EdgeDType::int8, 70, 96, 3},
     {EdgeDType::int4, 37, 71, 1},  {EdgeDType::int4, 70, 96, 1},  {EdgeDType::int4, 70, 96, 66},
     {EdgeDType::int4, 33, 128, 1, 64, false}, {EdgeDType::int4, 33, 128, 9, 64, false},
+    // GEMV rows of many 16-byte words (the four-words-in-flight loop and its remainder).
+    {EdgeDType::f32, 9, 1028, 1},  {EdgeDType::f16, 19, 4104, 1}, {EdgeDType::int8, 23, 2064, 1},
+    {EdgeDType::int4, 21, 4160, 1}, {EdgeDType::int4, 6, 4224, 1, 64, false},
 };
 
 TEST(VulkanOps, MatmulEveryDtypeAgainstTheCpu) {
   PYLON_VULKAN_CONTEXT_OR_SKIP(ctx);
   for (const MatmulCase& c : kCases) {
-    check_matmul(*ctx, c, false, false);
-    check_matmul(*ctx, c, true, true);
+    check_matmul(*ctx, c, false, false, 3);
+    check_matmul(*ctx, c, true, true, 4);
   }
 }
 

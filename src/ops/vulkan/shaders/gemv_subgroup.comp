@@ -1,6 +1,12 @@
-// Decode GEMV (one token): y (ldy) [+]= x (cols) · W(chunk)ᵀ. One subgroup per weight row, each
-// lane striding over the row in 16-byte vectors when rows are 16-byte aligned (else element by
-// element), then a subgroup reduction: no shared memory, no barriers.
+// Decode GEMV (one token): y (ldy) [+]= x (cols) · W(chunk)ᵀ. One subgroup per weight row. When
+// rows are whole 16-byte words, lane i reads words i, i + S, i + 2S, ... of its row (S = subgroup
+// size, so each subgroup load is S contiguous words), four words in flight per lane, x read as vec4
+// beside them, and decodes whole 32-bit words: f16 as pairs (unpackHalf2x16), int8 four and int4
+// eight at a time with shifts (sign extension by an arithmetic right shift). Other rows (odd
+// sizes) go element by element. A subgroup reduction ends each row: no shared memory, no barriers.
+// x is not staged in shared memory: a workgroup holds only 128 / S rows (enough workgroups to fill
+// the GPU at D = 2048 needs few rows each), so staging would read all of x per few rows from L2
+// again; the vec4 loads hit L1 instead.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -8,23 +14,52 @@
 layout(local_size_x = 128) in;
 #include "matmul_common.glsl"
 
-float dot4(vec4 a, uint o) { return dot(a, vec4(X[o], X[o + 1u], X[o + 2u], X[o + 3u])); }
-float dot_f16(uint w, uint o) { return dot(unpackHalf2x16(w), vec2(X[o], X[o + 1u])); }
-float dot_i8(uint w, uint o) {
-  const ivec4 q = ivec4(bitfieldExtract(int(w), 0, 8), bitfieldExtract(int(w), 8, 8),
-                        bitfieldExtract(int(w), 16, 8), bitfieldExtract(int(w), 24, 8));
-  return dot4(vec4(q), o);
-}
-float dot_i4(uint w, uint o) {
-  float s = 0.0;
-  for (int k = 0; k < 8; k += 4)
-    s += dot(vec4(bitfieldExtract(int(w), 4 * k, 4), bitfieldExtract(int(w), 4 * k + 4, 4),
-                  bitfieldExtract(int(w), 4 * k + 8, 4), bitfieldExtract(int(w), 4 * k + 12, 4)),
-             vec4(X[o + uint(k)], X[o + uint(k) + 1u], X[o + uint(k) + 2u], X[o + uint(k) + 3u]));
-  return s;
+layout(std430, binding = 0) readonly buffer X4Buf { vec4 X4[]; };  // X seen as vec4 (x_off % 4 == 0)
+
+// x[c .. c + 3] (c relative to x_off, a multiple of 4).
+vec4 x4(uint c) {
+  const uint o = pc.x_off + c;
+  if ((pc.x_off & 3u) == 0u) return X4[o >> 2];
+  return vec4(X[o], X[o + 1u], X[o + 2u], X[o + 3u]);
 }
 
-// Bytes of one row, and whether every row starts 16-byte aligned with whole groups per vector.
+vec4 f16x4(uint a, uint b) { return vec4(unpackHalf2x16(a), unpackHalf2x16(b)); }
+vec4 i8x4(uint w) { return vec4((ivec4(int(w)) << ivec4(24, 16, 8, 0)) >> 24); }  // bytes 0..3
+vec4 i4lo(uint w) { return vec4((ivec4(int(w)) << ivec4(28, 24, 20, 16)) >> 28); }  // nibbles 0..3
+vec4 i4hi(uint w) { return vec4((ivec4(int(w)) << ivec4(12, 8, 4, 0)) >> 28); }     // nibbles 4..7
+
+// x · (the columns of 16-byte word v of a row), per encoding: 4 f32, 8 f16, 16 int8, 32 int4
+// (unscaled).
+float dot_f32(uvec4 w, uint v) { return dot(uintBitsToFloat(w), x4(v * 4u)); }
+float dot_f16(uvec4 w, uint v) {
+  const uint c = v * 8u;
+  return dot(f16x4(w.x, w.y), x4(c)) + dot(f16x4(w.z, w.w), x4(c + 4u));
+}
+float dot_i8(uvec4 w, uint v) {
+  const uint c = v * 16u;
+  return dot(i8x4(w.x), x4(c)) + dot(i8x4(w.y), x4(c + 4u)) + dot(i8x4(w.z), x4(c + 8u)) +
+         dot(i8x4(w.w), x4(c + 12u));
+}
+float dot_i4_word(uint w, uint c) { return dot(i4lo(w), x4(c)) + dot(i4hi(w), x4(c + 4u)); }
+float dot_i4(uvec4 w, uint v) {
+  const uint c = v * 32u;
+  return dot_i4_word(w.x, c) + dot_i4_word(w.y, c + 8u) + dot_i4_word(w.z, c + 16u) +
+         dot_i4_word(w.w, c + 24u);
+}
+
+// This lane's share of a row of `per_row` words from word `base`: DOT(w, v) for its words, four
+// loads issued before their use.
+#define ROW_WORDS(DOT)                                                                        \
+  {                                                                                           \
+    uint v = lane;                                                                            \
+    for (; v + 3u * S < per_row; v += 4u * S) {                                               \
+      const uvec4 w0 = W4[base + v], w1 = W4[base + v + S], w2 = W4[base + v + 2u * S],      \
+                  w3 = W4[base + v + 3u * S];                                                 \
+      acc += DOT(w0, v) + DOT(w1, v + S) + DOT(w2, v + 2u * S) + DOT(w3, v + 3u * S);         \
+    }                                                                                         \
+    for (; v < per_row; v += S) acc += DOT(W4[base + v], v);                                  \
+  }
+
 uint row_bytes() {
   if (pc.wtype == WT_F32) return pc.cols * 4u;
   if (pc.wtype == WT_F16) return pc.cols * 2u;
@@ -33,38 +68,27 @@ uint row_bytes() {
 }
 
 float row_dot(uint r) {
-  const uint lane = gl_SubgroupInvocationID, step = gl_SubgroupSize, x0 = pc.x_off;
+  const uint lane = gl_SubgroupInvocationID, S = gl_SubgroupSize;
   float acc = 0.0;
-  const bool vec = row_bytes() % 16u == 0u && (pc.wtype != WT_INT4 || pc.group % 32u == 0u);
-  if (!vec) {
-    for (uint c = lane; c < pc.cols; c += step) acc += X[x0 + c] * w_at(r, c);
+  const bool words = row_bytes() % 16u == 0u && (pc.wtype != WT_INT4 || pc.group % 32u == 0u);
+  if (!words) {
+    for (uint c = lane; c < pc.cols; c += S) acc += X[pc.x_off + c] * w_at(r, c);
     return acc;
   }
-  const uint per_row = row_bytes() / 16u;
-  const uint base = r * per_row;
+  const uint per_row = row_bytes() / 16u, base = r * per_row;
   if (pc.wtype == WT_F32) {
-    for (uint v = lane; v < per_row; v += step) acc += dot4(uintBitsToFloat(W4[base + v]), x0 + v * 4u);
+    ROW_WORDS(dot_f32)
   } else if (pc.wtype == WT_F16) {
-    for (uint v = lane; v < per_row; v += step) {
-      const uvec4 w = W4[base + v];
-      const uint o = x0 + v * 8u;
-      acc += dot_f16(w.x, o) + dot_f16(w.y, o + 2u) + dot_f16(w.z, o + 4u) + dot_f16(w.w, o + 6u);
-    }
+    ROW_WORDS(dot_f16)
   } else if (pc.wtype == WT_INT8) {
-    for (uint v = lane; v < per_row; v += step) {
-      const uvec4 w = W4[base + v];
-      const uint o = x0 + v * 16u;
-      acc += dot_i8(w.x, o) + dot_i8(w.y, o + 4u) + dot_i8(w.z, o + 8u) + dot_i8(w.w, o + 12u);
-    }
+    ROW_WORDS(dot_i8)
     acc *= scale_at(pc.row_base + r);
   } else {
-    const uint groups = int4_groups(), srow = (pc.row_base + r) * groups;
-    for (uint v = lane; v < per_row; v += step) {
-      const uvec4 w = W4[base + v];
-      const uint c = v * 32u, o = x0 + c;
-      const float s = dot_i4(w.x, o) + dot_i4(w.y, o + 8u) + dot_i4(w.z, o + 16u) + dot_i4(w.w, o + 24u);
-      acc += s * scale_at(srow + c / pc.group);
-    }
+    // A word's 32 columns lie in one group (group % 32 == 0).
+    const uint srow = (pc.row_base + r) * int4_groups(), words_per_group = pc.group / 32u;
+#define DOT_I4_SCALED(w, v) (dot_i4(w, v) * scale_at(srow + (v) / words_per_group))
+    ROW_WORDS(DOT_I4_SCALED)
+#undef DOT_I4_SCALED
   }
   return acc;
 }
