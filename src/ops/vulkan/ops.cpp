@@ -1,6 +1,7 @@
 #include "ops/vulkan/ops.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 
 #include "core/error.h"
@@ -26,6 +27,14 @@ uint32_t groups_for(uint64_t items, uint32_t per_group, uint32_t cap = 65535) {
   return static_cast<uint32_t>(std::min<uint64_t>((items + per_group - 1) / per_group, cap));
 }
 
+// 4 on GPUs, 1 on CPU devices (llvmpipe); env PYLON_VK_GEMV_UNROLL=1|4 overrides it (benchmarks).
+uint32_t gemv_unroll(const DeviceInfo& info) {
+  const char* env = std::getenv("PYLON_VK_GEMV_UNROLL");
+  if (env && std::string(env) == "1") return 1;
+  if (env && std::string(env) == "4") return 4;
+  return info.type == VK_PHYSICAL_DEVICE_TYPE_CPU ? 1 : 4;
+}
+
 }  // namespace
 
 uint64_t row_bytes(EdgeDType dtype, int64_t cols) {
@@ -38,7 +47,8 @@ uint64_t row_bytes(EdgeDType dtype, int64_t cols) {
   return 0;
 }
 
-Ops::Ops(Context& ctx) : ctx_(ctx), kernels_(ctx), dummy_(ctx.make_buffer(16, MemoryKind::device)) {}
+Ops::Ops(Context& ctx)
+    : ctx_(ctx), kernels_(ctx), gemv_unroll_(gemv_unroll(ctx.info())), dummy_(ctx.make_buffer(16, MemoryKind::device)) {}
 
 bool Ops::uses_coopmat(uint32_t n) const {
   // The coopmat kernel assumes 4 subgroups of 32 (NVIDIA, most desktop GPUs); prefill only.
@@ -62,7 +72,8 @@ void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint
                       const DeviceMatrix* bias, bool accumulate) {
   PYLON_ASSERT(!bias || bias->chunks.size() == 1, "a bias is one chunk");
   const bool gemv = std::string(kernel) == "gemv_subgroup";
-  const Kernel& k = kernels_.get(kernel, 6, sizeof(MatmulPush));
+  const Kernel& k = gemv ? kernels_.get(kernel, 6, sizeof(MatmulPush), {gemv_unroll_})
+                        : kernels_.get(kernel, 6, sizeof(MatmulPush));
   const BufferView none{&dummy_, 0, 0};
   const uint32_t rows_per_gemv_group = std::max<uint32_t>(1, 128 / std::max<uint32_t>(ctx_.info().subgroup_size, 1));
   for (const DeviceMatrix::Chunk& c : w.chunks) {

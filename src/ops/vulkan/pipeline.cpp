@@ -11,7 +11,8 @@ constexpr uint32_t kSetsPerPool = 512, kBindingsPerSet = 8;
 constexpr uint32_t kMaxTimestamps = 4096;  // per command buffer; later commands go untimed
 }
 
-Kernel::Kernel(const Context& ctx, const std::string& name, uint32_t bindings, uint32_t push_bytes)
+Kernel::Kernel(const Context& ctx, const std::string& name, uint32_t bindings, uint32_t push_bytes,
+               const std::vector<uint32_t>& spec)
     : device_(ctx.device()), name_(name), bindings_(bindings), push_bytes_(push_bytes) {
   const auto code = spirv_module(name);
   PYLON_ASSERT(!code.empty(), "no SPIR-V module named ", name);
@@ -40,6 +41,10 @@ Kernel::Kernel(const Context& ctx, const std::string& name, uint32_t bindings, u
     cp.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
     cp.stage.module = module_;
     cp.stage.pName = "main";
+    std::vector<VkSpecializationMapEntry> entries(spec.size());
+    for (uint32_t i = 0; i < spec.size(); ++i) entries[i] = {i, i * 4, 4};
+    const VkSpecializationInfo si{static_cast<uint32_t>(spec.size()), entries.data(), spec.size() * 4, spec.data()};
+    if (!spec.empty()) cp.stage.pSpecializationInfo = &si;
     cp.layout = layout_;
     PYLON_VK_CHECK(vkCreateComputePipelines(device_, ctx.pipeline_cache(), 1, &cp, nullptr, &pipeline_));
   } catch (...) {
@@ -58,9 +63,12 @@ void Kernel::destroy() {
   pipeline_ = VK_NULL_HANDLE, module_ = VK_NULL_HANDLE, layout_ = VK_NULL_HANDLE, set_layout_ = VK_NULL_HANDLE;
 }
 
-const Kernel& KernelCache::get(const std::string& name, uint32_t bindings, uint32_t push_bytes) {
-  auto& k = kernels_[name];
-  if (!k) k = std::make_unique<Kernel>(ctx_, name, bindings, push_bytes);
+const Kernel& KernelCache::get(const std::string& name, uint32_t bindings, uint32_t push_bytes,
+                               const std::vector<uint32_t>& spec) {
+  std::string key = name;
+  for (const uint32_t v : spec) key += "/" + std::to_string(v);
+  auto& k = kernels_[key];
+  if (!k) k = std::make_unique<Kernel>(ctx_, name, bindings, push_bytes, spec);
   PYLON_ASSERT(k->bindings() == bindings && k->push_bytes() == push_bytes, "kernel ", name,
                " asked for with another signature");
   return *k;

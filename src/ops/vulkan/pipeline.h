@@ -15,11 +15,12 @@
 
 namespace pylon::vk {
 
-// One shader: `bindings` storage buffers at binding 0..bindings-1 and `push_bytes` of push
-// constants. Move-only owner of the layouts and the pipeline.
+// One shader: `bindings` storage buffers at binding 0..bindings-1, `push_bytes` of push constants
+// and uint specialization constants 0..spec.size()-1. Move-only owner of the layouts and pipeline.
 class Kernel {
  public:
-  Kernel(const Context& ctx, const std::string& name, uint32_t bindings, uint32_t push_bytes);
+  Kernel(const Context& ctx, const std::string& name, uint32_t bindings, uint32_t push_bytes,
+         const std::vector<uint32_t>& spec = {});
   ~Kernel();
   Kernel(const Kernel&) = delete;
   Kernel& operator=(const Kernel&) = delete;
@@ -42,11 +43,12 @@ class Kernel {
   VkPipeline pipeline_ = VK_NULL_HANDLE;
 };
 
-// The kernels of one context, built on first use.
+// The kernels of one context, built on first use (one per name and specialization).
 class KernelCache {
  public:
   explicit KernelCache(const Context& ctx) : ctx_(ctx) {}
-  const Kernel& get(const std::string& name, uint32_t bindings, uint32_t push_bytes);
+  const Kernel& get(const std::string& name, uint32_t bindings, uint32_t push_bytes,
+                    const std::vector<uint32_t>& spec = {});
 
  private:
   const Context& ctx_;
