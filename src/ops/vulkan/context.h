@@ -104,8 +104,9 @@ class Context {
     record(cb);
     submit_and_wait(cb);
   }
-  VkCommandBuffer begin_commands();
-  void submit_and_wait(VkCommandBuffer cb);  // frees cb
+  VkCommandBuffer begin_commands(bool one_time = true);  // false: a buffer to submit many times
+  void submit_and_wait(VkCommandBuffer cb);  // ends and frees cb
+  void submit_ended_and_wait(VkCommandBuffer cb);  // cb already ended; it stays (resubmittable)
 
   // Every vkAllocateMemory goes through here: env PYLON_VK_FAIL_ALLOC=N makes the N-th one fail
   // with VK_ERROR_OUT_OF_DEVICE_MEMORY (tests inject allocation failures this way).

@@ -48,7 +48,11 @@ uint64_t row_bytes(EdgeDType dtype, int64_t cols) {
 }
 
 Ops::Ops(Context& ctx)
-    : ctx_(ctx), kernels_(ctx), gemv_unroll_(gemv_unroll(ctx.info())), dummy_(ctx.make_buffer(16, MemoryKind::device)) {}
+    : ctx_(ctx), kernels_(ctx), gemv_unroll_(gemv_unroll(ctx.info())), dummy_(ctx.make_buffer(16, MemoryKind::device)),
+      zero_(ctx.make_buffer(16, MemoryKind::device)) {
+  const uint32_t zeros[4] = {0, 0, 0, 0};
+  ctx.upload(zero_, 0, zeros, sizeof(zeros));
+}
 
 bool Ops::uses_coopmat(uint32_t n) const {
   // The coopmat kernel assumes 4 subgroups of 32 (NVIDIA, most desktop GPUs); prefill only.
@@ -126,18 +130,22 @@ void Ops::silu(Recorder& r, const BufferView& x, uint32_t count) {
   r.dispatch(kernels_.get("silu", 1, sizeof(p)), {x}, p, groups_for(count, 256, 4096));
 }
 
-void Ops::rope(Recorder& r, const BufferView& qkv, const BufferView& table, uint32_t n, uint32_t dim,
-               uint32_t heads, uint32_t pos0) {
+void Ops::rope(Recorder& r, const BufferView& qkv, const BufferView& table, const BufferView& position,
+               uint32_t n, uint32_t dim, uint32_t heads, uint32_t pos0, const KvCache* append) {
   const struct {
-    uint32_t n, dim, heads, pos0;
-  } p{n, dim, heads, pos0};
-  r.dispatch(kernels_.get("rope", 2, sizeof(p)), {qkv, table}, p, groups_for(dim / 2, 64), n);
+    uint32_t n, dim, heads, pos0, append;
+  } p{n, dim, heads, pos0, append ? 1u : 0u};
+  const BufferView none{&dummy_, 0, 0};
+  r.dispatch(kernels_.get("rope", 5, sizeof(p)),
+             {qkv, table, position, append ? append->k : none, append ? append->v : none}, p,
+             groups_for(dim / 2, 64), n);
 }
 
 void Ops::attention(Recorder& r, const BufferView& q, const BufferView& k, const BufferView& v,
-                    const BufferView& scores, const BufferView& out, const AttentionArgs& a) {
+                    const BufferView& scores, const BufferView& out, const BufferView& position,
+                    const AttentionArgs& a) {
   PYLON_CHECK(a.hd <= 256, "Vulkan attention: head dim ", a.hd, " > 256");
-  r.dispatch(kernels_.get("attention", 5, sizeof(a)), {q, k, v, scores, out}, a, a.n, a.heads);
+  r.dispatch(kernels_.get("attention", 6, sizeof(a)), {q, k, v, scores, out, position}, a, a.n, a.heads);
 }
 
 }  // namespace pylon::vk

@@ -51,17 +51,28 @@ class Ops {
   void rmsnorm(Recorder& r, const BufferView& y, const BufferView& x, const DeviceMatrix& w,
                uint32_t n, float eps);
   void silu(Recorder& r, const BufferView& x, uint32_t count);
-  // qkv (n, 3D) rotated at positions pos0 + i; table: (positions, hd/2) vec2 {cos, sin}.
-  void rope(Recorder& r, const BufferView& qkv, const BufferView& table, uint32_t n, uint32_t dim,
-            uint32_t heads, uint32_t pos0);
+  // Positions: a forward's first token is at p = pos0 + position[0], position a uint buffer read on
+  // the device (so that one recording of a decode step serves every position); zero_position()
+  // holds 0.
+  BufferView zero_position() const { return {&zero_, 0, 16}; }
+  // One layer's KV cache: (positions, dim) keys and values.
+  struct KvCache {
+    BufferView k, v;
+  };
+  // qkv (n, 3D) rotated at positions p + i; table: (positions, hd/2) vec2 {cos, sin}. With a cache,
+  // token i's rotated k and its v are also written to row p + i of it (the KV append).
+  void rope(Recorder& r, const BufferView& qkv, const BufferView& table, const BufferView& position,
+            uint32_t n, uint32_t dim, uint32_t heads, uint32_t pos0, const KvCache* append = nullptr);
   struct AttentionArgs {
     uint32_t n, heads, hd, keys, pos0, causal;
     uint32_t q_off, q_stride, k_off, k_stride, v_off, v_stride, o_stride, max_keys;
     float scale;
   };
-  // out (n, o_stride) per head; scores: n * heads * max_keys floats of scratch.
+  // out (n, o_stride) per head; scores: n * heads * max_keys floats of scratch. Causal: query i
+  // sees keys 0 .. p + i (p from a.pos0 and position, as for rope).
   void attention(Recorder& r, const BufferView& q, const BufferView& k, const BufferView& v,
-                 const BufferView& scores, const BufferView& out, const AttentionArgs& a);
+                 const BufferView& scores, const BufferView& out, const BufferView& position,
+                 const AttentionArgs& a);
 
  private:
   void matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint32_t ldy,
@@ -72,6 +83,7 @@ class Ops {
   bool coopmat_on_ = true;
   uint32_t gemv_unroll_;  // words in flight per lane in the GEMV (shaders/gemv_subgroup.comp)
   Buffer dummy_;  // bound where a shader's optional buffer is absent
+  Buffer zero_;   // 16 bytes of zeros: zero_position()
 };
 
 }  // namespace pylon::vk

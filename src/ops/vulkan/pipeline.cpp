@@ -74,7 +74,7 @@ const Kernel& KernelCache::get(const std::string& name, uint32_t bindings, uint3
   return *k;
 }
 
-Recorder::Recorder(Context& ctx, GpuTimes* times) : ctx_(ctx) {
+Recorder::Recorder(Context& ctx, GpuTimes* times, bool reusable) : ctx_(ctx), reusable_(reusable) {
   if (times && ctx.info().timestamp_ns > 0) {
     VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
     qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
@@ -92,7 +92,7 @@ Recorder::~Recorder() {
 }
 
 void Recorder::begin() {
-  cb_ = ctx_.begin_commands();
+  cb_ = ctx_.begin_commands(!reusable_);
   for (VkDescriptorPool p : pools_) PYLON_VK_CHECK(vkResetDescriptorPool(ctx_.device(), p, 0));
   pool_ = 0;
   labels_.clear();
@@ -153,6 +153,7 @@ void Recorder::dispatch(const Kernel& k, const std::vector<BufferView>& buffers,
                         uint32_t gx, uint32_t gy, uint32_t gz) {
   PYLON_ASSERT(buffers.size() == k.bindings(), k.name(), ": ", buffers.size(), " buffers for ",
                k.bindings(), " bindings");
+  PYLON_ASSERT(!ended_, "a replayed recording cannot grow");
   if (gx == 0 || gy == 0 || gz == 0) return;
   const VkDescriptorSet set = allocate_set(k);
   std::vector<VkDescriptorBufferInfo> infos(buffers.size());
@@ -179,6 +180,7 @@ void Recorder::dispatch(const Kernel& k, const std::vector<BufferView>& buffers,
 }
 
 void Recorder::copy(const Buffer& src, const Buffer& dst, const std::vector<VkBufferCopy>& regions) {
+  PYLON_ASSERT(!ended_, "a replayed recording cannot grow");
   if (regions.empty()) return;
   vkCmdCopyBuffer(cb_, src.handle(), dst.handle(), static_cast<uint32_t>(regions.size()), regions.data());
   barrier();
@@ -194,7 +196,16 @@ void Recorder::barrier() {
   vkCmdPipelineBarrier(cb_, stages, stages | VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
 }
 
+void Recorder::replay() {
+  PYLON_ASSERT(reusable_, "replay() needs a reusable recorder");
+  if (!ended_) PYLON_VK_CHECK(vkEndCommandBuffer(cb_));
+  ended_ = true;
+  ctx_.submit_ended_and_wait(cb_);
+  collect_times();
+}
+
 void Recorder::run() {
+  PYLON_ASSERT(!reusable_, "a reusable recorder is replay()ed");
   VkCommandBuffer cb = std::exchange(cb_, VK_NULL_HANDLE);
   ctx_.submit_and_wait(cb);
   collect_times();

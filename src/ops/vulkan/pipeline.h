@@ -58,10 +58,12 @@ class KernelCache {
 // Records dispatches into one command buffer; run() submits it and waits. Every dispatch is
 // followed by a full compute/transfer barrier (the ops of a forward depend on each other in turn).
 // With a GpuTimes sink (and a device with timestamps), a timestamp follows every command and run()
-// adds each command's device time to the sink under its kernel's name.
+// adds each command's device time to the sink under its kernel's name. A reusable recorder is
+// recorded once and then replay()ed: the same commands, descriptor sets and barriers each time, on
+// whatever the bound buffers hold then (a decode step: the token and position live in buffers).
 class Recorder {
  public:
-  explicit Recorder(Context& ctx, GpuTimes* times = nullptr);
+  explicit Recorder(Context& ctx, GpuTimes* times = nullptr, bool reusable = false);
   ~Recorder();
   Recorder(const Recorder&) = delete;
   Recorder& operator=(const Recorder&) = delete;
@@ -76,8 +78,10 @@ class Recorder {
   }
   void copy(const Buffer& src, const Buffer& dst, const std::vector<VkBufferCopy>& regions);
   void barrier();
-  // Submits, waits, and starts a fresh command buffer for what comes next.
+  // Submits, waits, and starts a fresh command buffer for what comes next (not when reusable).
   void run();
+  // Reusable only: ends the recording on first use (nothing can be added after), submits, waits.
+  void replay();
   int dispatches() const { return dispatches_; }
 
  private:
@@ -87,6 +91,7 @@ class Recorder {
   VkDescriptorSet allocate_set(const Kernel& k);
   Context& ctx_;
   GpuTimes* times_ = nullptr;
+  bool reusable_ = false, ended_ = false;
   VkQueryPool queries_ = VK_NULL_HANDLE;
   std::vector<std::string> labels_;  // label of timestamp i + 1 (timestamp 0 starts the buffer)
   VkCommandBuffer cb_ = VK_NULL_HANDLE;

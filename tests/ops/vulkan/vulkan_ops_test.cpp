@@ -232,12 +232,26 @@ TEST(VulkanOps, RopeAndAttention) {
     }
   std::vector<float> qkv = random_floats(n * 3 * D, 11), ref = qkv;
   cpu::rope_forward(ref.data(), 1, n, D, H, theta, pos0);
+  // The position split between the push constant (2) and the device buffer (5), and the KV
+  // append: rows pos0 .. pos0 + n - 1 of the caches get the rotated k and the v of each token.
   vk::Buffer qb = device_vector(*ctx, qkv), tb = device_vector(*ctx, table);
+  vk::Buffer pb = device_vector(*ctx, std::vector<uint32_t>{5, 0, 0, 0});
+  const std::vector<float> kc0 = random_floats(T * D, 15), vc0 = random_floats(T * D, 16);
+  vk::Buffer kc0b = device_vector(*ctx, kc0), vc0b = device_vector(*ctx, vc0);
   vk::Recorder rec(*ctx);
-  ops.rope(rec, {&qb}, {&tb}, n, D, H, pos0);
+  const vk::Ops::KvCache cache{{&kc0b}, {&vc0b}};
+  ops.rope(rec, {&qb}, {&tb}, {&pb}, n, D, H, 2, &cache);
   rec.run();
   const std::vector<float> rotated = read_floats(*ctx, qb, qkv.size());
   expect_close(rotated, ref, 1e-6f, 1e-5f, "rope");
+  std::vector<float> k_ref = kc0, v_ref = vc0;
+  for (int i = 0; i < n; ++i)
+    for (int c = 0; c < D; ++c) {
+      k_ref[(pos0 + i) * D + c] = ref[i * 3 * D + D + c];
+      v_ref[(pos0 + i) * D + c] = qkv[i * 3 * D + 2 * D + c];
+    }
+  expect_close(read_floats(*ctx, kc0b, k_ref.size()), k_ref, 1e-6f, 1e-5f, "rope: k appended");
+  expect_close(read_floats(*ctx, vc0b, v_ref.size()), v_ref, 0.f, 0.f, "rope: v appended");
 
   // Causal over a cache of pos0 + n keys, and bidirectional over the packed rows themselves.
   const std::vector<float> kc = random_floats(T * D, 12), vc = random_floats(T * D, 13);
@@ -247,12 +261,12 @@ TEST(VulkanOps, RopeAndAttention) {
   const float scale = 1.f / std::sqrt(float(hd));
   for (const bool causal : {true, false}) {
     vk::Ops::AttentionArgs a{};
-    a.n = n, a.heads = H, a.hd = hd, a.pos0 = pos0, a.causal = causal, a.q_off = 0, a.q_stride = 3 * D;
+    a.n = n, a.heads = H, a.hd = hd, a.pos0 = pos0 - 5, a.causal = causal, a.q_off = 0, a.q_stride = 3 * D;
     a.o_stride = D, a.max_keys = T, a.scale = scale;
     if (causal) a.keys = pos0 + n, a.k_off = 0, a.k_stride = D, a.v_off = 0, a.v_stride = D;
     else a.keys = n, a.k_off = D, a.k_stride = 3 * D, a.v_off = 2 * D, a.v_stride = 3 * D;
-    if (causal) ops.attention(rec, {&qb}, {&kb}, {&vb}, {&sb}, {&ob}, a);
-    else ops.attention(rec, {&qb}, {&qb}, {&qb}, {&sb}, {&ob}, a);
+    if (causal) ops.attention(rec, {&qb}, {&kb}, {&vb}, {&sb}, {&ob}, {&pb}, a);  // position 2 + 5
+    else ops.attention(rec, {&qb}, {&qb}, {&qb}, {&sb}, {&ob}, ops.zero_position(), a);
     rec.run();
     const std::vector<float>& K = causal ? kc : rotated;
     const std::vector<float>& Vv = causal ? vc : rotated;

@@ -2,7 +2,8 @@
 // scratch row, softmax (max and sum reduced over subgroups and shared memory), then p·V.
 // Queries: Q[q_off + i * q_stride + h * hd + c]; keys and values likewise with their own offsets
 // and strides (the packed qkv rows for the seed preset, the KV cache for the causal one).
-// Causal: query i sees keys 0 .. pos0 + i; otherwise all `keys`.
+// Causal: query i sees keys 0 .. p + i, p = pos0 + position[0] (read on the device, so that one
+// recorded decode step serves every position); otherwise all `keys`.
 #version 450
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -17,6 +18,7 @@ layout(std430, binding = 1) readonly buffer K { float k[]; };
 layout(std430, binding = 2) readonly buffer V { float v[]; };
 layout(std430, binding = 3) coherent buffer Scores { float s[]; };
 layout(std430, binding = 4) writeonly buffer O { float o[]; };
+layout(std430, binding = 5) readonly buffer Position { uint position[]; };
 shared float qs[256];
 shared float partial[128];
 
@@ -43,7 +45,7 @@ float reduce_sum(float x) {
 void main() {
   const uint i = gl_WorkGroupID.x, h = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
   const uint nt = gl_WorkGroupSize.x;
-  const uint keys = pc.causal != 0u ? pc.pos0 + i + 1u : pc.keys;
+  const uint keys = pc.causal != 0u ? pc.pos0 + position[0] + i + 1u : pc.keys;
   const uint srow = (i * pc.heads + h) * pc.max_keys;
   for (uint c = tid; c < pc.hd; c += nt) qs[c] = q[pc.q_off + i * pc.q_stride + h * pc.hd + c];
   barrier();
