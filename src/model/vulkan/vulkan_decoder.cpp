@@ -1,6 +1,6 @@
 // The MiniLLM forward on Vulkan, recorded op by op into one command buffer per call (DESIGN §1):
 // embedding -> L x [RMSNorm, qkv, RoPE and KV append (causal), attention, out_proj + residual,
-// RMSNorm, ffn.0, SiLU, ffn.2 + residual] -> head. A causal decode step (one token) is recorded
+// RMSNorm, ffn.0 and SiLU, ffn.2 + residual] -> head. A causal decode step (one token) is recorded
 // once and replayed: its token and position are read from buffers, so the commands never change.
 #include "model/vulkan/vulkan_decoder.h"
 
@@ -148,8 +148,7 @@ struct VulkanDecoder::Impl {
       }
       ops.matmul(r, X, D, ATT, 0, n, w(p + "attn.out_proj.weight"), &w(p + "attn.out_proj.bias"), true);
       ops.rmsnorm(r, Hb, X, w(p + "norm2.weight"), n, cfg.norm_eps);
-      ops.matmul(r, F1, 4 * D, Hb, 0, n, w(p + "ffn.0.weight"), nullptr, false);
-      ops.silu(r, F1, n * 4 * D);
+      ops.matmul(r, F1, 4 * D, Hb, 0, n, w(p + "ffn.0.weight"), nullptr, false, true);  // SiLU fused
       ops.matmul(r, X, D, F1, 0, n, w(p + "ffn.2.weight"), nullptr, true);
     }
   }

@@ -10,7 +10,7 @@ namespace pylon::vk {
 namespace {
 
 struct MatmulPush {  // shaders/matmul_common.glsl
-  uint32_t n, rows, cols, row_base, ldy, x_off, wtype, group, scale_f16, bias, accumulate;
+  uint32_t n, rows, cols, row_base, ldy, x_off, wtype, group, scale_f16, bias, accumulate, silu;
 };
 
 uint32_t wtype(EdgeDType d) {
@@ -60,20 +60,20 @@ bool Ops::uses_coopmat(uint32_t n) const {
 }
 
 void Ops::matmul(Recorder& r, const BufferView& y, uint32_t ldy, const BufferView& x, uint32_t x_off,
-                 uint32_t n, const DeviceMatrix& w, const DeviceMatrix* bias, bool accumulate) {
+                 uint32_t n, const DeviceMatrix& w, const DeviceMatrix* bias, bool accumulate, bool silu) {
   const char* kernel = n == 1 ? "gemv_subgroup" : uses_coopmat(n) ? "gemm_coopmat" : "gemm_tiled";
-  matmul_with(kernel, r, y, ldy, x, x_off, n, w, bias, accumulate);
+  matmul_with(kernel, r, y, ldy, x, x_off, n, w, bias, accumulate, silu);
 }
 
 void Ops::matmul_plain(Recorder& r, const BufferView& y, uint32_t ldy, const BufferView& x,
                        uint32_t x_off, uint32_t n, const DeviceMatrix& w, const DeviceMatrix* bias,
-                       bool accumulate) {
-  matmul_with(n == 1 ? "gemv_subgroup" : "gemm_tiled", r, y, ldy, x, x_off, n, w, bias, accumulate);
+                       bool accumulate, bool silu) {
+  matmul_with(n == 1 ? "gemv_subgroup" : "gemm_tiled", r, y, ldy, x, x_off, n, w, bias, accumulate, silu);
 }
 
 void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint32_t ldy,
                       const BufferView& x, uint32_t x_off, uint32_t n, const DeviceMatrix& w,
-                      const DeviceMatrix* bias, bool accumulate) {
+                      const DeviceMatrix* bias, bool accumulate, bool silu) {
   PYLON_ASSERT(!bias || bias->chunks.size() == 1, "a bias is one chunk");
   const bool gemv = std::string(kernel) == "gemv_subgroup";
   const Kernel& k = gemv ? kernels_.get(kernel, 6, sizeof(MatmulPush), {gemv_unroll_})
@@ -93,6 +93,7 @@ void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint
     p.scale_f16 = w.scale_f16 ? 1 : 0;
     p.bias = bias ? (bias->dtype == EdgeDType::f16 ? 2 : 1) : 0;
     p.accumulate = accumulate ? 1 : 0;
+    p.silu = silu ? 1 : 0;
     const BufferView scales = w.scales.buffer ? w.scales : none;
     const BufferView b = bias ? bias->chunks[0].values : none;
     const std::vector<BufferView> views{x, c.values, c.values, scales, b, y};

@@ -35,14 +35,16 @@ class Ops {
   explicit Ops(Context& ctx);
   Context& context() { return ctx_; }
 
-  // y (n, ldy) [+]= x (n, w.cols) · wᵀ [+ bias]: the subgroup GEMV when n == 1, else the tiled
-  // GEMM (or the coopmat GEMM where available and allowed). x starts at element x_off.
+  // y (n, ldy) [+]= act(x (n, w.cols) · wᵀ [+ bias]), act SiLU when `silu` else none: the subgroup
+  // GEMV when n == 1, else the tiled GEMM (or the coopmat GEMM where available and allowed). x
+  // starts at element x_off.
   void matmul(Recorder& r, const BufferView& y, uint32_t ldy, const BufferView& x, uint32_t x_off,
-              uint32_t n, const DeviceMatrix& w, const DeviceMatrix* bias, bool accumulate);
+              uint32_t n, const DeviceMatrix& w, const DeviceMatrix* bias, bool accumulate,
+              bool silu = false);
   // The plain kernels only (the coopmat path's oracle).
   void matmul_plain(Recorder& r, const BufferView& y, uint32_t ldy, const BufferView& x,
                     uint32_t x_off, uint32_t n, const DeviceMatrix& w, const DeviceMatrix* bias,
-                    bool accumulate);
+                    bool accumulate, bool silu = false);
   bool uses_coopmat(uint32_t n) const;  // whether matmul with n tokens takes the coopmat GEMM
   void set_coopmat(bool on) { coopmat_on_ = on; }  // off: matmul == matmul_plain
   // x (n, D) = embed[tokens] (tokens: n uint32)
@@ -77,7 +79,7 @@ class Ops {
  private:
   void matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint32_t ldy,
                    const BufferView& x, uint32_t x_off, uint32_t n, const DeviceMatrix& w,
-                   const DeviceMatrix* bias, bool accumulate);
+                   const DeviceMatrix* bias, bool accumulate, bool silu);
   Context& ctx_;
   KernelCache kernels_;
   bool coopmat_on_ = true;

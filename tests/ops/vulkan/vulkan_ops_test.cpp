@@ -125,7 +125,9 @@ struct MatmulCase {
 // itself, so its bound adds 2^-11·Σ|x·w| per output.
 // x_off: where x starts in its buffer (a row offset, as the head uses for the last token); the
 // GEMV reads x as vec4 when it is a multiple of 4, else element by element.
-void check_matmul(vk::Context& ctx, const MatmulCase& c, bool with_bias, bool accumulate, uint32_t x_off = 3) {
+// silu: the fused activation, y [+]= silu(x·Wᵀ + bias), against cpu::silu_forward (|silu'| < 1.1).
+void check_matmul(vk::Context& ctx, const MatmulCase& c, bool with_bias, bool accumulate, uint32_t x_off = 3,
+                  bool silu = false) {
   vk::Ops ops(ctx);
   std::deque<vk::Buffer> keep;
   const TestWeight tw = encode(c.dtype, c.rows, c.cols, c.group, c.scale_f16, 7);
@@ -145,16 +147,18 @@ void check_matmul(vk::Context& ctx, const MatmulCase& c, bool with_bias, bool ac
       }
       slack[i * c.rows + r] = (coopmat ? magnitude / 2048.f : 0.f) + magnitude / 1048576.f;
       if (with_bias) acc += tb.dequantized[r];
+      if (silu) cpu::silu_forward(&acc, &acc, 1);
       ref[i * c.rows + r] = accumulate ? y0[i * c.rows + r] + acc : acc;
     }
   vk::Buffer xb = device_vector(ctx, x), yb = device_vector(ctx, y0);
   vk::Recorder rec(ctx);
-  ops.matmul(rec, {&yb}, static_cast<uint32_t>(c.rows), {&xb}, x_off, c.n, w, with_bias ? &b : nullptr, accumulate);
+  ops.matmul(rec, {&yb}, static_cast<uint32_t>(c.rows), {&xb}, x_off, c.n, w, with_bias ? &b : nullptr, accumulate,
+             silu);
   rec.run();
   expect_close(read_floats(ctx, yb, y0.size()), ref, 1e-4f, 1e-4f,
                std::string(edge_dtype_name(c.dtype)) + " rows " + std::to_string(c.rows) + " cols " +
                    std::to_string(c.cols) + " n " + std::to_string(c.n) + " chunks " +
-                   std::to_string(w.chunks.size()) + " x_off " + std::to_string(x_off) +
+                   std::to_string(w.chunks.size()) + " x_off " + std::to_string(x_off) + (silu ? " silu" : "") +
                    (coopmat ? " coopmat" : ""),
                slack);
 }
@@ -175,6 +179,7 @@ TEST(VulkanOps, MatmulEveryDtypeAgainstTheCpu) {
   for (const MatmulCase& c : kCases) {
     check_matmul(*ctx, c, false, false, 3);
     check_matmul(*ctx, c, true, true, 4);
+    check_matmul(*ctx, c, true, false, 0, true);
   }
 }
 
