@@ -224,6 +224,33 @@ TEST(VulkanOps, EmbeddingRmsnormSilu) {
   expect_close(read_floats(*ctx, sb, s.size()), sref, 1e-6f, 1e-5f, "silu");  // GPU exp: a few ulp
 }
 
+// Attention on the CPU (the loop of model/decoder.cpp, the specification): queries rows of q with
+// stride a.q_stride, keys/values as a says, the first query at position pos0.
+std::vector<float> attention_reference(const std::vector<float>& q, const std::vector<float>& K,
+                                       const std::vector<float>& Vv, const vk::Ops::AttentionArgs& a, int pos0) {
+  const int n = static_cast<int>(a.n), H = static_cast<int>(a.heads), hd = static_cast<int>(a.hd);
+  std::vector<float> out(static_cast<size_t>(n) * a.o_stride);
+  for (int i = 0; i < n; ++i)
+    for (int h = 0; h < H; ++h) {
+      const int keys = a.causal ? pos0 + i + 1 : static_cast<int>(a.keys);
+      std::vector<float> s(static_cast<size_t>(keys));
+      float mx = -INFINITY, sum = 0;
+      for (int j = 0; j < keys; ++j) {
+        float d = 0;
+        for (int c = 0; c < hd; ++c)
+          d += q[a.q_off + i * a.q_stride + h * hd + c] * K[a.k_off + j * a.k_stride + h * hd + c];
+        s[j] = d * a.scale, mx = std::max(mx, s[j]);
+      }
+      for (auto& e : s) sum += (e = std::exp(e - mx));
+      for (int c = 0; c < hd; ++c) {
+        float acc = 0;
+        for (int j = 0; j < keys; ++j) acc += s[j] / sum * Vv[a.v_off + j * a.v_stride + h * hd + c];
+        out[i * a.o_stride + h * hd + c] = acc;
+      }
+    }
+  return out;
+}
+
 TEST(VulkanOps, RopeAndAttention) {
   PYLON_VULKAN_CONTEXT_OR_SKIP(ctx);
   vk::Ops ops(*ctx);
@@ -273,29 +300,30 @@ TEST(VulkanOps, RopeAndAttention) {
     if (causal) ops.attention(rec, {&qb}, {&kb}, {&vb}, {&sb}, {&ob}, {&pb}, a);  // position 2 + 5
     else ops.attention(rec, {&qb}, {&qb}, {&qb}, {&sb}, {&ob}, ops.zero_position(), a);
     rec.run();
-    const std::vector<float>& K = causal ? kc : rotated;
-    const std::vector<float>& Vv = causal ? vc : rotated;
-    std::vector<float> out(n * D);
-    for (int i = 0; i < n; ++i)  // the loop of model/decoder.cpp, the CPU specification
-      for (int h = 0; h < H; ++h) {
-        const int keys = causal ? pos0 + i + 1 : n;
-        std::vector<float> s(keys);
-        float mx = -INFINITY, sum = 0;
-        for (int j = 0; j < keys; ++j) {
-          float d = 0;
-          for (int c = 0; c < hd; ++c)
-            d += rotated[i * 3 * D + h * hd + c] * K[a.k_off + j * a.k_stride + h * hd + c];
-          s[j] = d * scale, mx = std::max(mx, s[j]);
-        }
-        for (auto& e : s) sum += (e = std::exp(e - mx));
-        for (int c = 0; c < hd; ++c) {
-          float acc = 0;
-          for (int j = 0; j < keys; ++j) acc += s[j] / sum * Vv[a.v_off + j * a.v_stride + h * hd + c];
-          out[i * D + h * hd + c] = acc;
-        }
-      }
+    const std::vector<float> out = attention_reference(rotated, causal ? kc : rotated, causal ? vc : rotated, a, pos0);
     expect_close(read_floats(*ctx, ob, out.size()), out, 1e-5f, 1e-4f, causal ? "attention causal" : "attention");
   }
+}
+
+// Past the shader's 3072 scores in shared memory the scores go through the scratch buffer: a
+// causal query at position 3100 over a cache of 3110 rows.
+TEST(VulkanOps, AttentionOverALongContext) {
+  PYLON_VULKAN_CONTEXT_OR_SKIP(ctx);
+  vk::Ops ops(*ctx);
+  const int n = 2, D = 32, H = 2, hd = D / H, pos0 = 3100, T = 3110;
+  const std::vector<float> q = random_floats(n * D, 31), kc = random_floats(T * D, 32), vc = random_floats(T * D, 33);
+  vk::Buffer qb = device_vector(*ctx, q), kb = device_vector(*ctx, kc), vb = device_vector(*ctx, vc);
+  vk::Buffer sb = ctx->make_buffer(4ull * n * H * T, vk::MemoryKind::device);
+  vk::Buffer ob = device_vector(*ctx, random_floats(n * D, 34));
+  vk::Buffer pb = device_vector(*ctx, std::vector<uint32_t>{pos0, 0, 0, 0});
+  vk::Ops::AttentionArgs a{};
+  a.n = n, a.heads = H, a.hd = hd, a.pos0 = 0, a.causal = 1, a.q_off = 0, a.q_stride = D;
+  a.k_off = 0, a.k_stride = D, a.v_off = 0, a.v_stride = D, a.o_stride = D, a.max_keys = T;
+  a.scale = 1.f / std::sqrt(float(hd));
+  vk::Recorder rec(*ctx);
+  ops.attention(rec, {&qb}, {&kb}, {&vb}, {&sb}, {&ob}, {&pb}, a);
+  rec.run();
+  expect_close(read_floats(*ctx, ob, n * D), attention_reference(q, kc, vc, a, pos0), 1e-5f, 1e-4f, "attention, long");
 }
 
 }  // namespace
