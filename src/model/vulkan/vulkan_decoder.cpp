@@ -1,6 +1,7 @@
 // The MiniLLM forward on Vulkan, recorded op by op into one command buffer per call (DESIGN §1):
 // embedding -> L x [RMSNorm, qkv, RoPE and KV append (causal), attention, out_proj + residual,
-// RMSNorm, ffn.0 and SiLU, ffn.2 + residual] -> head. A causal decode step (one token) is recorded
+// RMSNorm, ffn.0 and SiLU, ffn.2 + residual] -> head. One token: each RMSNorm is fused into the
+// GEMV after it. A causal decode step (one token) is recorded
 // once and replayed: its token and position are read from buffers, so the commands never change.
 #include "model/vulkan/vulkan_decoder.h"
 
@@ -129,8 +130,13 @@ struct VulkanDecoder::Impl {
     ops.embedding(r, X, {&tokens}, n, w("embed.weight"));
     for (int l = 0; l < cfg.layers; ++l) {
       const std::string p = "layers." + std::to_string(l) + ".";
-      ops.rmsnorm(r, Hb, X, w(p + "norm1.weight"), n, cfg.norm_eps);
-      ops.matmul(r, QKV, 3 * D, Hb, 0, n, w(p + "attn.in_proj_weight"), &w(p + "attn.in_proj_bias"), false);
+      if (n == 1) {  // one token: the RMSNorm fused into the GEMV
+        ops.normed_gemv(r, QKV, 3 * D, X, 0, w(p + "norm1.weight"), cfg.norm_eps, w(p + "attn.in_proj_weight"),
+                        &w(p + "attn.in_proj_bias"), false);
+      } else {
+        ops.rmsnorm(r, Hb, X, w(p + "norm1.weight"), n, cfg.norm_eps);
+        ops.matmul(r, QKV, 3 * D, Hb, 0, n, w(p + "attn.in_proj_weight"), &w(p + "attn.in_proj_bias"), false);
+      }
       vk::Ops::AttentionArgs a{};
       a.n = n, a.heads = H, a.hd = hd, a.pos0 = 0, a.o_stride = D, a.max_keys = T;
       a.q_off = 0, a.q_stride = 3 * D;
@@ -147,8 +153,13 @@ struct VulkanDecoder::Impl {
         ops.attention(r, QKV, QKV, QKV, S, ATT, P, a);
       }
       ops.matmul(r, X, D, ATT, 0, n, w(p + "attn.out_proj.weight"), &w(p + "attn.out_proj.bias"), true);
-      ops.rmsnorm(r, Hb, X, w(p + "norm2.weight"), n, cfg.norm_eps);
-      ops.matmul(r, F1, 4 * D, Hb, 0, n, w(p + "ffn.0.weight"), nullptr, false, true);  // SiLU fused
+      if (n == 1) {  // RMSNorm and SiLU fused
+        ops.normed_gemv(r, F1, 4 * D, X, 0, w(p + "norm2.weight"), cfg.norm_eps, w(p + "ffn.0.weight"), nullptr,
+                        false, true);
+      } else {
+        ops.rmsnorm(r, Hb, X, w(p + "norm2.weight"), n, cfg.norm_eps);
+        ops.matmul(r, F1, 4 * D, Hb, 0, n, w(p + "ffn.0.weight"), nullptr, false, true);  // SiLU fused
+      }
       ops.matmul(r, X, D, F1, 0, n, w(p + "ffn.2.weight"), nullptr, true);
     }
   }

@@ -10,7 +10,8 @@ namespace pylon::vk {
 namespace {
 
 struct MatmulPush {  // shaders/matmul_common.glsl
-  uint32_t n, rows, cols, row_base, ldy, x_off, wtype, group, scale_f16, bias, accumulate, silu;
+  uint32_t n, rows, cols, row_base, ldy, x_off, wtype, group, scale_f16, bias, accumulate, silu, norm;
+  float norm_eps;
 };
 
 uint32_t wtype(EdgeDType d) {
@@ -62,22 +63,31 @@ bool Ops::uses_coopmat(uint32_t n) const {
 void Ops::matmul(Recorder& r, const BufferView& y, uint32_t ldy, const BufferView& x, uint32_t x_off,
                  uint32_t n, const DeviceMatrix& w, const DeviceMatrix* bias, bool accumulate, bool silu) {
   const char* kernel = n == 1 ? "gemv_subgroup" : uses_coopmat(n) ? "gemm_coopmat" : "gemm_tiled";
-  matmul_with(kernel, r, y, ldy, x, x_off, n, w, bias, accumulate, silu);
+  matmul_with(kernel, r, y, ldy, x, x_off, n, w, bias, accumulate, silu, nullptr, 0.f);
+}
+
+void Ops::normed_gemv(Recorder& r, const BufferView& y, uint32_t ldy, const BufferView& x, uint32_t x_off,
+                      const DeviceMatrix& norm, float eps, const DeviceMatrix& w, const DeviceMatrix* bias,
+                      bool accumulate, bool silu) {
+  PYLON_ASSERT(norm.chunks.size() == 1 && norm.cols == w.cols, "RMSNorm weights of ", w.cols, " columns");
+  matmul_with("gemv_subgroup", r, y, ldy, x, x_off, 1, w, bias, accumulate, silu, &norm, eps);
 }
 
 void Ops::matmul_plain(Recorder& r, const BufferView& y, uint32_t ldy, const BufferView& x,
                        uint32_t x_off, uint32_t n, const DeviceMatrix& w, const DeviceMatrix* bias,
                        bool accumulate, bool silu) {
-  matmul_with(n == 1 ? "gemv_subgroup" : "gemm_tiled", r, y, ldy, x, x_off, n, w, bias, accumulate, silu);
+  matmul_with(n == 1 ? "gemv_subgroup" : "gemm_tiled", r, y, ldy, x, x_off, n, w, bias, accumulate, silu, nullptr,
+              0.f);
 }
 
 void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint32_t ldy,
                       const BufferView& x, uint32_t x_off, uint32_t n, const DeviceMatrix& w,
-                      const DeviceMatrix* bias, bool accumulate, bool silu) {
+                      const DeviceMatrix* bias, bool accumulate, bool silu, const DeviceMatrix* norm,
+                      float eps) {
   PYLON_ASSERT(!bias || bias->chunks.size() == 1, "a bias is one chunk");
   const bool gemv = std::string(kernel) == "gemv_subgroup";
-  const Kernel& k = gemv ? kernels_.get(kernel, 6, sizeof(MatmulPush), {gemv_unroll_})
-                        : kernels_.get(kernel, 6, sizeof(MatmulPush));
+  const Kernel& k = gemv ? kernels_.get(kernel, 7, sizeof(MatmulPush), {gemv_unroll_})
+                        : kernels_.get(kernel, 7, sizeof(MatmulPush));
   const BufferView none{&dummy_, 0, 0};
   const uint32_t rows_per_gemv_group = std::max<uint32_t>(1, 128 / std::max<uint32_t>(ctx_.info().subgroup_size, 1));
   for (const DeviceMatrix::Chunk& c : w.chunks) {
@@ -94,9 +104,12 @@ void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint
     p.bias = bias ? (bias->dtype == EdgeDType::f16 ? 2 : 1) : 0;
     p.accumulate = accumulate ? 1 : 0;
     p.silu = silu ? 1 : 0;
+    p.norm = norm ? (norm->dtype == EdgeDType::f16 ? 2 : 1) : 0;
+    p.norm_eps = eps;
     const BufferView scales = w.scales.buffer ? w.scales : none;
     const BufferView b = bias ? bias->chunks[0].values : none;
-    const std::vector<BufferView> views{x, c.values, c.values, scales, b, y};
+    const BufferView g = norm ? norm->chunks[0].values : none;
+    const std::vector<BufferView> views{x, c.values, c.values, scales, b, y, g};
     if (gemv)  // one row per subgroup
       r.dispatch(k, views, p, groups_for(static_cast<uint64_t>(c.rows), rows_per_gemv_group, 65535));
     else

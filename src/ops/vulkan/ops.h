@@ -45,6 +45,11 @@ class Ops {
   void matmul_plain(Recorder& r, const BufferView& y, uint32_t ldy, const BufferView& x,
                     uint32_t x_off, uint32_t n, const DeviceMatrix& w, const DeviceMatrix* bias,
                     bool accumulate, bool silu = false);
+  // One token: y (ldy) [+]= act((rmsnorm(x) · norm) · wᵀ [+ bias]), the RMSNorm (weights `norm`,
+  // w.cols of them) fused into the GEMV, x the un-normalised row.
+  void normed_gemv(Recorder& r, const BufferView& y, uint32_t ldy, const BufferView& x, uint32_t x_off,
+                   const DeviceMatrix& norm, float eps, const DeviceMatrix& w, const DeviceMatrix* bias,
+                   bool accumulate, bool silu = false);
   bool uses_coopmat(uint32_t n) const;  // whether matmul with n tokens takes the coopmat GEMM
   void set_coopmat(bool on) { coopmat_on_ = on; }  // off: matmul == matmul_plain
   // x (n, D) = embed[tokens] (tokens: n uint32)
@@ -79,7 +84,8 @@ class Ops {
  private:
   void matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint32_t ldy,
                    const BufferView& x, uint32_t x_off, uint32_t n, const DeviceMatrix& w,
-                   const DeviceMatrix* bias, bool accumulate, bool silu);
+                   const DeviceMatrix* bias, bool accumulate, bool silu, const DeviceMatrix* norm,
+                   float eps);
   Context& ctx_;
   KernelCache kernels_;
   bool coopmat_on_ = true;

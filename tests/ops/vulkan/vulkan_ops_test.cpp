@@ -183,6 +183,58 @@ TEST(VulkanOps, MatmulEveryDtypeAgainstTheCpu) {
   }
 }
 
+// The GEMV with RMSNorm fused in front (decode): y [+]= act((rmsnorm(x)·g)·Wᵀ + bias) against
+// cpu::rmsnorm_forward then the fp32 dot, norm weights g in f16 and f32, at odd and long rows and
+// both x layouts; the bound is check_matmul's (the normalised x is about 1 in size too).
+TEST(VulkanOps, GemvWithFusedRmsnorm) {
+  PYLON_VULKAN_CONTEXT_OR_SKIP(ctx);
+  vk::Ops ops(*ctx);
+  struct Case {
+    MatmulCase m;
+    EdgeDType norm;
+    uint32_t x_off;
+    bool silu, accumulate;
+  };
+  for (const Case& t : {Case{{EdgeDType::f16, 37, 71, 1}, EdgeDType::f16, 3, false, false},
+                        Case{{EdgeDType::f16, 19, 4104, 1}, EdgeDType::f32, 0, true, false},
+                        Case{{EdgeDType::int8, 23, 2064, 1}, EdgeDType::f16, 4, false, true},
+                        Case{{EdgeDType::int4, 21, 4160, 1}, EdgeDType::f16, 0, true, true},
+                        Case{{EdgeDType::int4, 33, 128, 1, 64, false}, EdgeDType::f32, 3, false, false},
+                        Case{{EdgeDType::f32, 9, 1028, 1}, EdgeDType::f32, 5, false, false}}) {
+    const MatmulCase& c = t.m;
+    std::deque<vk::Buffer> keep;
+    const TestWeight tw = encode(c.dtype, c.rows, c.cols, c.group, c.scale_f16, 41);
+    const vk::DeviceMatrix w = vk::upload_tensor(*ctx, tw.host(c.dtype, c.rows, c.cols, c.group, c.scale_f16), keep);
+    const TestWeight tg = encode(t.norm, 1, c.cols, 0, false, 42);
+    const vk::DeviceMatrix g = vk::upload_tensor(*ctx, tg.host(t.norm, 1, c.cols, 0, false), keep);
+    const TestWeight tb = encode(EdgeDType::f16, 1, c.rows, 0, false, 43);
+    const vk::DeviceMatrix b = vk::upload_tensor(*ctx, tb.host(EdgeDType::f16, 1, c.rows, 0, false), keep);
+    const std::vector<float> x = random_floats(t.x_off + c.cols, 44, -2.f, 2.f), y0 = random_floats(c.rows, 45);
+    std::vector<float> h(c.cols), rstd(1), ref(c.rows), slack(c.rows);
+    cpu::rmsnorm_forward(h.data(), rstd.data(), x.data() + t.x_off, tg.dequantized.data(), 1,
+                         static_cast<int>(c.cols), 1e-5f);
+    for (int64_t r = 0; r < c.rows; ++r) {
+      float acc = 0, magnitude = 0;
+      for (int64_t k = 0; k < c.cols; ++k) {
+        const float p = h[k] * tw.dequantized[r * c.cols + k];
+        acc += p, magnitude += std::fabs(p);
+      }
+      acc += tb.dequantized[r];
+      if (t.silu) cpu::silu_forward(&acc, &acc, 1);
+      ref[r] = t.accumulate ? y0[r] + acc : acc;
+      slack[r] = magnitude / 1048576.f;
+    }
+    vk::Buffer xb = device_vector(*ctx, x), yb = device_vector(*ctx, y0);
+    vk::Recorder rec(*ctx);
+    ops.normed_gemv(rec, {&yb}, static_cast<uint32_t>(c.rows), {&xb}, t.x_off, g, 1e-5f, w, &b, t.accumulate, t.silu);
+    rec.run();
+    expect_close(read_floats(*ctx, yb, ref.size()), ref, 1e-4f, 1e-4f,
+                 std::string("normed gemv ") + edge_dtype_name(c.dtype) + " cols " + std::to_string(c.cols) +
+                     " norm " + edge_dtype_name(t.norm) + " x_off " + std::to_string(t.x_off),
+                 slack);
+  }
+}
+
 TEST(VulkanOps, MatmulOverWeightsSplitIntoSeveralBuffers) {
   vk::ContextOptions o;
   o.max_buffer_bytes = 300 * 96;  // 256 rows of int8 x 96 per chunk

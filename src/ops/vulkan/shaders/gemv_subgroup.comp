@@ -7,6 +7,9 @@
 // x is not staged in shared memory: a workgroup holds only 128 / S rows (enough workgroups to fill
 // the GPU at D = 2048 needs few rows each), so staging would read all of x per few rows from L2
 // again; the vec4 loads hit L1 instead.
+// pc.norm != 0: RMSNorm fused in front, y = (x·rstd·g)·Wᵀ: each lane sums x² over the columns it
+// reads (the subgroup reads the row's columns once), the dot runs on x·g, and the row's sum is
+// scaled by rstd = 1/sqrt(Σx²/cols + eps) at the end, so no normalised copy of x is written.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -16,14 +19,31 @@ layout(local_size_x = 128) in;
 
 layout(std430, binding = 0) readonly buffer X4Buf { vec4 X4[]; };  // X seen as vec4 (x_off % 4 == 0)
 
-// x[c .. c + 3] (c relative to x_off, a multiple of 4).
-vec4 x4(uint c) {
-  const uint o = pc.x_off + c;
-  if ((pc.x_off & 3u) == 0u) return X4[o >> 2];
-  return vec4(X[o], X[o + 1u], X[o + 2u], X[o + 3u]);
+vec4 f16x4(uint a, uint b) { return vec4(unpackHalf2x16(a), unpackHalf2x16(b)); }
+
+float sum_sq = 0.0;  // this lane's Σx² (pc.norm != 0)
+
+float norm_at(uint c) { return pc.norm == 2u ? half_at_words(NormW[c >> 1], c) : uintBitsToFloat(NormW[c]); }
+vec4 norm4(uint c) {  // c a multiple of 4
+  if (pc.norm == 2u) return f16x4(NormW[c >> 1], NormW[(c >> 1) + 1u]);
+  return uintBitsToFloat(uvec4(NormW[c], NormW[c + 1u], NormW[c + 2u], NormW[c + 3u]));
 }
 
-vec4 f16x4(uint a, uint b) { return vec4(unpackHalf2x16(a), unpackHalf2x16(b)); }
+// x[c .. c + 3] (c relative to x_off, a multiple of 4), times the norm weights when fused.
+vec4 x4(uint c) {
+  const uint o = pc.x_off + c;
+  const vec4 x = (pc.x_off & 3u) == 0u ? X4[o >> 2] : vec4(X[o], X[o + 1u], X[o + 2u], X[o + 3u]);
+  if (pc.norm == 0u) return x;
+  sum_sq += dot(x, x);
+  return x * norm4(c);
+}
+float x_at(uint c) {
+  const float x = X[pc.x_off + c];
+  if (pc.norm == 0u) return x;
+  sum_sq += x * x;
+  return x * norm_at(c);
+}
+
 vec4 i8x4(uint w) { return vec4((ivec4(int(w)) << ivec4(24, 16, 8, 0)) >> 24); }  // bytes 0..3
 vec4 i4lo(uint w) { return vec4((ivec4(int(w)) << ivec4(28, 24, 20, 16)) >> 28); }  // nibbles 0..3
 vec4 i4hi(uint w) { return vec4((ivec4(int(w)) << ivec4(12, 8, 4, 0)) >> 28); }     // nibbles 4..7
@@ -76,7 +96,7 @@ float row_dot(uint r) {
   float acc = 0.0;
   const bool words = row_bytes() % 16u == 0u && (pc.wtype != WT_INT4 || pc.group % 32u == 0u);
   if (!words) {
-    for (uint c = lane; c < pc.cols; c += S) acc += X[pc.x_off + c] * w_at(r, c);
+    for (uint c = lane; c < pc.cols; c += S) acc += x_at(c) * w_at(r, c);
     return acc;
   }
   const uint per_row = row_bytes() / 16u, base = r * per_row;
@@ -101,7 +121,9 @@ void main() {
   const uint per_group = gl_NumSubgroups;
   for (uint r = gl_WorkGroupID.x * per_group + gl_SubgroupID; r < pc.rows;
        r += gl_NumWorkGroups.x * per_group) {
-    const float sum = subgroupAdd(row_dot(r));
+    sum_sq = 0.0;
+    float sum = subgroupAdd(row_dot(r));
+    if (pc.norm != 0u) sum *= 1.0 / sqrt(subgroupAdd(sum_sq) / float(pc.cols) + pc.norm_eps);
     if (subgroupElect()) store_y(0u, r, sum);
   }
 }

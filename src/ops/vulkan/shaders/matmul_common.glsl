@@ -20,6 +20,8 @@ layout(push_constant) uniform Push {
   uint bias;        // 0 none, 1 f32, 2 f16
   uint accumulate;  // 1: Y += result (a fused residual add)
   uint silu;        // 1: act = SiLU (a fused activation), else none
+  uint norm;        // GEMV only: 0, or X is RMSNorm'd with weights NormW, 1: f32, 2: f16
+  float norm_eps;
 } pc;
 
 layout(std430, binding = 0) readonly buffer XBuf { float X[]; };
@@ -28,6 +30,7 @@ layout(std430, binding = 2) readonly buffer W4Buf { uvec4 W4[]; };
 layout(std430, binding = 3) readonly buffer SBuf { uint S[]; };
 layout(std430, binding = 4) readonly buffer BBuf { uint Bias[]; };
 layout(std430, binding = 5) buffer YBuf { float Y[]; };
+layout(std430, binding = 6) readonly buffer NormBuf { uint NormW[]; };
 
 float half_at_words(uint word, uint i) { return unpackHalf2x16(word)[i & 1u]; }
 
