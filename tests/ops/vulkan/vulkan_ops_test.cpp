@@ -358,24 +358,28 @@ TEST(VulkanOps, RopeAndAttention) {
 }
 
 // Past the shader's 3072 scores in shared memory the scores go through the scratch buffer: a
-// causal query at position 3100 over a cache of 3110 rows.
+// causal query at position 3100 over a cache of 3110 rows, at head dims 16 and 128 (vec4 loads)
+// and 18 (element by element).
 TEST(VulkanOps, AttentionOverALongContext) {
   PYLON_VULKAN_CONTEXT_OR_SKIP(ctx);
   vk::Ops ops(*ctx);
-  const int n = 2, D = 32, H = 2, hd = D / H, pos0 = 3100, T = 3110;
-  const std::vector<float> q = random_floats(n * D, 31), kc = random_floats(T * D, 32), vc = random_floats(T * D, 33);
-  vk::Buffer qb = device_vector(*ctx, q), kb = device_vector(*ctx, kc), vb = device_vector(*ctx, vc);
-  vk::Buffer sb = ctx->make_buffer(4ull * n * H * T, vk::MemoryKind::device);
-  vk::Buffer ob = device_vector(*ctx, random_floats(n * D, 34));
-  vk::Buffer pb = device_vector(*ctx, std::vector<uint32_t>{pos0, 0, 0, 0});
-  vk::Ops::AttentionArgs a{};
-  a.n = n, a.heads = H, a.hd = hd, a.pos0 = 0, a.causal = 1, a.q_off = 0, a.q_stride = D;
-  a.k_off = 0, a.k_stride = D, a.v_off = 0, a.v_stride = D, a.o_stride = D, a.max_keys = T;
-  a.scale = 1.f / std::sqrt(float(hd));
-  vk::Recorder rec(*ctx);
-  ops.attention(rec, {&qb}, {&kb}, {&vb}, {&sb}, {&ob}, {&pb}, a);
-  rec.run();
-  expect_close(read_floats(*ctx, ob, n * D), attention_reference(q, kc, vc, a, pos0), 1e-5f, 1e-4f, "attention, long");
+  for (const int D : {32, 36, 256}) {
+    const int n = 2, H = 2, hd = D / H, pos0 = 3100, T = 3110;
+    const std::vector<float> q = random_floats(n * D, 31), kc = random_floats(T * D, 32), vc = random_floats(T * D, 33);
+    vk::Buffer qb = device_vector(*ctx, q), kb = device_vector(*ctx, kc), vb = device_vector(*ctx, vc);
+    vk::Buffer sb = ctx->make_buffer(4ull * n * H * T, vk::MemoryKind::device);
+    vk::Buffer ob = device_vector(*ctx, random_floats(n * D, 34));
+    vk::Buffer pb = device_vector(*ctx, std::vector<uint32_t>{pos0, 0, 0, 0});
+    vk::Ops::AttentionArgs a{};
+    a.n = n, a.heads = H, a.hd = hd, a.pos0 = 0, a.causal = 1, a.q_off = 0, a.q_stride = D;
+    a.k_off = 0, a.k_stride = D, a.v_off = 0, a.v_stride = D, a.o_stride = D, a.max_keys = T;
+    a.scale = 1.f / std::sqrt(float(hd));
+    vk::Recorder rec(*ctx);
+    ops.attention(rec, {&qb}, {&kb}, {&vb}, {&sb}, {&ob}, {&pb}, a);
+    rec.run();
+    expect_close(read_floats(*ctx, ob, n * D), attention_reference(q, kc, vc, a, pos0), 1e-5f, 1e-4f,
+                 "attention, long, head dim " + std::to_string(hd));
+  }
 }
 
 }  // namespace
