@@ -224,6 +224,7 @@ int run(int argc, char** argv) {
 }  // namespace pylon
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // line by line into a log, also when a timeout kills it
   try {
     return pylon::run(argc, argv);
   } catch (const std::exception& e) {
