@@ -57,7 +57,7 @@ struct VulkanDecoder::Impl {
   vk::Context ctx;
   vk::Ops ops;
   vk::DeviceWeights weights;
-  vk::Buffer tokens, position, x, h, qkv, att, f1, k_cache, v_cache, scores, rope_table, logits;
+  vk::Buffer tokens, position, x, h, qkv, att, f1, k_cache, v_cache, scores, partials, rope_table, logits;
   uint32_t logits_rows;  // rows the logits buffer holds
   int pos = 0;
   std::vector<int32_t> history;  // seed preset: all tokens so far
@@ -88,6 +88,9 @@ struct VulkanDecoder::Impl {
     att = make(T * D, vk::MemoryKind::device, "attention");
     f1 = make(T * 4 * D, vk::MemoryKind::device, "ffn");
     scores = make(T * H * T, vk::MemoryKind::device, "attention score");
+    partials = make(vk::Ops::attention_partials(static_cast<uint32_t>(H), static_cast<uint32_t>(D / H),
+                                                static_cast<uint32_t>(T)),
+                    vk::MemoryKind::device, "attention partials");
     if (cfg.causal()) {
       k_cache = make(static_cast<uint64_t>(cfg.layers) * T * D, vk::MemoryKind::device, "KV cache");
       v_cache = make(static_cast<uint64_t>(cfg.layers) * T * D, vk::MemoryKind::device, "KV cache");
@@ -147,7 +150,8 @@ struct VulkanDecoder::Impl {
         const vk::Ops::KvCache cache{K, Vv};
         ops.rope(r, QKV, {&rope_table}, P, n, D, H, 0, &cache);
         a.causal = 1, a.keys = 0, a.k_off = 0, a.k_stride = D, a.v_off = 0, a.v_stride = D;
-        ops.attention(r, QKV, K, Vv, S, ATT, P, a);
+        if (n == 1) ops.attention_decode(r, QKV, K, Vv, {&partials}, ATT, P, a);  // keys split over workgroups
+        else ops.attention(r, QKV, K, Vv, S, ATT, P, a);
       } else {
         a.causal = 0, a.keys = n, a.k_off = D, a.k_stride = 3 * D, a.v_off = 2 * D, a.v_stride = 3 * D;
         ops.attention(r, QKV, QKV, QKV, S, ATT, P, a);

@@ -162,4 +162,25 @@ void Ops::attention(Recorder& r, const BufferView& q, const BufferView& k, const
   r.dispatch(kernels_.get("attention", 6, sizeof(a)), {q, k, v, scores, out, position}, a, a.n, a.heads);
 }
 
+namespace {
+constexpr uint32_t kAttentionChunk = 32;  // shaders/attention_decode.comp CHUNK
+}
+
+uint64_t Ops::attention_partials(uint32_t heads, uint32_t hd, uint32_t max_keys) {
+  return static_cast<uint64_t>(heads) * ((max_keys + kAttentionChunk - 1) / kAttentionChunk) * (hd + 2);
+}
+
+void Ops::attention_decode(Recorder& r, const BufferView& q, const BufferView& k, const BufferView& v,
+                           const BufferView& partials, const BufferView& out, const BufferView& position,
+                           const AttentionArgs& a) {
+  PYLON_ASSERT(a.n == 1, "attention_decode takes one query");
+  PYLON_CHECK(a.hd <= 256, "Vulkan attention: head dim ", a.hd, " > 256");
+  const uint32_t chunks = (a.max_keys + kAttentionChunk - 1) / kAttentionChunk;
+  r.dispatch(kernels_.get("attention_decode", 5, sizeof(a)), {q, k, v, partials, position}, a, chunks, a.heads);
+  const struct {
+    uint32_t hd, chunks;
+  } c{a.hd, chunks};
+  r.dispatch(kernels_.get("attention_combine", 2, sizeof(c)), {partials, out}, c, a.heads);
+}
+
 }  // namespace pylon::vk

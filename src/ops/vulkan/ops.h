@@ -80,6 +80,12 @@ class Ops {
   void attention(Recorder& r, const BufferView& q, const BufferView& k, const BufferView& v,
                  const BufferView& scores, const BufferView& out, const BufferView& position,
                  const AttentionArgs& a);
+  // One query (a.n == 1): the same result from two passes, the keys split into chunks of 32 over
+  // heads x chunks workgroups, then combined per head. partials: attention_partials(a) floats.
+  void attention_decode(Recorder& r, const BufferView& q, const BufferView& k, const BufferView& v,
+                        const BufferView& partials, const BufferView& out, const BufferView& position,
+                        const AttentionArgs& a);
+  static uint64_t attention_partials(uint32_t heads, uint32_t hd, uint32_t max_keys);
 
  private:
   void matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint32_t ldy,

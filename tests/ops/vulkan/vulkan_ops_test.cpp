@@ -359,7 +359,7 @@ TEST(VulkanOps, RopeAndAttention) {
 
 // Past the shader's 3072 scores in shared memory the scores go through the scratch buffer: a
 // causal query at position 3100 over a cache of 3110 rows, at head dims 16 and 128 (vec4 loads)
-// and 18 (element by element).
+// and 18 (element by element); and the two-pass decode attention.
 TEST(VulkanOps, AttentionOverALongContext) {
   PYLON_VULKAN_CONTEXT_OR_SKIP(ctx);
   vk::Ops ops(*ctx);
@@ -379,6 +379,18 @@ TEST(VulkanOps, AttentionOverALongContext) {
     rec.run();
     expect_close(read_floats(*ctx, ob, n * D), attention_reference(q, kc, vc, a, pos0), 1e-5f, 1e-4f,
                  "attention, long, head dim " + std::to_string(hd));
+    // The decode form (one query, keys split into chunks of 32 and combined) at positions 0 (one
+    // key), 40 (two chunks, the second partial, the rest empty) and 3100.
+    vk::Buffer partials = ctx->make_buffer(4 * vk::Ops::attention_partials(H, hd, T), vk::MemoryKind::device);
+    for (const uint32_t p : {0u, 40u, 3100u}) {
+      vk::Buffer p1 = device_vector(*ctx, std::vector<uint32_t>{p, 0, 0, 0});
+      vk::Ops::AttentionArgs a1 = a;
+      a1.n = 1;
+      ops.attention_decode(rec, {&qb}, {&kb}, {&vb}, {&partials}, {&ob}, {&p1}, a1);
+      rec.run();
+      expect_close(read_floats(*ctx, ob, D), attention_reference(q, kc, vc, a1, static_cast<int>(p)), 1e-5f, 1e-4f,
+                   "decode attention, head dim " + std::to_string(hd) + " position " + std::to_string(p));
+    }
   }
 }
 
