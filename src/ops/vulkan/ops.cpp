@@ -1,7 +1,6 @@
 #include "ops/vulkan/ops.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <string>
 
 #include "core/error.h"
@@ -28,14 +27,6 @@ uint32_t groups_for(uint64_t items, uint32_t per_group, uint32_t cap = 65535) {
   return static_cast<uint32_t>(std::min<uint64_t>((items + per_group - 1) / per_group, cap));
 }
 
-// 4 on GPUs, 1 on CPU devices (llvmpipe); env PYLON_VK_GEMV_UNROLL=1|4 overrides it (benchmarks).
-uint32_t gemv_unroll(const DeviceInfo& info) {
-  const char* env = std::getenv("PYLON_VK_GEMV_UNROLL");
-  if (env && std::string(env) == "1") return 1;
-  if (env && std::string(env) == "4") return 4;
-  return info.type == VK_PHYSICAL_DEVICE_TYPE_CPU ? 1 : 4;
-}
-
 }  // namespace
 
 uint64_t row_bytes(EdgeDType dtype, int64_t cols) {
@@ -49,7 +40,7 @@ uint64_t row_bytes(EdgeDType dtype, int64_t cols) {
 }
 
 Ops::Ops(Context& ctx)
-    : ctx_(ctx), kernels_(ctx), gemv_unroll_(gemv_unroll(ctx.info())), dummy_(ctx.make_buffer(16, MemoryKind::device)),
+    : ctx_(ctx), kernels_(ctx), dummy_(ctx.make_buffer(16, MemoryKind::device)),
       zero_(ctx.make_buffer(16, MemoryKind::device)) {
   const uint32_t zeros[4] = {0, 0, 0, 0};
   ctx.upload(zero_, 0, zeros, sizeof(zeros));
@@ -86,8 +77,7 @@ void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint
                       float eps) {
   PYLON_ASSERT(!bias || bias->chunks.size() == 1, "a bias is one chunk");
   const bool gemv = std::string(kernel) == "gemv_subgroup";
-  const Kernel& k = gemv ? kernels_.get(kernel, 7, sizeof(MatmulPush), {gemv_unroll_})
-                        : kernels_.get(kernel, 7, sizeof(MatmulPush));
+  const Kernel& k = kernels_.get(kernel, 7, sizeof(MatmulPush));
   const BufferView none{&dummy_, 0, 0};
   const uint32_t rows_per_gemv_group = std::max<uint32_t>(1, 128 / std::max<uint32_t>(ctx_.info().subgroup_size, 1));
   for (const DeviceMatrix::Chunk& c : w.chunks) {

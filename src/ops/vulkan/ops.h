@@ -95,7 +95,6 @@ class Ops {
   Context& ctx_;
   KernelCache kernels_;
   bool coopmat_on_ = true;
-  uint32_t gemv_unroll_;  // words in flight per lane in the GEMV (shaders/gemv_subgroup.comp)
   Buffer dummy_;  // bound where a shader's optional buffer is absent
   Buffer zero_;   // 16 bytes of zeros: zero_position()
 };

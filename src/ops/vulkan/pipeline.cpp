@@ -11,8 +11,7 @@ constexpr uint32_t kSetsPerPool = 512, kBindingsPerSet = 8;
 constexpr uint32_t kMaxTimestamps = 4096;  // per command buffer; later commands go untimed
 }
 
-Kernel::Kernel(const Context& ctx, const std::string& name, uint32_t bindings, uint32_t push_bytes,
-               const std::vector<uint32_t>& spec)
+Kernel::Kernel(const Context& ctx, const std::string& name, uint32_t bindings, uint32_t push_bytes)
     : device_(ctx.device()), name_(name), bindings_(bindings), push_bytes_(push_bytes) {
   const auto code = spirv_module(name);
   PYLON_ASSERT(!code.empty(), "no SPIR-V module named ", name);
@@ -41,10 +40,6 @@ Kernel::Kernel(const Context& ctx, const std::string& name, uint32_t bindings, u
     cp.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
     cp.stage.module = module_;
     cp.stage.pName = "main";
-    std::vector<VkSpecializationMapEntry> entries(spec.size());
-    for (uint32_t i = 0; i < spec.size(); ++i) entries[i] = {i, i * 4, 4};
-    const VkSpecializationInfo si{static_cast<uint32_t>(spec.size()), entries.data(), spec.size() * 4, spec.data()};
-    if (!spec.empty()) cp.stage.pSpecializationInfo = &si;
     cp.layout = layout_;
     PYLON_VK_CHECK(vkCreateComputePipelines(device_, ctx.pipeline_cache(), 1, &cp, nullptr, &pipeline_));
   } catch (...) {
@@ -63,12 +58,9 @@ void Kernel::destroy() {
   pipeline_ = VK_NULL_HANDLE, module_ = VK_NULL_HANDLE, layout_ = VK_NULL_HANDLE, set_layout_ = VK_NULL_HANDLE;
 }
 
-const Kernel& KernelCache::get(const std::string& name, uint32_t bindings, uint32_t push_bytes,
-                               const std::vector<uint32_t>& spec) {
-  std::string key = name;
-  for (const uint32_t v : spec) key += "/" + std::to_string(v);
-  auto& k = kernels_[key];
-  if (!k) k = std::make_unique<Kernel>(ctx_, name, bindings, push_bytes, spec);
+const Kernel& KernelCache::get(const std::string& name, uint32_t bindings, uint32_t push_bytes) {
+  auto& k = kernels_[name];
+  if (!k) k = std::make_unique<Kernel>(ctx_, name, bindings, push_bytes);
   PYLON_ASSERT(k->bindings() == bindings && k->push_bytes() == push_bytes, "kernel ", name,
                " asked for with another signature");
   return *k;
@@ -175,30 +167,34 @@ void Recorder::dispatch(const Kernel& k, const std::vector<BufferView>& buffers,
   if (k.push_bytes()) vkCmdPushConstants(cb_, k.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, k.push_bytes(), push);
   vkCmdDispatch(cb_, gx, gy, gz);
   ++dispatches_;
-  barrier();
+  compute_barrier();
   stamp(k.name());
 }
 
-void Recorder::copy(const Buffer& src, const Buffer& dst, const std::vector<VkBufferCopy>& regions) {
-  PYLON_ASSERT(!ended_, "a replayed recording cannot grow");
-  if (regions.empty()) return;
-  vkCmdCopyBuffer(cb_, src.handle(), dst.handle(), static_cast<uint32_t>(regions.size()), regions.data());
-  barrier();
-  stamp("copy");
+void Recorder::compute_barrier() {
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+  vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0,
+                       nullptr, 0, nullptr);
 }
 
-void Recorder::barrier() {
+void Recorder::end_barrier() {
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
   mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
                      VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT;
-  const VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-  vkCmdPipelineBarrier(cb_, stages, stages | VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT,
+                       0, 1, &mb, 0, nullptr, 0, nullptr);
 }
 
 void Recorder::replay() {
   PYLON_ASSERT(reusable_, "replay() needs a reusable recorder");
-  if (!ended_) PYLON_VK_CHECK(vkEndCommandBuffer(cb_));
+  if (!ended_) {
+    end_barrier();
+    PYLON_VK_CHECK(vkEndCommandBuffer(cb_));
+  }
   ended_ = true;
   ctx_.submit_ended_and_wait(cb_);
   collect_times();
@@ -206,6 +202,7 @@ void Recorder::replay() {
 
 void Recorder::run() {
   PYLON_ASSERT(!reusable_, "a reusable recorder is replay()ed");
+  end_barrier();
   VkCommandBuffer cb = std::exchange(cb_, VK_NULL_HANDLE);
   ctx_.submit_and_wait(cb);
   collect_times();

@@ -15,12 +15,11 @@
 
 namespace pylon::vk {
 
-// One shader: `bindings` storage buffers at binding 0..bindings-1, `push_bytes` of push constants
-// and uint specialization constants 0..spec.size()-1. Move-only owner of the layouts and pipeline.
+// One shader: `bindings` storage buffers at binding 0..bindings-1 and `push_bytes` of push
+// constants. Move-only owner of the layouts and the pipeline.
 class Kernel {
  public:
-  Kernel(const Context& ctx, const std::string& name, uint32_t bindings, uint32_t push_bytes,
-         const std::vector<uint32_t>& spec = {});
+  Kernel(const Context& ctx, const std::string& name, uint32_t bindings, uint32_t push_bytes);
   ~Kernel();
   Kernel(const Kernel&) = delete;
   Kernel& operator=(const Kernel&) = delete;
@@ -43,12 +42,11 @@ class Kernel {
   VkPipeline pipeline_ = VK_NULL_HANDLE;
 };
 
-// The kernels of one context, built on first use (one per name and specialization).
+// The kernels of one context, built on first use.
 class KernelCache {
  public:
   explicit KernelCache(const Context& ctx) : ctx_(ctx) {}
-  const Kernel& get(const std::string& name, uint32_t bindings, uint32_t push_bytes,
-                    const std::vector<uint32_t>& spec = {});
+  const Kernel& get(const std::string& name, uint32_t bindings, uint32_t push_bytes);
 
  private:
   const Context& ctx_;
@@ -56,7 +54,8 @@ class KernelCache {
 };
 
 // Records dispatches into one command buffer; run() submits it and waits. Every dispatch is
-// followed by a full compute/transfer barrier (the ops of a forward depend on each other in turn).
+// followed by a compute-to-compute barrier (the ops of a forward depend on each other in turn), the
+// whole by one to the host.
 // With a GpuTimes sink (and a device with timestamps), a timestamp follows every command and run()
 // adds each command's device time to the sink under its kernel's name. A reusable recorder is
 // recorded once and then replay()ed: the same commands, descriptor sets and barriers each time, on
@@ -76,8 +75,6 @@ class Recorder {
     static_assert(sizeof(Push) <= 128, "push constants: 128 bytes is the guaranteed maximum");
     dispatch(k, buffers, static_cast<const void*>(&push), gx, gy, gz);
   }
-  void copy(const Buffer& src, const Buffer& dst, const std::vector<VkBufferCopy>& regions);
-  void barrier();
   // Submits, waits, and starts a fresh command buffer for what comes next (not when reusable).
   void run();
   // Reusable only: ends the recording on first use (nothing can be added after), submits, waits.
@@ -86,6 +83,8 @@ class Recorder {
 
  private:
   void begin();
+  void compute_barrier();  // compute writes before -> compute reads and writes after
+  void end_barrier();      // compute writes before -> later commands (downloads) and the host
   void stamp(const std::string& label);  // a timestamp after the last command, when timing
   void collect_times();                  // after a run: the timestamps into times_
   VkDescriptorSet allocate_set(const Kernel& k);

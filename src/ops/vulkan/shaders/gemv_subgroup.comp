@@ -1,7 +1,6 @@
 // Decode GEMV (one token): y (ldy) [+]= x (cols) · W(chunk)ᵀ. One subgroup per weight row. When
 // rows are whole 16-byte words, lane i reads words i, i + S, i + 2S, ... of its row (S = subgroup
-// size, so each subgroup load is S contiguous words), UNROLL words in flight per lane, x read as
-// vec4 beside them, and decodes whole 32-bit words: f16 as pairs (unpackHalf2x16), int8 four and int4
+// size, so each subgroup load is S contiguous words), x read as vec4 beside them, and decodes whole 32-bit words: f16 as pairs (unpackHalf2x16), int8 four and int4
 // eight at a time with shifts (sign extension by an arithmetic right shift). Other rows (odd
 // sizes) go element by element. A subgroup reduction ends each row: no shared memory, no barriers.
 // x is not staged in shared memory: a workgroup holds only 128 / S rows (enough workgroups to fill
@@ -67,22 +66,10 @@ float dot_i4(uvec4 w, uint v) {
          dot_i4_word(w.w, c + 24u);
 }
 
-// Words in flight per lane (specialization constant 0): 4 on GPUs; 1 on CPU devices, where
-// llvmpipe runs the four-load loop several times slower than the plain one.
-layout(constant_id = 0) const uint UNROLL = 4u;
-
-// This lane's share of a row of `per_row` words from word `base`: DOT(w, v) for its words, UNROLL
-// loads issued before their use.
-#define ROW_WORDS(DOT)                                                                        \
-  {                                                                                           \
-    uint v = lane;                                                                            \
-    for (; UNROLL == 4u && v + 3u * S < per_row; v += 4u * S) {                               \
-      const uvec4 w0 = W4[base + v], w1 = W4[base + v + S], w2 = W4[base + v + 2u * S],      \
-                  w3 = W4[base + v + 3u * S];                                                 \
-      acc += DOT(w0, v) + DOT(w1, v + S) + DOT(w2, v + 2u * S) + DOT(w3, v + 3u * S);         \
-    }                                                                                         \
-    for (; v < per_row; v += S) acc += DOT(W4[base + v], v);                                  \
-  }
+// This lane's share of a row of `per_row` words from word `base`: DOT(w, v) for its words. (Four
+// loads issued before their use measured no faster on the H200 and 4x slower on llvmpipe.)
+#define ROW_WORDS(DOT) \
+  for (uint v = lane; v < per_row; v += S) acc += DOT(W4[base + v], v);
 
 uint row_bytes() {
   if (pc.wtype == WT_F32) return pc.cols * 4u;
