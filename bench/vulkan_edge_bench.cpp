@@ -212,7 +212,7 @@ int run(int argc, char** argv) {
     std::sort(kinds.rbegin(), kinds.rend());
     for (const auto& [sec, name] : kinds) {
       const vk::GpuTimes::Entry& e = times.by_kernel.at(name);
-      std::printf("    %-14s %5.1f per token  %8.1f us/token  %5.1f%%  %7.2f us each\n", name.c_str(),
+      std::printf("    %-30s %5.1f per token  %8.1f us/token  %5.1f%%  %7.2f us each\n", name.c_str(),
                   static_cast<double>(e.count) * per, sec * per * 1e6, 100.0 * sec / times.total,
                   sec / static_cast<double>(e.count) * 1e6);
     }

@@ -100,6 +100,8 @@ void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint
     const BufferView b = bias ? bias->chunks[0].values : none;
     const BufferView g = norm ? norm->chunks[0].values : none;
     const std::vector<BufferView> views{x, c.values, c.values, scales, b, y, g};
+    r.label_next(std::string(kernel) + " " + std::to_string(c.rows) + "x" + std::to_string(w.cols) + " " +
+                 edge_dtype_name(w.dtype));
     if (gemv)  // one row per subgroup
       r.dispatch(k, views, p, groups_for(static_cast<uint64_t>(c.rows), rows_per_gemv_group, 65535));
     else

@@ -168,7 +168,8 @@ void Recorder::dispatch(const Kernel& k, const std::vector<BufferView>& buffers,
   vkCmdDispatch(cb_, gx, gy, gz);
   ++dispatches_;
   compute_barrier();
-  stamp(k.name());
+  stamp(next_label_.empty() ? k.name() : next_label_);
+  next_label_.clear();
 }
 
 void Recorder::compute_barrier() {

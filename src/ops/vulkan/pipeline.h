@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ops/vulkan/context.h"
@@ -75,6 +76,8 @@ class Recorder {
     static_assert(sizeof(Push) <= 128, "push constants: 128 bytes is the guaranteed maximum");
     dispatch(k, buffers, static_cast<const void*>(&push), gx, gy, gz);
   }
+  // The name the next dispatch's device time is filed under (else its kernel's name).
+  void label_next(std::string label) { next_label_ = std::move(label); }
   // Submits, waits, and starts a fresh command buffer for what comes next (not when reusable).
   void run();
   // Reusable only: ends the recording on first use (nothing can be added after), submits, waits.
@@ -93,6 +96,7 @@ class Recorder {
   bool reusable_ = false, ended_ = false;
   VkQueryPool queries_ = VK_NULL_HANDLE;
   std::vector<std::string> labels_;  // label of timestamp i + 1 (timestamp 0 starts the buffer)
+  std::string next_label_;
   VkCommandBuffer cb_ = VK_NULL_HANDLE;
   std::vector<VkDescriptorPool> pools_;
   size_t pool_ = 0;  // the pool being allocated from

@@ -172,6 +172,7 @@ const MatmulCase kCases[] = {
     // GEMV rows of many 16-byte words (the four-words-in-flight loop and its remainder).
     {EdgeDType::f32, 9, 1028, 1},  {EdgeDType::f16, 19, 4104, 1}, {EdgeDType::int8, 23, 2064, 1},
     {EdgeDType::int4, 21, 4160, 1}, {EdgeDType::int4, 6, 4224, 1, 64, false},
+    {EdgeDType::int4, 7, 576, 1, 96, true},  // 3 words a group: a division, not a shift
 };
 
 TEST(VulkanOps, MatmulEveryDtypeAgainstTheCpu) {

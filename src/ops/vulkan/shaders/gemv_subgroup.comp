@@ -96,8 +96,12 @@ float row_dot(uint r) {
     acc *= scale_at(pc.row_base + r);
   } else {
     // A word's 32 columns lie in one group (group % 32 == 0).
+    // Word v's group: a shift where words per group is a power of two (group 32, 64, 128, ...).
     const uint srow = (pc.row_base + r) * int4_groups(), words_per_group = pc.group / 32u;
-#define DOT_I4_SCALED(w, v) (dot_i4(w, v) * scale_at(srow + (v) / words_per_group))
+    const bool pow2 = (words_per_group & (words_per_group - 1u)) == 0u;
+    const uint shift = uint(findLSB(words_per_group));
+#define DOT_I4_SCALED(w, v) \
+  (dot_i4(w, v) * scale_at(srow + (pow2 ? (v) >> shift : (v) / words_per_group)))
     ROW_WORDS(DOT_I4_SCALED)
 #undef DOT_I4_SCALED
   }
