@@ -40,7 +40,10 @@ uint64_t row_bytes(EdgeDType dtype, int64_t cols) {
 }
 
 Ops::Ops(Context& ctx)
-    : ctx_(ctx), kernels_(ctx), dummy_(ctx.make_buffer(16, MemoryKind::device)),
+    : ctx_(ctx),
+      kernels_(ctx),
+      gemv_rows_(ctx.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU),
+      dummy_(ctx.make_buffer(16, MemoryKind::device)),
       zero_(ctx.make_buffer(16, MemoryKind::device)) {
   const uint32_t zeros[4] = {0, 0, 0, 0};
   ctx.upload(zero_, 0, zeros, sizeof(zeros));
@@ -53,7 +56,7 @@ bool Ops::uses_coopmat(uint32_t n) const {
 
 void Ops::matmul(Recorder& r, const BufferView& y, uint32_t ldy, const BufferView& x, uint32_t x_off,
                  uint32_t n, const DeviceMatrix& w, const DeviceMatrix* bias, bool accumulate, bool silu) {
-  const char* kernel = n == 1 ? "gemv_subgroup" : uses_coopmat(n) ? "gemm_coopmat" : "gemm_tiled";
+  const char* kernel = n == 1 ? "gemv" : uses_coopmat(n) ? "gemm_coopmat" : "gemm_tiled";
   matmul_with(kernel, r, y, ldy, x, x_off, n, w, bias, accumulate, silu, nullptr, 0.f);
 }
 
@@ -61,13 +64,13 @@ void Ops::normed_gemv(Recorder& r, const BufferView& y, uint32_t ldy, const Buff
                       const DeviceMatrix& norm, float eps, const DeviceMatrix& w, const DeviceMatrix* bias,
                       bool accumulate, bool silu) {
   PYLON_ASSERT(norm.chunks.size() == 1 && norm.cols == w.cols, "RMSNorm weights of ", w.cols, " columns");
-  matmul_with("gemv_subgroup", r, y, ldy, x, x_off, 1, w, bias, accumulate, silu, &norm, eps);
+  matmul_with("gemv", r, y, ldy, x, x_off, 1, w, bias, accumulate, silu, &norm, eps);
 }
 
 void Ops::matmul_plain(Recorder& r, const BufferView& y, uint32_t ldy, const BufferView& x,
                        uint32_t x_off, uint32_t n, const DeviceMatrix& w, const DeviceMatrix* bias,
                        bool accumulate, bool silu) {
-  matmul_with(n == 1 ? "gemv_subgroup" : "gemm_tiled", r, y, ldy, x, x_off, n, w, bias, accumulate, silu, nullptr,
+  matmul_with(n == 1 ? "gemv" : "gemm_tiled", r, y, ldy, x, x_off, n, w, bias, accumulate, silu, nullptr,
               0.f);
 }
 
@@ -76,7 +79,8 @@ void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint
                       const DeviceMatrix* bias, bool accumulate, bool silu, const DeviceMatrix* norm,
                       float eps) {
   PYLON_ASSERT(!bias || bias->chunks.size() == 1, "a bias is one chunk");
-  const bool gemv = std::string(kernel) == "gemv_subgroup";
+  const bool gemv = std::string(kernel) == "gemv";  // either GEMV, as set_gemv_rows says
+  if (gemv) kernel = gemv_rows_ ? "gemv_rows" : "gemv_subgroup";
   const Kernel& k = kernels_.get(kernel, 7, sizeof(MatmulPush));
   const BufferView none{&dummy_, 0, 0};
   const uint32_t rows_per_gemv_group = std::max<uint32_t>(1, 128 / std::max<uint32_t>(ctx_.info().subgroup_size, 1));
@@ -102,7 +106,9 @@ void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint
     const std::vector<BufferView> views{x, c.values, c.values, scales, b, y, g};
     r.label_next(std::string(kernel) + " " + std::to_string(c.rows) + "x" + std::to_string(w.cols) + " " +
                  edge_dtype_name(w.dtype));
-    if (gemv)  // one row per subgroup
+    if (gemv && gemv_rows_)  // one row per invocation, 64 a workgroup
+      r.dispatch(k, views, p, groups_for(static_cast<uint64_t>(c.rows), 64, 65535));
+    else if (gemv)  // one row per subgroup
       r.dispatch(k, views, p, groups_for(static_cast<uint64_t>(c.rows), rows_per_gemv_group, 65535));
     else
       r.dispatch(k, views, p, groups_for(static_cast<uint64_t>(c.rows), 64), groups_for(n, 64));

@@ -35,8 +35,8 @@ class Ops {
   explicit Ops(Context& ctx);
   Context& context() { return ctx_; }
 
-  // y (n, ldy) [+]= act(x (n, w.cols) · wᵀ [+ bias]), act SiLU when `silu` else none: the subgroup
-  // GEMV when n == 1, else the tiled GEMM (or the coopmat GEMM where available and allowed). x
+  // y (n, ldy) [+]= act(x (n, w.cols) · wᵀ [+ bias]), act SiLU when `silu` else none: a GEMV
+  // (set_gemv_rows) when n == 1, else the tiled GEMM (or the coopmat GEMM where available and allowed). x
   // starts at element x_off.
   void matmul(Recorder& r, const BufferView& y, uint32_t ldy, const BufferView& x, uint32_t x_off,
               uint32_t n, const DeviceMatrix& w, const DeviceMatrix* bias, bool accumulate,
@@ -52,6 +52,9 @@ class Ops {
                    bool accumulate, bool silu = false);
   bool uses_coopmat(uint32_t n) const;  // whether matmul with n tokens takes the coopmat GEMM
   void set_coopmat(bool on) { coopmat_on_ = on; }  // off: matmul == matmul_plain
+  // The one-token GEMV: a row per invocation (gemv_rows; the default on CPU devices) or a row per
+  // subgroup (gemv_subgroup; the default on GPUs). Tests run both on any device.
+  void set_gemv_rows(bool on) { gemv_rows_ = on; }
   // x (n, D) = embed[tokens] (tokens: n uint32)
   void embedding(Recorder& r, const BufferView& x, const BufferView& tokens, uint32_t n,
                  const DeviceMatrix& embed);
@@ -95,6 +98,7 @@ class Ops {
   Context& ctx_;
   KernelCache kernels_;
   bool coopmat_on_ = true;
+  bool gemv_rows_;
   Buffer dummy_;  // bound where a shader's optional buffer is absent
   Buffer zero_;   // 16 bytes of zeros: zero_position()
 };

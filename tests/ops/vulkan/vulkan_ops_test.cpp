@@ -1,5 +1,5 @@
-// Every Vulkan shader against its CPU reference, element by element, at odd sizes: the subgroup
-// GEMV and the tiled GEMM over f32 / f16 / int8 / int4 weights (with bias, residual accumulate and
+// Every Vulkan shader against its CPU reference, element by element, at odd sizes: both GEMVs
+// and the tiled GEMM over f32 / f16 / int8 / int4 weights (with bias, residual accumulate and
 // weights split into several buffers), embedding, RMSNorm, SiLU, RoPE and attention.
 #include <gtest/gtest.h>
 
@@ -150,17 +150,22 @@ void check_matmul(vk::Context& ctx, const MatmulCase& c, bool with_bias, bool ac
       if (silu) cpu::silu_forward(&acc, &acc, 1);
       ref[i * c.rows + r] = accumulate ? y0[i * c.rows + r] + acc : acc;
     }
-  vk::Buffer xb = device_vector(ctx, x), yb = device_vector(ctx, y0);
-  vk::Recorder rec(ctx);
-  ops.matmul(rec, {&yb}, static_cast<uint32_t>(c.rows), {&xb}, x_off, c.n, w, with_bias ? &b : nullptr, accumulate,
-             silu);
-  rec.run();
-  expect_close(read_floats(ctx, yb, y0.size()), ref, 1e-4f, 1e-4f,
-               std::string(edge_dtype_name(c.dtype)) + " rows " + std::to_string(c.rows) + " cols " +
-                   std::to_string(c.cols) + " n " + std::to_string(c.n) + " chunks " +
-                   std::to_string(w.chunks.size()) + " x_off " + std::to_string(x_off) + (silu ? " silu" : "") +
-                   (coopmat ? " coopmat" : ""),
-               slack);
+  for (const bool rows : {false, true}) {  // one token: both GEMVs (a subgroup / an invocation per row)
+    if (rows && c.n != 1) break;
+    ops.set_gemv_rows(rows);
+    vk::Buffer xb = device_vector(ctx, x), yb = device_vector(ctx, y0);
+    vk::Recorder rec(ctx);
+    ops.matmul(rec, {&yb}, static_cast<uint32_t>(c.rows), {&xb}, x_off, c.n, w, with_bias ? &b : nullptr,
+               accumulate, silu);
+    rec.run();
+    expect_close(read_floats(ctx, yb, y0.size()), ref, 1e-4f, 1e-4f,
+                 std::string(edge_dtype_name(c.dtype)) + " rows " + std::to_string(c.rows) + " cols " +
+                     std::to_string(c.cols) + " n " + std::to_string(c.n) + " chunks " +
+                     std::to_string(w.chunks.size()) + " x_off " + std::to_string(x_off) +
+                     (silu ? " silu" : "") + (coopmat ? " coopmat" : "") +
+                     (c.n == 1 ? (rows ? " gemv_rows" : " gemv_subgroup") : ""),
+                 slack);
+  }
 }
 
 const MatmulCase kCases[] = {
@@ -225,14 +230,19 @@ TEST(VulkanOps, GemvWithFusedRmsnorm) {
       ref[r] = t.accumulate ? y0[r] + acc : acc;
       slack[r] = magnitude / 1048576.f;
     }
-    vk::Buffer xb = device_vector(*ctx, x), yb = device_vector(*ctx, y0);
-    vk::Recorder rec(*ctx);
-    ops.normed_gemv(rec, {&yb}, static_cast<uint32_t>(c.rows), {&xb}, t.x_off, g, 1e-5f, w, &b, t.accumulate, t.silu);
-    rec.run();
-    expect_close(read_floats(*ctx, yb, ref.size()), ref, 1e-4f, 1e-4f,
-                 std::string("normed gemv ") + edge_dtype_name(c.dtype) + " cols " + std::to_string(c.cols) +
-                     " norm " + edge_dtype_name(t.norm) + " x_off " + std::to_string(t.x_off),
-                 slack);
+    for (const bool rows : {false, true}) {
+      ops.set_gemv_rows(rows);
+      vk::Buffer xb = device_vector(*ctx, x), yb = device_vector(*ctx, y0);
+      vk::Recorder rec(*ctx);
+      ops.normed_gemv(rec, {&yb}, static_cast<uint32_t>(c.rows), {&xb}, t.x_off, g, 1e-5f, w, &b, t.accumulate,
+                      t.silu);
+      rec.run();
+      expect_close(read_floats(*ctx, yb, ref.size()), ref, 1e-4f, 1e-4f,
+                   std::string("normed gemv ") + edge_dtype_name(c.dtype) + " cols " + std::to_string(c.cols) +
+                       " norm " + edge_dtype_name(t.norm) + " x_off " + std::to_string(t.x_off) +
+                       (rows ? " gemv_rows" : " gemv_subgroup"),
+                   slack);
+    }
   }
 }
 
