@@ -1,7 +1,7 @@
 // The MiniLLM forward on Vulkan, recorded op by op into one command buffer per call (DESIGN §1):
 // embedding -> L x [RMSNorm, qkv, RoPE and KV append (causal), attention, out_proj + residual,
 // RMSNorm, ffn.0 and SiLU, ffn.2 + residual] -> head. One token: each RMSNorm is fused into the
-// GEMV after it. A causal decode step (one token) is recorded
+// GEMV after it and attention splits the keys over workgroups. A causal decode step is recorded
 // once and replayed: its token and position are read from buffers, so the commands never change.
 #include "model/vulkan/vulkan_decoder.h"
 
