@@ -1,9 +1,12 @@
 // Edge decode and prefill on a Vulkan device, next to the device's ceilings, for a randomly
 // initialised MiniLLM at the seed preset's size (causal preset so decode uses the KV cache; the
 // weights read per token are the same). For each precision: weight bytes per decoded token, the
-// device's measured copy bandwidth (vkCmdCopyBuffer, read + write bytes), the bandwidth bound
-// (bandwidth / bytes per token), measured decode tokens/s (median per-token time, host submit and
-// wait included), prefill tokens/s on the plain tiled GEMM and on the coopmat GEMM where it runs,
+// device's measured read bandwidth (a compute shader reading a large buffer as 16-byte words, device
+// timestamps; also vkCmdCopyBuffer's read + write bytes and, for CPU devices, an OpenMP sum over host
+// memory: the bound uses the largest), the bandwidth bound (bandwidth / bytes per token), measured
+// decode tokens/s (median per-token time, host submit and wait included), then a second decode pass
+// with device timestamps after every dispatch: device time per token against host time per token,
+// and the device time per kind of dispatch; prefill tokens/s on the plain tiled GEMM and on the coopmat GEMM where it runs,
 // and the coopmat GEMM's own throughput on a large fp16 GEMM (the prefill ceiling of this kernel).
 //   pylon_bench_vulkan [--dim 2048 --layers 12 --heads 16 --vocab 32000] [--quant f16,int8,int4]
 //                      [--prefill 128] [--decode 32] [--dir /tmp] [--device N]
@@ -22,6 +25,7 @@
 #include "model/params.h"
 #include "model/vulkan/vulkan_decoder.h"
 #include "ops/vulkan/context.h"
+#include "ops/vulkan/pipeline.h"
 
 namespace pylon {
 namespace {
@@ -46,6 +50,27 @@ double copy_bandwidth(vk::Context& ctx, uint64_t bytes) {
     if (i > 0) best = std::min(best, since(t));
   }
   return 2.0 * static_cast<double>(bytes) / best;
+}
+
+// Read bandwidth of device memory as a shader sees it: read_bandwidth.comp over `bytes`, best of 5
+// device-timed runs after a warm-up (host-timed where the device has no timestamps).
+double shader_read_bandwidth(vk::Context& ctx, uint64_t bytes) {
+  vk::Buffer a = ctx.make_buffer(bytes, vk::MemoryKind::device), sink = ctx.make_buffer(16, vk::MemoryKind::device);
+  vk::KernelCache kernels(ctx);
+  const uint32_t words = static_cast<uint32_t>(bytes / 16);
+  const vk::Kernel& k = kernels.get("read_bandwidth", 2, sizeof(words));
+  const uint32_t groups = static_cast<uint32_t>(std::min<uint64_t>(65535, (words + 2047) / 2048));
+  double best = 1e30;
+  for (int i = 0; i < 6; ++i) {
+    vk::GpuTimes times;
+    vk::Recorder r(ctx, &times);
+    r.dispatch(k, {{&a}, {&sink}}, words, groups);
+    const auto t = Clock::now();
+    r.run();
+    const double host = since(t);
+    if (i > 0) best = std::min(best, times.runs ? times.total : host);
+  }
+  return static_cast<double>(words) * 16.0 / best;
 }
 
 // Host memory read bandwidth: an OpenMP sum over `bytes` of floats, best of 5 after a warm-up (the
@@ -109,7 +134,8 @@ int run(int argc, char** argv) {
     vk::Context ctx(co);
     const uint64_t bytes = std::min<uint64_t>(1ull << 30, ctx.info().max_allocation / 2);
     const double copy = copy_bandwidth(ctx, bytes);
-    bw = copy;
+    const double read = shader_read_bandwidth(ctx, bytes);
+    bw = std::max(copy, read);
     const double host = host_read_bandwidth(1ull << 30);
     std::printf("host read bandwidth (OpenMP sum over 1 GiB, best of 5): %.1f GB/s\n", host / 1e9);
     if (ctx.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU) bw = std::max(bw, host);  // buffers are host memory
@@ -118,6 +144,9 @@ int run(int argc, char** argv) {
                 static_cast<unsigned long long>(ctx.info().max_storage_range), ctx.info().coopmat ? "yes" : "no");
     std::printf("copy bandwidth (vkCmdCopyBuffer %llu MiB, read+write, best of 5): %.1f GB/s\n",
                 static_cast<unsigned long long>(bytes >> 20), copy / 1e9);
+    std::printf("read bandwidth (read_bandwidth.comp over %llu MiB, 16-byte words, best of 5, %s): %.1f GB/s\n",
+                static_cast<unsigned long long>(bytes >> 20),
+                ctx.info().timestamp_ns > 0 ? "device timestamps" : "host clock", read / 1e9);
     std::printf("bound uses %.1f GB/s\n", bw / 1e9);
   }
   std::vector<float> flat;
@@ -157,6 +186,36 @@ int run(int argc, char** argv) {
     std::printf("  decode: %.3f ms/token median, %.1f tokens/s; weights %.1f MB/token; bound %.1f tokens/s "
                 "at %.1f GB/s: %.0f%% of the bound (%.1f GB/s effective)\n",
                 median(dec) * 1e3, tps, bytes / 1e6, bound, bw / 1e9, 100.0 * tps / bound, bytes * tps / 1e9);
+    // Again with a device timestamp after every command: device time against host time per token.
+    d.reset();
+    d.feed(tokens.data(), prefill);
+    vk::GpuTimes times;
+    d.time_dispatches(&times);
+    double host_total = 0;
+    for (int i = 0; i < decode; ++i) {
+      const auto t = Clock::now();
+      d.feed(&tokens[static_cast<size_t>(prefill + i)], 1);
+      host_total += since(t);
+    }
+    d.time_dispatches(nullptr);
+    if (times.runs == 0) {
+      std::printf("  (no device timestamps on this device)\n");
+      continue;
+    }
+    const double per = 1.0 / decode, gpu = times.total * per;
+    std::printf("  decode, timed (mean of %d tokens): host %.3f ms/token, device %.3f ms/token (%.0f%%), "
+                "host-only %.3f ms/token; device time at %.1f GB/s would be %.0f%% of the bound\n",
+                decode, host_total * per * 1e3, gpu * 1e3, 100.0 * gpu / (host_total * per),
+                (host_total * per - gpu) * 1e3, bytes / gpu / 1e9, 100.0 * (bytes / gpu) / bw);
+    std::vector<std::pair<double, std::string>> kinds;
+    for (const auto& [name, e] : times.by_kernel) kinds.emplace_back(e.seconds, name);
+    std::sort(kinds.rbegin(), kinds.rend());
+    for (const auto& [sec, name] : kinds) {
+      const vk::GpuTimes::Entry& e = times.by_kernel.at(name);
+      std::printf("    %-30s %5.1f per token  %8.1f us/token  %5.1f%%  %7.2f us each\n", name.c_str(),
+                  static_cast<double>(e.count) * per, sec * per * 1e6, 100.0 * sec / times.total,
+                  sec / static_cast<double>(e.count) * 1e6);
+    }
   }
   return 0;
 }
@@ -165,6 +224,7 @@ int run(int argc, char** argv) {
 }  // namespace pylon
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // line by line into a log, also when a timeout kills it
   try {
     return pylon::run(argc, argv);
   } catch (const std::exception& e) {

@@ -1,12 +1,15 @@
 // The MiniLLM forward on Vulkan, recorded op by op into one command buffer per call (DESIGN §1):
-// embedding -> L x [RMSNorm, qkv, RoPE (causal), KV append, attention, out_proj + residual,
-// RMSNorm, ffn.0, SiLU, ffn.2 + residual] -> head.
+// embedding -> L x [RMSNorm, qkv, RoPE and KV append (causal), attention, out_proj + residual,
+// RMSNorm, ffn.0 and SiLU, ffn.2 + residual] -> head. One token: each RMSNorm is fused into the
+// GEMV after it and attention splits the keys over workgroups. A causal decode step is recorded
+// once and replayed: its token and position are read from buffers, so the commands never change.
 #include "model/vulkan/vulkan_decoder.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 
 #include "core/error.h"
 #include "io/edge_format.h"
@@ -54,11 +57,16 @@ struct VulkanDecoder::Impl {
   vk::Context ctx;
   vk::Ops ops;
   vk::DeviceWeights weights;
-  vk::Buffer tokens, x, h, qkv, att, f1, k_cache, v_cache, scores, rope_table, logits;
+  vk::Buffer tokens, position, x, h, qkv, att, f1, k_cache, v_cache, scores, partials, rope_table, logits;
   uint32_t logits_rows;  // rows the logits buffer holds
   int pos = 0;
   std::vector<int32_t> history;  // seed preset: all tokens so far
   std::vector<float> last;       // (V)
+  vk::GpuTimes* times = nullptr;  // benchmarks: where device times go
+  // The recorded causal decode step (made on first use; again when `times` changes). Last member:
+  // it goes before the buffers and the context it refers to.
+  std::unique_ptr<vk::Recorder> step;
+  vk::GpuTimes* step_times = nullptr;
 
   Impl(const std::string& path, const VulkanOptions& o, int max_tokens_)
       : file(path), cfg(file.config()), max_tokens(max_tokens_), ctx(context_options(o)), ops(ctx),
@@ -73,12 +81,16 @@ struct VulkanDecoder::Impl {
       return ctx.make_buffer(std::max<uint64_t>(floats, 4) * 4, kind);
     };
     tokens = make(T, vk::MemoryKind::host, "token");
+    position = make(4, vk::MemoryKind::host, "position");
     x = make(T * D, vk::MemoryKind::device, "activation");
     h = make(T * D, vk::MemoryKind::device, "activation");
     qkv = make(T * 3 * D, vk::MemoryKind::device, "qkv");
     att = make(T * D, vk::MemoryKind::device, "attention");
     f1 = make(T * 4 * D, vk::MemoryKind::device, "ffn");
     scores = make(T * H * T, vk::MemoryKind::device, "attention score");
+    partials = make(vk::Ops::attention_partials(static_cast<uint32_t>(H), static_cast<uint32_t>(D / H),
+                                                static_cast<uint32_t>(T)),
+                    vk::MemoryKind::device, "attention partials");
     if (cfg.causal()) {
       k_cache = make(static_cast<uint64_t>(cfg.layers) * T * D, vk::MemoryKind::device, "KV cache");
       v_cache = make(static_cast<uint64_t>(cfg.layers) * T * D, vk::MemoryKind::device, "KV cache");
@@ -104,45 +116,54 @@ struct VulkanDecoder::Impl {
 
   const vk::DeviceMatrix& w(const std::string& name) const { return weights.get(name); }
 
-  // Runs the blocks over tokens [0, n) at positions pos0.. ; x holds the block output (n, D).
-  void blocks(vk::Recorder& r, const int32_t* toks, uint32_t n, uint32_t pos0) {
-    const uint32_t D = static_cast<uint32_t>(cfg.dim), H = static_cast<uint32_t>(cfg.heads);
-    const uint32_t hd = D / H, T = static_cast<uint32_t>(max_tokens);
+  // The inputs of the next forward: n token ids and the position of the first.
+  void set_inputs(const int32_t* toks, uint32_t n, uint32_t pos0) {
     std::vector<uint32_t> ids(toks, toks + n);
     ctx.upload(tokens, 0, ids.data(), n * 4ull);
-    const vk::BufferView X{&x}, Hb{&h}, QKV{&qkv}, ATT{&att}, F1{&f1}, S{&scores};
+    const uint32_t p[4] = {pos0, 0, 0, 0};
+    ctx.upload(position, 0, p, sizeof(p));
+  }
+
+  // Records the blocks over the n tokens of the token buffer at positions position[0].. ; x holds
+  // the block output (n, D).
+  void blocks(vk::Recorder& r, uint32_t n) {
+    const uint32_t D = static_cast<uint32_t>(cfg.dim), H = static_cast<uint32_t>(cfg.heads);
+    const uint32_t hd = D / H, T = static_cast<uint32_t>(max_tokens);
+    const vk::BufferView X{&x}, Hb{&h}, QKV{&qkv}, ATT{&att}, F1{&f1}, S{&scores}, P{&position};
     ops.embedding(r, X, {&tokens}, n, w("embed.weight"));
     for (int l = 0; l < cfg.layers; ++l) {
       const std::string p = "layers." + std::to_string(l) + ".";
-      ops.rmsnorm(r, Hb, X, w(p + "norm1.weight"), n, cfg.norm_eps);
-      ops.matmul(r, QKV, 3 * D, Hb, 0, n, w(p + "attn.in_proj_weight"), &w(p + "attn.in_proj_bias"), false);
+      if (n == 1) {  // one token: the RMSNorm fused into the GEMV
+        ops.normed_gemv(r, QKV, 3 * D, X, 0, w(p + "norm1.weight"), cfg.norm_eps, w(p + "attn.in_proj_weight"),
+                        &w(p + "attn.in_proj_bias"), false);
+      } else {
+        ops.rmsnorm(r, Hb, X, w(p + "norm1.weight"), n, cfg.norm_eps);
+        ops.matmul(r, QKV, 3 * D, Hb, 0, n, w(p + "attn.in_proj_weight"), &w(p + "attn.in_proj_bias"), false);
+      }
       vk::Ops::AttentionArgs a{};
-      a.n = n, a.heads = H, a.hd = hd, a.pos0 = pos0, a.o_stride = D, a.max_keys = T;
+      a.n = n, a.heads = H, a.hd = hd, a.pos0 = 0, a.o_stride = D, a.max_keys = T;
       a.q_off = 0, a.q_stride = 3 * D;
       a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
       if (cfg.causal()) {
-        ops.rope(r, QKV, {&rope_table}, n, D, H, pos0);
-        std::vector<VkBufferCopy> kr(n), vr(n);
-        const uint64_t layer = static_cast<uint64_t>(l) * T * D * 4;
-        for (uint32_t i = 0; i < n; ++i) {
-          const uint64_t dst = layer + static_cast<uint64_t>(pos0 + i) * D * 4;
-          kr[i] = {(static_cast<uint64_t>(i) * 3 * D + D) * 4, dst, D * 4ull};
-          vr[i] = {(static_cast<uint64_t>(i) * 3 * D + 2 * D) * 4, dst, D * 4ull};
-        }
-        r.copy(qkv, k_cache, kr);
-        r.copy(qkv, v_cache, vr);
         const vk::BufferView K{&k_cache, static_cast<uint64_t>(l) * T * D * 4, static_cast<uint64_t>(T) * D * 4};
         const vk::BufferView Vv{&v_cache, K.offset, K.size};
-        a.causal = 1, a.keys = pos0 + n, a.k_off = 0, a.k_stride = D, a.v_off = 0, a.v_stride = D;
-        ops.attention(r, QKV, K, Vv, S, ATT, a);
+        const vk::Ops::KvCache cache{K, Vv};
+        ops.rope(r, QKV, {&rope_table}, P, n, D, H, 0, &cache);
+        a.causal = 1, a.keys = 0, a.k_off = 0, a.k_stride = D, a.v_off = 0, a.v_stride = D;
+        if (n == 1) ops.attention_decode(r, QKV, K, Vv, {&partials}, ATT, P, a);  // keys split over workgroups
+        else ops.attention(r, QKV, K, Vv, S, ATT, P, a);
       } else {
         a.causal = 0, a.keys = n, a.k_off = D, a.k_stride = 3 * D, a.v_off = 2 * D, a.v_stride = 3 * D;
-        ops.attention(r, QKV, QKV, QKV, S, ATT, a);
+        ops.attention(r, QKV, QKV, QKV, S, ATT, P, a);
       }
       ops.matmul(r, X, D, ATT, 0, n, w(p + "attn.out_proj.weight"), &w(p + "attn.out_proj.bias"), true);
-      ops.rmsnorm(r, Hb, X, w(p + "norm2.weight"), n, cfg.norm_eps);
-      ops.matmul(r, F1, 4 * D, Hb, 0, n, w(p + "ffn.0.weight"), nullptr, false);
-      ops.silu(r, F1, n * 4 * D);
+      if (n == 1) {  // RMSNorm and SiLU fused
+        ops.normed_gemv(r, F1, 4 * D, X, 0, w(p + "norm2.weight"), cfg.norm_eps, w(p + "ffn.0.weight"), nullptr,
+                        false, true);
+      } else {
+        ops.rmsnorm(r, Hb, X, w(p + "norm2.weight"), n, cfg.norm_eps);
+        ops.matmul(r, F1, 4 * D, Hb, 0, n, w(p + "ffn.0.weight"), nullptr, false, true);  // SiLU fused
+      }
       ops.matmul(r, X, D, F1, 0, n, w(p + "ffn.2.weight"), nullptr, true);
     }
   }
@@ -163,18 +184,37 @@ struct VulkanDecoder::Impl {
     PYLON_CHECK(pos + n <= max_tokens, "context full: ", pos + n, " tokens > ", max_tokens);
     for (int i = 0; i < n; ++i)
       PYLON_CHECK(toks[i] >= 0 && toks[i] < cfg.vocab, "token id ", toks[i], " is outside the vocab ", cfg.vocab);
-    vk::Recorder r(ctx);
-    if (cfg.causal()) {
-      blocks(r, toks, static_cast<uint32_t>(n), static_cast<uint32_t>(pos));
+    if (cfg.causal() && n == 1) {
+      decode_step(toks[0]);
+    } else if (cfg.causal()) {
+      set_inputs(toks, static_cast<uint32_t>(n), static_cast<uint32_t>(pos));
+      vk::Recorder r(ctx, times);
+      blocks(r, static_cast<uint32_t>(n));
       head(r, static_cast<uint32_t>(n - 1), 1, last.data());
     } else {
       history.insert(history.end(), toks, toks + n);
       const uint32_t all = static_cast<uint32_t>(history.size());
-      blocks(r, history.data(), all, 0);
+      set_inputs(history.data(), all, 0);
+      vk::Recorder r(ctx, times);
+      blocks(r, all);
       head(r, all - 1, 1, last.data());
     }
     pos += n;
     return last.data();
+  }
+
+  // One causal token at `pos`: the recorded step replayed (recorded on first use).
+  void decode_step(int32_t token) {
+    if (!step || step_times != times) {
+      step.reset();
+      step = std::make_unique<vk::Recorder>(ctx, times, true);
+      step_times = times;
+      blocks(*step, 1);
+      ops.matmul(*step, {&logits}, static_cast<uint32_t>(cfg.vocab), {&x}, 0, 1, w("head.weight"), nullptr, false);
+    }
+    set_inputs(&token, 1, static_cast<uint32_t>(pos));
+    step->replay();
+    ctx.download(logits, 0, last.data(), static_cast<uint64_t>(cfg.vocab) * 4);
   }
 
   void score(const int32_t* toks, int n, float* out) {
@@ -183,8 +223,9 @@ struct VulkanDecoder::Impl {
       PYLON_CHECK(toks[i] >= 0 && toks[i] < cfg.vocab, "token id ", toks[i], " is outside the vocab ", cfg.vocab);
     pos = 0;
     history.clear();
-    vk::Recorder r(ctx);
-    blocks(r, toks, static_cast<uint32_t>(n), 0);
+    set_inputs(toks, static_cast<uint32_t>(n), 0);
+    vk::Recorder r(ctx, times);
+    blocks(r, static_cast<uint32_t>(n));
     head(r, 0, static_cast<uint32_t>(n), out);
   }
 };
@@ -214,6 +255,7 @@ bool VulkanDecoder::use_coopmat(bool on) {
   impl_->ops.set_coopmat(on);
   return impl_->ops.uses_coopmat(64);
 }
+void VulkanDecoder::time_dispatches(vk::GpuTimes* times) { impl_->times = times; }
 void VulkanDecoder::score(const int32_t* tokens, int n, float* logits) { impl_->score(tokens, n, logits); }
 
 EvalResult evaluate_vulkan(VulkanDecoder& model, const TokenFile& data, int batch, int seq, int64_t steps) {

@@ -11,6 +11,7 @@
 
 #include "io/token_file.h"
 #include "model/config.h"
+#include "ops/vulkan/gpu_times.h"
 #include "train/evaluate.h"
 
 namespace pylon {
@@ -49,6 +50,8 @@ class VulkanDecoder {
   // Benchmarks: switch between the coopmat GEMM (where available) and the plain one; true when
   // the coopmat GEMM will be used for prefill.
   bool use_coopmat(bool on);
+  // Benchmarks: device time of every later command added to *times (nullptr: stop timing).
+  void time_dispatches(vk::GpuTimes* times);
   // Logits (n, V) of a whole row from position 0 (the cache is reset): for eval.
   void score(const int32_t* tokens, int n, float* logits);
 

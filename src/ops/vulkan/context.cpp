@@ -190,6 +190,10 @@ Context::Context(const ContextOptions& options) {
     for (uint32_t i = 0; i < n_fam && !found; ++i)
       if (fams[i].queueFlags & VK_QUEUE_COMPUTE_BIT) queue_family_ = i, found = true;
     PYLON_CHECK(found, "Vulkan: device ", info_.name, " has no compute queue");
+    if (fams[queue_family_].timestampValidBits > 0 && props.properties.limits.timestampPeriod > 0) {
+      info_.timestamp_ns = props.properties.limits.timestampPeriod;
+      info_.timestamp_bits = fams[queue_family_].timestampValidBits;
+    }
 
     std::vector<const char*> dev_enable;
     if (has_extension(dev_ext, "VK_KHR_portability_subset")) dev_enable.push_back("VK_KHR_portability_subset");
@@ -349,7 +353,7 @@ Buffer Context::import_host(const void* ptr, VkDeviceSize size) {
   return b;
 }
 
-VkCommandBuffer Context::begin_commands() {
+VkCommandBuffer Context::begin_commands(bool one_time) {
   VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
   ai.commandPool = pool_;
   ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
@@ -357,7 +361,7 @@ VkCommandBuffer Context::begin_commands() {
   VkCommandBuffer cb;
   PYLON_VK_CHECK(vkAllocateCommandBuffers(device_, &ai, &cb));
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  bi.flags = one_time ? VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT : 0;
   PYLON_VK_CHECK(vkBeginCommandBuffer(cb, &bi));
   return cb;
 }
@@ -370,6 +374,10 @@ void Context::submit_and_wait(VkCommandBuffer cb) {
     ~Free() { vkFreeCommandBuffers(d, p, 1, &c); }
   } free_cb{device_, pool_, cb};
   PYLON_VK_CHECK(vkEndCommandBuffer(cb));
+  submit_ended_and_wait(cb);
+}
+
+void Context::submit_ended_and_wait(VkCommandBuffer cb) {
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   si.commandBufferCount = 1;
   si.pCommandBuffers = &cb;

@@ -66,6 +66,8 @@ struct DeviceInfo {
   uint64_t storage_offset_alignment = 0, import_alignment = 0;
   bool host_import = false;  // VK_EXT_external_memory_host
   bool coopmat = false;      // VK_KHR_cooperative_matrix fp16 16x16x16 -> fp32, and a shader for it
+  double timestamp_ns = 0;   // nanoseconds per timestamp tick on the compute queue; 0: no timestamps
+  uint32_t timestamp_bits = 0;  // valid bits of a timestamp
   bool unified_memory() const {
     return type == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU || type == VK_PHYSICAL_DEVICE_TYPE_CPU;
   }
@@ -102,8 +104,9 @@ class Context {
     record(cb);
     submit_and_wait(cb);
   }
-  VkCommandBuffer begin_commands();
-  void submit_and_wait(VkCommandBuffer cb);  // frees cb
+  VkCommandBuffer begin_commands(bool one_time = true);  // false: a buffer to submit many times
+  void submit_and_wait(VkCommandBuffer cb);  // ends and frees cb
+  void submit_ended_and_wait(VkCommandBuffer cb);  // cb already ended; it stays (resubmittable)
 
   // Every vkAllocateMemory goes through here: env PYLON_VK_FAIL_ALLOC=N makes the N-th one fail
   // with VK_ERROR_OUT_OF_DEVICE_MEMORY (tests inject allocation failures this way).

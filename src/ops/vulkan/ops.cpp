@@ -9,7 +9,8 @@ namespace pylon::vk {
 namespace {
 
 struct MatmulPush {  // shaders/matmul_common.glsl
-  uint32_t n, rows, cols, row_base, ldy, x_off, wtype, group, scale_f16, bias, accumulate;
+  uint32_t n, rows, cols, row_base, ldy, x_off, wtype, group, scale_f16, bias, accumulate, silu, norm;
+  float norm_eps;
 };
 
 uint32_t wtype(EdgeDType d) {
@@ -38,7 +39,15 @@ uint64_t row_bytes(EdgeDType dtype, int64_t cols) {
   return 0;
 }
 
-Ops::Ops(Context& ctx) : ctx_(ctx), kernels_(ctx), dummy_(ctx.make_buffer(16, MemoryKind::device)) {}
+Ops::Ops(Context& ctx)
+    : ctx_(ctx),
+      kernels_(ctx),
+      gemv_rows_(ctx.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU),
+      dummy_(ctx.make_buffer(16, MemoryKind::device)),
+      zero_(ctx.make_buffer(16, MemoryKind::device)) {
+  const uint32_t zeros[4] = {0, 0, 0, 0};
+  ctx.upload(zero_, 0, zeros, sizeof(zeros));
+}
 
 bool Ops::uses_coopmat(uint32_t n) const {
   // The coopmat kernel assumes 4 subgroups of 32 (NVIDIA, most desktop GPUs); prefill only.
@@ -46,24 +55,35 @@ bool Ops::uses_coopmat(uint32_t n) const {
 }
 
 void Ops::matmul(Recorder& r, const BufferView& y, uint32_t ldy, const BufferView& x, uint32_t x_off,
-                 uint32_t n, const DeviceMatrix& w, const DeviceMatrix* bias, bool accumulate) {
-  const char* kernel = n == 1 ? "gemv_subgroup" : uses_coopmat(n) ? "gemm_coopmat" : "gemm_tiled";
-  matmul_with(kernel, r, y, ldy, x, x_off, n, w, bias, accumulate);
+                 uint32_t n, const DeviceMatrix& w, const DeviceMatrix* bias, bool accumulate, bool silu) {
+  const char* kernel = n == 1 ? "gemv" : uses_coopmat(n) ? "gemm_coopmat" : "gemm_tiled";
+  matmul_with(kernel, r, y, ldy, x, x_off, n, w, bias, accumulate, silu, nullptr, 0.f);
+}
+
+void Ops::normed_gemv(Recorder& r, const BufferView& y, uint32_t ldy, const BufferView& x, uint32_t x_off,
+                      const DeviceMatrix& norm, float eps, const DeviceMatrix& w, const DeviceMatrix* bias,
+                      bool accumulate, bool silu) {
+  PYLON_ASSERT(norm.chunks.size() == 1 && norm.cols == w.cols, "RMSNorm weights of ", w.cols, " columns");
+  matmul_with("gemv", r, y, ldy, x, x_off, 1, w, bias, accumulate, silu, &norm, eps);
 }
 
 void Ops::matmul_plain(Recorder& r, const BufferView& y, uint32_t ldy, const BufferView& x,
                        uint32_t x_off, uint32_t n, const DeviceMatrix& w, const DeviceMatrix* bias,
-                       bool accumulate) {
-  matmul_with(n == 1 ? "gemv_subgroup" : "gemm_tiled", r, y, ldy, x, x_off, n, w, bias, accumulate);
+                       bool accumulate, bool silu) {
+  matmul_with(n == 1 ? "gemv" : "gemm_tiled", r, y, ldy, x, x_off, n, w, bias, accumulate, silu, nullptr,
+              0.f);
 }
 
 void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint32_t ldy,
                       const BufferView& x, uint32_t x_off, uint32_t n, const DeviceMatrix& w,
-                      const DeviceMatrix* bias, bool accumulate) {
+                      const DeviceMatrix* bias, bool accumulate, bool silu, const DeviceMatrix* norm,
+                      float eps) {
   PYLON_ASSERT(!bias || bias->chunks.size() == 1, "a bias is one chunk");
-  const bool gemv = std::string(kernel) == "gemv_subgroup";
-  const Kernel& k = kernels_.get(kernel, 6, sizeof(MatmulPush));
+  const bool gemv = std::string(kernel) == "gemv";  // either GEMV, as set_gemv_rows says
+  if (gemv) kernel = gemv_rows_ ? "gemv_rows" : "gemv_subgroup";
+  const Kernel& k = kernels_.get(kernel, 7, sizeof(MatmulPush));
   const BufferView none{&dummy_, 0, 0};
+  const uint32_t rows_per_gemv_group = std::max<uint32_t>(1, 128 / std::max<uint32_t>(ctx_.info().subgroup_size, 1));
   for (const DeviceMatrix::Chunk& c : w.chunks) {
     MatmulPush p{};
     p.n = n;
@@ -77,11 +97,19 @@ void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint
     p.scale_f16 = w.scale_f16 ? 1 : 0;
     p.bias = bias ? (bias->dtype == EdgeDType::f16 ? 2 : 1) : 0;
     p.accumulate = accumulate ? 1 : 0;
+    p.silu = silu ? 1 : 0;
+    p.norm = norm ? (norm->dtype == EdgeDType::f16 ? 2 : 1) : 0;
+    p.norm_eps = eps;
     const BufferView scales = w.scales.buffer ? w.scales : none;
     const BufferView b = bias ? bias->chunks[0].values : none;
-    const std::vector<BufferView> views{x, c.values, c.values, scales, b, y};
-    if (gemv)
-      r.dispatch(k, views, p, groups_for(static_cast<uint64_t>(c.rows), 4, 65535));
+    const BufferView g = norm ? norm->chunks[0].values : none;
+    const std::vector<BufferView> views{x, c.values, c.values, scales, b, y, g};
+    r.label_next(std::string(kernel) + " " + std::to_string(c.rows) + "x" + std::to_string(w.cols) + " " +
+                 edge_dtype_name(w.dtype));
+    if (gemv && gemv_rows_)  // one row per invocation, 64 a workgroup
+      r.dispatch(k, views, p, groups_for(static_cast<uint64_t>(c.rows), 64, 65535));
+    else if (gemv)  // one row per subgroup
+      r.dispatch(k, views, p, groups_for(static_cast<uint64_t>(c.rows), rows_per_gemv_group, 65535));
     else
       r.dispatch(k, views, p, groups_for(static_cast<uint64_t>(c.rows), 64), groups_for(n, 64));
   }
@@ -114,18 +142,43 @@ void Ops::silu(Recorder& r, const BufferView& x, uint32_t count) {
   r.dispatch(kernels_.get("silu", 1, sizeof(p)), {x}, p, groups_for(count, 256, 4096));
 }
 
-void Ops::rope(Recorder& r, const BufferView& qkv, const BufferView& table, uint32_t n, uint32_t dim,
-               uint32_t heads, uint32_t pos0) {
+void Ops::rope(Recorder& r, const BufferView& qkv, const BufferView& table, const BufferView& position,
+               uint32_t n, uint32_t dim, uint32_t heads, uint32_t pos0, const KvCache* append) {
   const struct {
-    uint32_t n, dim, heads, pos0;
-  } p{n, dim, heads, pos0};
-  r.dispatch(kernels_.get("rope", 2, sizeof(p)), {qkv, table}, p, groups_for(dim / 2, 64), n);
+    uint32_t n, dim, heads, pos0, append;
+  } p{n, dim, heads, pos0, append ? 1u : 0u};
+  const BufferView none{&dummy_, 0, 0};
+  r.dispatch(kernels_.get("rope", 5, sizeof(p)),
+             {qkv, table, position, append ? append->k : none, append ? append->v : none}, p,
+             groups_for(dim / 2, 64), n);
 }
 
 void Ops::attention(Recorder& r, const BufferView& q, const BufferView& k, const BufferView& v,
-                    const BufferView& scores, const BufferView& out, const AttentionArgs& a) {
+                    const BufferView& scores, const BufferView& out, const BufferView& position,
+                    const AttentionArgs& a) {
   PYLON_CHECK(a.hd <= 256, "Vulkan attention: head dim ", a.hd, " > 256");
-  r.dispatch(kernels_.get("attention", 5, sizeof(a)), {q, k, v, scores, out}, a, a.n, a.heads);
+  r.dispatch(kernels_.get("attention", 6, sizeof(a)), {q, k, v, scores, out, position}, a, a.n, a.heads);
+}
+
+namespace {
+constexpr uint32_t kAttentionChunk = 32;  // shaders/attention_decode.comp CHUNK
+}
+
+uint64_t Ops::attention_partials(uint32_t heads, uint32_t hd, uint32_t max_keys) {
+  return static_cast<uint64_t>(heads) * ((max_keys + kAttentionChunk - 1) / kAttentionChunk) * (hd + 2);
+}
+
+void Ops::attention_decode(Recorder& r, const BufferView& q, const BufferView& k, const BufferView& v,
+                           const BufferView& partials, const BufferView& out, const BufferView& position,
+                           const AttentionArgs& a) {
+  PYLON_ASSERT(a.n == 1, "attention_decode takes one query");
+  PYLON_CHECK(a.hd <= 256, "Vulkan attention: head dim ", a.hd, " > 256");
+  const uint32_t chunks = (a.max_keys + kAttentionChunk - 1) / kAttentionChunk;
+  r.dispatch(kernels_.get("attention_decode", 5, sizeof(a)), {q, k, v, partials, position}, a, chunks, a.heads);
+  const struct {
+    uint32_t hd, chunks;
+  } c{a.hd, chunks};
+  r.dispatch(kernels_.get("attention_combine", 2, sizeof(c)), {partials, out}, c, a.heads);
 }
 
 }  // namespace pylon::vk

@@ -35,42 +35,72 @@ class Ops {
   explicit Ops(Context& ctx);
   Context& context() { return ctx_; }
 
-  // y (n, ldy) [+]= x (n, w.cols) · wᵀ [+ bias]: the subgroup GEMV when n == 1, else the tiled
-  // GEMM (or the coopmat GEMM where available and allowed). x starts at element x_off.
+  // y (n, ldy) [+]= act(x (n, w.cols) · wᵀ [+ bias]), act SiLU when `silu` else none: a GEMV
+  // (set_gemv_rows) when n == 1, else the tiled GEMM (or the coopmat GEMM where available and allowed). x
+  // starts at element x_off.
   void matmul(Recorder& r, const BufferView& y, uint32_t ldy, const BufferView& x, uint32_t x_off,
-              uint32_t n, const DeviceMatrix& w, const DeviceMatrix* bias, bool accumulate);
+              uint32_t n, const DeviceMatrix& w, const DeviceMatrix* bias, bool accumulate,
+              bool silu = false);
   // The plain kernels only (the coopmat path's oracle).
   void matmul_plain(Recorder& r, const BufferView& y, uint32_t ldy, const BufferView& x,
                     uint32_t x_off, uint32_t n, const DeviceMatrix& w, const DeviceMatrix* bias,
-                    bool accumulate);
+                    bool accumulate, bool silu = false);
+  // One token: y (ldy) [+]= act((rmsnorm(x) · norm) · wᵀ [+ bias]), the RMSNorm (weights `norm`,
+  // w.cols of them) fused into the GEMV, x the un-normalised row.
+  void normed_gemv(Recorder& r, const BufferView& y, uint32_t ldy, const BufferView& x, uint32_t x_off,
+                   const DeviceMatrix& norm, float eps, const DeviceMatrix& w, const DeviceMatrix* bias,
+                   bool accumulate, bool silu = false);
   bool uses_coopmat(uint32_t n) const;  // whether matmul with n tokens takes the coopmat GEMM
   void set_coopmat(bool on) { coopmat_on_ = on; }  // off: matmul == matmul_plain
+  // The one-token GEMV: a row per invocation (gemv_rows; the default on CPU devices) or a row per
+  // subgroup (gemv_subgroup; the default on GPUs). Tests run both on any device.
+  void set_gemv_rows(bool on) { gemv_rows_ = on; }
   // x (n, D) = embed[tokens] (tokens: n uint32)
   void embedding(Recorder& r, const BufferView& x, const BufferView& tokens, uint32_t n,
                  const DeviceMatrix& embed);
   void rmsnorm(Recorder& r, const BufferView& y, const BufferView& x, const DeviceMatrix& w,
                uint32_t n, float eps);
   void silu(Recorder& r, const BufferView& x, uint32_t count);
-  // qkv (n, 3D) rotated at positions pos0 + i; table: (positions, hd/2) vec2 {cos, sin}.
-  void rope(Recorder& r, const BufferView& qkv, const BufferView& table, uint32_t n, uint32_t dim,
-            uint32_t heads, uint32_t pos0);
+  // Positions: a forward's first token is at p = pos0 + position[0], position a uint buffer read on
+  // the device (so that one recording of a decode step serves every position); zero_position()
+  // holds 0.
+  BufferView zero_position() const { return {&zero_, 0, 16}; }
+  // One layer's KV cache: (positions, dim) keys and values.
+  struct KvCache {
+    BufferView k, v;
+  };
+  // qkv (n, 3D) rotated at positions p + i; table: (positions, hd/2) vec2 {cos, sin}. With a cache,
+  // token i's rotated k and its v are also written to row p + i of it (the KV append).
+  void rope(Recorder& r, const BufferView& qkv, const BufferView& table, const BufferView& position,
+            uint32_t n, uint32_t dim, uint32_t heads, uint32_t pos0, const KvCache* append = nullptr);
   struct AttentionArgs {
     uint32_t n, heads, hd, keys, pos0, causal;
     uint32_t q_off, q_stride, k_off, k_stride, v_off, v_stride, o_stride, max_keys;
     float scale;
   };
-  // out (n, o_stride) per head; scores: n * heads * max_keys floats of scratch.
+  // out (n, o_stride) per head; scores: n * heads * max_keys floats of scratch. Causal: query i
+  // sees keys 0 .. p + i (p from a.pos0 and position, as for rope).
   void attention(Recorder& r, const BufferView& q, const BufferView& k, const BufferView& v,
-                 const BufferView& scores, const BufferView& out, const AttentionArgs& a);
+                 const BufferView& scores, const BufferView& out, const BufferView& position,
+                 const AttentionArgs& a);
+  // One query (a.n == 1): the same result from two passes, the keys split into chunks of 32 over
+  // heads x chunks workgroups, then combined per head. partials: attention_partials(a) floats.
+  void attention_decode(Recorder& r, const BufferView& q, const BufferView& k, const BufferView& v,
+                        const BufferView& partials, const BufferView& out, const BufferView& position,
+                        const AttentionArgs& a);
+  static uint64_t attention_partials(uint32_t heads, uint32_t hd, uint32_t max_keys);
 
  private:
   void matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint32_t ldy,
                    const BufferView& x, uint32_t x_off, uint32_t n, const DeviceMatrix& w,
-                   const DeviceMatrix* bias, bool accumulate);
+                   const DeviceMatrix* bias, bool accumulate, bool silu, const DeviceMatrix* norm,
+                   float eps);
   Context& ctx_;
   KernelCache kernels_;
   bool coopmat_on_ = true;
+  bool gemv_rows_;
   Buffer dummy_;  // bound where a shader's optional buffer is absent
+  Buffer zero_;   // 16 bytes of zeros: zero_position()
 };
 
 }  // namespace pylon::vk

@@ -8,6 +8,7 @@
 namespace pylon::vk {
 namespace {
 constexpr uint32_t kSetsPerPool = 512, kBindingsPerSet = 8;
+constexpr uint32_t kMaxTimestamps = 4096;  // per command buffer; later commands go untimed
 }
 
 Kernel::Kernel(const Context& ctx, const std::string& name, uint32_t bindings, uint32_t push_bytes)
@@ -65,17 +66,55 @@ const Kernel& KernelCache::get(const std::string& name, uint32_t bindings, uint3
   return *k;
 }
 
-Recorder::Recorder(Context& ctx) : ctx_(ctx) { begin(); }
+Recorder::Recorder(Context& ctx, GpuTimes* times, bool reusable) : ctx_(ctx), reusable_(reusable) {
+  if (times && ctx.info().timestamp_ns > 0) {
+    VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+    qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+    qi.queryCount = kMaxTimestamps;
+    PYLON_VK_CHECK(vkCreateQueryPool(ctx.device(), &qi, nullptr, &queries_));
+    times_ = times;
+  }
+  begin();
+}
 
 Recorder::~Recorder() {
   if (cb_) vkFreeCommandBuffers(ctx_.device(), ctx_.command_pool(), 1, &cb_);
+  if (queries_) vkDestroyQueryPool(ctx_.device(), queries_, nullptr);
   for (VkDescriptorPool p : pools_) vkDestroyDescriptorPool(ctx_.device(), p, nullptr);
 }
 
 void Recorder::begin() {
-  cb_ = ctx_.begin_commands();
+  cb_ = ctx_.begin_commands(!reusable_);
   for (VkDescriptorPool p : pools_) PYLON_VK_CHECK(vkResetDescriptorPool(ctx_.device(), p, 0));
   pool_ = 0;
+  labels_.clear();
+  if (times_) {
+    vkCmdResetQueryPool(cb_, queries_, 0, kMaxTimestamps);
+    vkCmdWriteTimestamp(cb_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, 0);
+  }
+}
+
+void Recorder::stamp(const std::string& label) {
+  if (!times_ || labels_.size() + 1 >= kMaxTimestamps) return;
+  labels_.push_back(label);
+  vkCmdWriteTimestamp(cb_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, static_cast<uint32_t>(labels_.size()));
+}
+
+void Recorder::collect_times() {
+  if (!times_ || labels_.empty()) return;
+  std::vector<uint64_t> t(labels_.size() + 1);
+  PYLON_VK_CHECK(vkGetQueryPoolResults(ctx_.device(), queries_, 0, static_cast<uint32_t>(t.size()),
+                                       t.size() * 8, t.data(), 8, VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
+  const uint32_t bits = ctx_.info().timestamp_bits;
+  const uint64_t mask = bits >= 64 ? ~0ull : (1ull << bits) - 1;
+  const double tick = ctx_.info().timestamp_ns * 1e-9;
+  for (size_t i = 0; i < labels_.size(); ++i) {
+    GpuTimes::Entry& e = times_->by_kernel[labels_[i]];
+    e.seconds += static_cast<double>((t[i + 1] - t[i]) & mask) * tick;
+    ++e.count;
+  }
+  times_->total += static_cast<double>((t.back() - t.front()) & mask) * tick;
+  ++times_->runs;
 }
 
 VkDescriptorSet Recorder::allocate_set(const Kernel& k) {
@@ -106,6 +145,7 @@ void Recorder::dispatch(const Kernel& k, const std::vector<BufferView>& buffers,
                         uint32_t gx, uint32_t gy, uint32_t gz) {
   PYLON_ASSERT(buffers.size() == k.bindings(), k.name(), ": ", buffers.size(), " buffers for ",
                k.bindings(), " bindings");
+  PYLON_ASSERT(!ended_, "a replayed recording cannot grow");
   if (gx == 0 || gy == 0 || gz == 0) return;
   const VkDescriptorSet set = allocate_set(k);
   std::vector<VkDescriptorBufferInfo> infos(buffers.size());
@@ -127,27 +167,46 @@ void Recorder::dispatch(const Kernel& k, const std::vector<BufferView>& buffers,
   if (k.push_bytes()) vkCmdPushConstants(cb_, k.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, k.push_bytes(), push);
   vkCmdDispatch(cb_, gx, gy, gz);
   ++dispatches_;
-  barrier();
+  compute_barrier();
+  stamp(next_label_.empty() ? k.name() : next_label_);
+  next_label_.clear();
 }
 
-void Recorder::copy(const Buffer& src, const Buffer& dst, const std::vector<VkBufferCopy>& regions) {
-  if (regions.empty()) return;
-  vkCmdCopyBuffer(cb_, src.handle(), dst.handle(), static_cast<uint32_t>(regions.size()), regions.data());
-  barrier();
-}
-
-void Recorder::barrier() {
+void Recorder::compute_barrier() {
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+  vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0,
+                       nullptr, 0, nullptr);
+}
+
+void Recorder::end_barrier() {
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
   mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
                      VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT;
-  const VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-  vkCmdPipelineBarrier(cb_, stages, stages | VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT,
+                       0, 1, &mb, 0, nullptr, 0, nullptr);
+}
+
+void Recorder::replay() {
+  PYLON_ASSERT(reusable_, "replay() needs a reusable recorder");
+  if (!ended_) {
+    end_barrier();
+    PYLON_VK_CHECK(vkEndCommandBuffer(cb_));
+  }
+  ended_ = true;
+  ctx_.submit_ended_and_wait(cb_);
+  collect_times();
 }
 
 void Recorder::run() {
+  PYLON_ASSERT(!reusable_, "a reusable recorder is replay()ed");
+  end_barrier();
   VkCommandBuffer cb = std::exchange(cb_, VK_NULL_HANDLE);
   ctx_.submit_and_wait(cb);
+  collect_times();
   begin();
 }
 

@@ -8,9 +8,11 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ops/vulkan/context.h"
+#include "ops/vulkan/gpu_times.h"
 
 namespace pylon::vk {
 
@@ -53,10 +55,15 @@ class KernelCache {
 };
 
 // Records dispatches into one command buffer; run() submits it and waits. Every dispatch is
-// followed by a full compute/transfer barrier (the ops of a forward depend on each other in turn).
+// followed by a compute-to-compute barrier (the ops of a forward depend on each other in turn), the
+// whole by one to the host.
+// With a GpuTimes sink (and a device with timestamps), a timestamp follows every command and run()
+// adds each command's device time to the sink under its kernel's name. A reusable recorder is
+// recorded once and then replay()ed: the same commands, descriptor sets and barriers each time, on
+// whatever the bound buffers hold then (a decode step: the token and position live in buffers).
 class Recorder {
  public:
-  explicit Recorder(Context& ctx);
+  explicit Recorder(Context& ctx, GpuTimes* times = nullptr, bool reusable = false);
   ~Recorder();
   Recorder(const Recorder&) = delete;
   Recorder& operator=(const Recorder&) = delete;
@@ -69,16 +76,27 @@ class Recorder {
     static_assert(sizeof(Push) <= 128, "push constants: 128 bytes is the guaranteed maximum");
     dispatch(k, buffers, static_cast<const void*>(&push), gx, gy, gz);
   }
-  void copy(const Buffer& src, const Buffer& dst, const std::vector<VkBufferCopy>& regions);
-  void barrier();
-  // Submits, waits, and starts a fresh command buffer for what comes next.
+  // The name the next dispatch's device time is filed under (else its kernel's name).
+  void label_next(std::string label) { next_label_ = std::move(label); }
+  // Submits, waits, and starts a fresh command buffer for what comes next (not when reusable).
   void run();
+  // Reusable only: ends the recording on first use (nothing can be added after), submits, waits.
+  void replay();
   int dispatches() const { return dispatches_; }
 
  private:
   void begin();
+  void compute_barrier();  // compute writes before -> compute reads and writes after
+  void end_barrier();      // compute writes before -> later commands (downloads) and the host
+  void stamp(const std::string& label);  // a timestamp after the last command, when timing
+  void collect_times();                  // after a run: the timestamps into times_
   VkDescriptorSet allocate_set(const Kernel& k);
   Context& ctx_;
+  GpuTimes* times_ = nullptr;
+  bool reusable_ = false, ended_ = false;
+  VkQueryPool queries_ = VK_NULL_HANDLE;
+  std::vector<std::string> labels_;  // label of timestamp i + 1 (timestamp 0 starts the buffer)
+  std::string next_label_;
   VkCommandBuffer cb_ = VK_NULL_HANDLE;
   std::vector<VkDescriptorPool> pools_;
   size_t pool_ = 0;  // the pool being allocated from

@@ -1,5 +1,5 @@
-// Every Vulkan shader against its CPU reference, element by element, at odd sizes: the subgroup
-// GEMV and the tiled GEMM over f32 / f16 / int8 / int4 weights (with bias, residual accumulate and
+// Every Vulkan shader against its CPU reference, element by element, at odd sizes: both GEMVs
+// and the tiled GEMM over f32 / f16 / int8 / int4 weights (with bias, residual accumulate and
 // weights split into several buffers), embedding, RMSNorm, SiLU, RoPE and attention.
 #include <gtest/gtest.h>
 
@@ -119,17 +119,21 @@ struct MatmulCase {
 // y = x·Wᵀ (+ bias, + y0 when accumulating) in fp32 on the CPU from the decoded weights, against
 // the device. Weights decode exactly on both sides, so the results differ only by fp32
 // summation order (and, for int8, by the row scale applied once after the sum):
-// |out - ref| <= 1e-4 + 1e-4·|ref| for |x|, |w| <= 1 and up to a few hundred columns. The coopmat
+// |out - ref| <= 1e-4 + 1e-4·|ref| for |x|, |w| <= 1 and up to a few hundred columns, plus
+// 2^-20·Σ|x·w| for the summation order of long rows (thousands of columns). The coopmat
 // GEMM (where the device runs it) rounds x to fp16 first: each product then errs by up to 2^-11 of
 // itself, so its bound adds 2^-11·Σ|x·w| per output.
-void check_matmul(vk::Context& ctx, const MatmulCase& c, bool with_bias, bool accumulate) {
+// x_off: where x starts in its buffer (a row offset, as the head uses for the last token); the
+// GEMV reads x as vec4 when it is a multiple of 4, else element by element.
+// silu: the fused activation, y [+]= silu(x·Wᵀ + bias), against cpu::silu_forward (|silu'| < 1.1).
+void check_matmul(vk::Context& ctx, const MatmulCase& c, bool with_bias, bool accumulate, uint32_t x_off = 3,
+                  bool silu = false) {
   vk::Ops ops(ctx);
   std::deque<vk::Buffer> keep;
   const TestWeight tw = encode(c.dtype, c.rows, c.cols, c.group, c.scale_f16, 7);
   const vk::DeviceMatrix w = vk::upload_tensor(ctx, tw.host(c.dtype, c.rows, c.cols, c.group, c.scale_f16), keep);
   const TestWeight tb = encode(EdgeDType::f16, 1, c.rows, 0, false, 8);
   const vk::DeviceMatrix b = vk::upload_tensor(ctx, tb.host(EdgeDType::f16, 1, c.rows, 0, false), keep);
-  const uint32_t x_off = 3;  // a row offset into x, as the head uses for the last token
   const std::vector<float> x = random_floats(x_off + c.n * c.cols, 9);
   const std::vector<float> y0 = random_floats(c.n * c.rows, 10);
   std::vector<float> ref(y0.size()), slack(y0.size(), 0.f);
@@ -141,19 +145,27 @@ void check_matmul(vk::Context& ctx, const MatmulCase& c, bool with_bias, bool ac
         const float p = x[x_off + i * c.cols + k] * tw.dequantized[r * c.cols + k];
         acc += p, magnitude += std::fabs(p);
       }
-      if (coopmat) slack[i * c.rows + r] = magnitude / 2048.f;
+      slack[i * c.rows + r] = (coopmat ? magnitude / 2048.f : 0.f) + magnitude / 1048576.f;
       if (with_bias) acc += tb.dequantized[r];
+      if (silu) cpu::silu_forward(&acc, &acc, 1);
       ref[i * c.rows + r] = accumulate ? y0[i * c.rows + r] + acc : acc;
     }
-  vk::Buffer xb = device_vector(ctx, x), yb = device_vector(ctx, y0);
-  vk::Recorder rec(ctx);
-  ops.matmul(rec, {&yb}, static_cast<uint32_t>(c.rows), {&xb}, x_off, c.n, w, with_bias ? &b : nullptr, accumulate);
-  rec.run();
-  expect_close(read_floats(ctx, yb, y0.size()), ref, 1e-4f, 1e-4f,
-               std::string(edge_dtype_name(c.dtype)) + " rows " + std::to_string(c.rows) + " cols " +
-                   std::to_string(c.cols) + " n " + std::to_string(c.n) + " chunks " +
-                   std::to_string(w.chunks.size()) + (coopmat ? " coopmat" : ""),
-               slack);
+  for (const bool rows : {false, true}) {  // one token: both GEMVs (a subgroup / an invocation per row)
+    if (rows && c.n != 1) break;
+    ops.set_gemv_rows(rows);
+    vk::Buffer xb = device_vector(ctx, x), yb = device_vector(ctx, y0);
+    vk::Recorder rec(ctx);
+    ops.matmul(rec, {&yb}, static_cast<uint32_t>(c.rows), {&xb}, x_off, c.n, w, with_bias ? &b : nullptr,
+               accumulate, silu);
+    rec.run();
+    expect_close(read_floats(ctx, yb, y0.size()), ref, 1e-4f, 1e-4f,
+                 std::string(edge_dtype_name(c.dtype)) + " rows " + std::to_string(c.rows) + " cols " +
+                     std::to_string(c.cols) + " n " + std::to_string(c.n) + " chunks " +
+                     std::to_string(w.chunks.size()) + " x_off " + std::to_string(x_off) +
+                     (silu ? " silu" : "") + (coopmat ? " coopmat" : "") +
+                     (c.n == 1 ? (rows ? " gemv_rows" : " gemv_subgroup") : ""),
+                 slack);
+  }
 }
 
 const MatmulCase kCases[] = {
@@ -162,13 +174,75 @@ const MatmulCase kCases[] = {
     {EdgeDType::int8, 37, 71, 1},  {EdgeDType::int8, 70, 96, 1},  {EdgeDType::int8, 70, 96, 3},
     {EdgeDType::int4, 37, 71, 1},  {EdgeDType::int4, 70, 96, 1},  {EdgeDType::int4, 70, 96, 66},
     {EdgeDType::int4, 33, 128, 1, 64, false}, {EdgeDType::int4, 33, 128, 9, 64, false},
+    // GEMV rows of many 16-byte words (the four-words-in-flight loop and its remainder).
+    {EdgeDType::f32, 9, 1028, 1},  {EdgeDType::f16, 19, 4104, 1}, {EdgeDType::int8, 23, 2064, 1},
+    {EdgeDType::int4, 21, 4160, 1}, {EdgeDType::int4, 6, 4224, 1, 64, false},
+    {EdgeDType::int4, 7, 576, 1, 96, true},  // 3 words a group: a division, not a shift
 };
 
 TEST(VulkanOps, MatmulEveryDtypeAgainstTheCpu) {
   PYLON_VULKAN_CONTEXT_OR_SKIP(ctx);
   for (const MatmulCase& c : kCases) {
-    check_matmul(*ctx, c, false, false);
-    check_matmul(*ctx, c, true, true);
+    check_matmul(*ctx, c, false, false, 3);
+    check_matmul(*ctx, c, true, true, 4);
+    check_matmul(*ctx, c, true, false, 0, true);
+  }
+}
+
+// The GEMV with RMSNorm fused in front (decode): y [+]= act((rmsnorm(x)·g)·Wᵀ + bias) against
+// cpu::rmsnorm_forward then the fp32 dot, norm weights g in f16 and f32, at odd and long rows and
+// both x layouts; the bound is check_matmul's (the normalised x is about 1 in size too).
+TEST(VulkanOps, GemvWithFusedRmsnorm) {
+  PYLON_VULKAN_CONTEXT_OR_SKIP(ctx);
+  vk::Ops ops(*ctx);
+  struct Case {
+    MatmulCase m;
+    EdgeDType norm;
+    uint32_t x_off;
+    bool silu, accumulate;
+  };
+  for (const Case& t : {Case{{EdgeDType::f16, 37, 71, 1}, EdgeDType::f16, 3, false, false},
+                        Case{{EdgeDType::f16, 19, 4104, 1}, EdgeDType::f32, 0, true, false},
+                        Case{{EdgeDType::int8, 23, 2064, 1}, EdgeDType::f16, 4, false, true},
+                        Case{{EdgeDType::int4, 21, 4160, 1}, EdgeDType::f16, 0, true, true},
+                        Case{{EdgeDType::int4, 33, 128, 1, 64, false}, EdgeDType::f32, 3, false, false},
+                        Case{{EdgeDType::f32, 9, 1028, 1}, EdgeDType::f32, 5, false, false}}) {
+    const MatmulCase& c = t.m;
+    std::deque<vk::Buffer> keep;
+    const TestWeight tw = encode(c.dtype, c.rows, c.cols, c.group, c.scale_f16, 41);
+    const vk::DeviceMatrix w = vk::upload_tensor(*ctx, tw.host(c.dtype, c.rows, c.cols, c.group, c.scale_f16), keep);
+    const TestWeight tg = encode(t.norm, 1, c.cols, 0, false, 42);
+    const vk::DeviceMatrix g = vk::upload_tensor(*ctx, tg.host(t.norm, 1, c.cols, 0, false), keep);
+    const TestWeight tb = encode(EdgeDType::f16, 1, c.rows, 0, false, 43);
+    const vk::DeviceMatrix b = vk::upload_tensor(*ctx, tb.host(EdgeDType::f16, 1, c.rows, 0, false), keep);
+    const std::vector<float> x = random_floats(t.x_off + c.cols, 44, -2.f, 2.f), y0 = random_floats(c.rows, 45);
+    std::vector<float> h(c.cols), rstd(1), ref(c.rows), slack(c.rows);
+    cpu::rmsnorm_forward(h.data(), rstd.data(), x.data() + t.x_off, tg.dequantized.data(), 1,
+                         static_cast<int>(c.cols), 1e-5f);
+    for (int64_t r = 0; r < c.rows; ++r) {
+      float acc = 0, magnitude = 0;
+      for (int64_t k = 0; k < c.cols; ++k) {
+        const float p = h[k] * tw.dequantized[r * c.cols + k];
+        acc += p, magnitude += std::fabs(p);
+      }
+      acc += tb.dequantized[r];
+      if (t.silu) cpu::silu_forward(&acc, &acc, 1);
+      ref[r] = t.accumulate ? y0[r] + acc : acc;
+      slack[r] = magnitude / 1048576.f;
+    }
+    for (const bool rows : {false, true}) {
+      ops.set_gemv_rows(rows);
+      vk::Buffer xb = device_vector(*ctx, x), yb = device_vector(*ctx, y0);
+      vk::Recorder rec(*ctx);
+      ops.normed_gemv(rec, {&yb}, static_cast<uint32_t>(c.rows), {&xb}, t.x_off, g, 1e-5f, w, &b, t.accumulate,
+                      t.silu);
+      rec.run();
+      expect_close(read_floats(*ctx, yb, ref.size()), ref, 1e-4f, 1e-4f,
+                   std::string("normed gemv ") + edge_dtype_name(c.dtype) + " cols " + std::to_string(c.cols) +
+                       " norm " + edge_dtype_name(t.norm) + " x_off " + std::to_string(t.x_off) +
+                       (rows ? " gemv_rows" : " gemv_subgroup"),
+                   slack);
+    }
   }
 }
 
@@ -213,6 +287,33 @@ TEST(VulkanOps, EmbeddingRmsnormSilu) {
   expect_close(read_floats(*ctx, sb, s.size()), sref, 1e-6f, 1e-5f, "silu");  // GPU exp: a few ulp
 }
 
+// Attention on the CPU (the loop of model/decoder.cpp, the specification): queries rows of q with
+// stride a.q_stride, keys/values as a says, the first query at position pos0.
+std::vector<float> attention_reference(const std::vector<float>& q, const std::vector<float>& K,
+                                       const std::vector<float>& Vv, const vk::Ops::AttentionArgs& a, int pos0) {
+  const int n = static_cast<int>(a.n), H = static_cast<int>(a.heads), hd = static_cast<int>(a.hd);
+  std::vector<float> out(static_cast<size_t>(n) * a.o_stride);
+  for (int i = 0; i < n; ++i)
+    for (int h = 0; h < H; ++h) {
+      const int keys = a.causal ? pos0 + i + 1 : static_cast<int>(a.keys);
+      std::vector<float> s(static_cast<size_t>(keys));
+      float mx = -INFINITY, sum = 0;
+      for (int j = 0; j < keys; ++j) {
+        float d = 0;
+        for (int c = 0; c < hd; ++c)
+          d += q[a.q_off + i * a.q_stride + h * hd + c] * K[a.k_off + j * a.k_stride + h * hd + c];
+        s[j] = d * a.scale, mx = std::max(mx, s[j]);
+      }
+      for (auto& e : s) sum += (e = std::exp(e - mx));
+      for (int c = 0; c < hd; ++c) {
+        float acc = 0;
+        for (int j = 0; j < keys; ++j) acc += s[j] / sum * Vv[a.v_off + j * a.v_stride + h * hd + c];
+        out[i * a.o_stride + h * hd + c] = acc;
+      }
+    }
+  return out;
+}
+
 TEST(VulkanOps, RopeAndAttention) {
   PYLON_VULKAN_CONTEXT_OR_SKIP(ctx);
   vk::Ops ops(*ctx);
@@ -226,12 +327,26 @@ TEST(VulkanOps, RopeAndAttention) {
     }
   std::vector<float> qkv = random_floats(n * 3 * D, 11), ref = qkv;
   cpu::rope_forward(ref.data(), 1, n, D, H, theta, pos0);
+  // The position split between the push constant (2) and the device buffer (5), and the KV
+  // append: rows pos0 .. pos0 + n - 1 of the caches get the rotated k and the v of each token.
   vk::Buffer qb = device_vector(*ctx, qkv), tb = device_vector(*ctx, table);
+  vk::Buffer pb = device_vector(*ctx, std::vector<uint32_t>{5, 0, 0, 0});
+  const std::vector<float> kc0 = random_floats(T * D, 15), vc0 = random_floats(T * D, 16);
+  vk::Buffer kc0b = device_vector(*ctx, kc0), vc0b = device_vector(*ctx, vc0);
   vk::Recorder rec(*ctx);
-  ops.rope(rec, {&qb}, {&tb}, n, D, H, pos0);
+  const vk::Ops::KvCache cache{{&kc0b}, {&vc0b}};
+  ops.rope(rec, {&qb}, {&tb}, {&pb}, n, D, H, 2, &cache);
   rec.run();
   const std::vector<float> rotated = read_floats(*ctx, qb, qkv.size());
   expect_close(rotated, ref, 1e-6f, 1e-5f, "rope");
+  std::vector<float> k_ref = kc0, v_ref = vc0;
+  for (int i = 0; i < n; ++i)
+    for (int c = 0; c < D; ++c) {
+      k_ref[(pos0 + i) * D + c] = ref[i * 3 * D + D + c];
+      v_ref[(pos0 + i) * D + c] = qkv[i * 3 * D + 2 * D + c];
+    }
+  expect_close(read_floats(*ctx, kc0b, k_ref.size()), k_ref, 1e-6f, 1e-5f, "rope: k appended");
+  expect_close(read_floats(*ctx, vc0b, v_ref.size()), v_ref, 0.f, 0.f, "rope: v appended");
 
   // Causal over a cache of pos0 + n keys, and bidirectional over the packed rows themselves.
   const std::vector<float> kc = random_floats(T * D, 12), vc = random_floats(T * D, 13);
@@ -241,35 +356,52 @@ TEST(VulkanOps, RopeAndAttention) {
   const float scale = 1.f / std::sqrt(float(hd));
   for (const bool causal : {true, false}) {
     vk::Ops::AttentionArgs a{};
-    a.n = n, a.heads = H, a.hd = hd, a.pos0 = pos0, a.causal = causal, a.q_off = 0, a.q_stride = 3 * D;
+    a.n = n, a.heads = H, a.hd = hd, a.pos0 = pos0 - 5, a.causal = causal, a.q_off = 0, a.q_stride = 3 * D;
     a.o_stride = D, a.max_keys = T, a.scale = scale;
     if (causal) a.keys = pos0 + n, a.k_off = 0, a.k_stride = D, a.v_off = 0, a.v_stride = D;
     else a.keys = n, a.k_off = D, a.k_stride = 3 * D, a.v_off = 2 * D, a.v_stride = 3 * D;
-    if (causal) ops.attention(rec, {&qb}, {&kb}, {&vb}, {&sb}, {&ob}, a);
-    else ops.attention(rec, {&qb}, {&qb}, {&qb}, {&sb}, {&ob}, a);
+    if (causal) ops.attention(rec, {&qb}, {&kb}, {&vb}, {&sb}, {&ob}, {&pb}, a);  // position 2 + 5
+    else ops.attention(rec, {&qb}, {&qb}, {&qb}, {&sb}, {&ob}, ops.zero_position(), a);
     rec.run();
-    const std::vector<float>& K = causal ? kc : rotated;
-    const std::vector<float>& Vv = causal ? vc : rotated;
-    std::vector<float> out(n * D);
-    for (int i = 0; i < n; ++i)  // the loop of model/decoder.cpp, the CPU specification
-      for (int h = 0; h < H; ++h) {
-        const int keys = causal ? pos0 + i + 1 : n;
-        std::vector<float> s(keys);
-        float mx = -INFINITY, sum = 0;
-        for (int j = 0; j < keys; ++j) {
-          float d = 0;
-          for (int c = 0; c < hd; ++c)
-            d += rotated[i * 3 * D + h * hd + c] * K[a.k_off + j * a.k_stride + h * hd + c];
-          s[j] = d * scale, mx = std::max(mx, s[j]);
-        }
-        for (auto& e : s) sum += (e = std::exp(e - mx));
-        for (int c = 0; c < hd; ++c) {
-          float acc = 0;
-          for (int j = 0; j < keys; ++j) acc += s[j] / sum * Vv[a.v_off + j * a.v_stride + h * hd + c];
-          out[i * D + h * hd + c] = acc;
-        }
-      }
+    const std::vector<float> out = attention_reference(rotated, causal ? kc : rotated, causal ? vc : rotated, a, pos0);
     expect_close(read_floats(*ctx, ob, out.size()), out, 1e-5f, 1e-4f, causal ? "attention causal" : "attention");
+  }
+}
+
+// Past the shader's 3072 scores in shared memory the scores go through the scratch buffer: a
+// causal query at position 3100 over a cache of 3110 rows, at head dims 16 and 128 (vec4 loads)
+// and 18 (element by element); and the two-pass decode attention.
+TEST(VulkanOps, AttentionOverALongContext) {
+  PYLON_VULKAN_CONTEXT_OR_SKIP(ctx);
+  vk::Ops ops(*ctx);
+  for (const int D : {32, 36, 256}) {
+    const int n = 2, H = 2, hd = D / H, pos0 = 3100, T = 3110;
+    const std::vector<float> q = random_floats(n * D, 31), kc = random_floats(T * D, 32), vc = random_floats(T * D, 33);
+    vk::Buffer qb = device_vector(*ctx, q), kb = device_vector(*ctx, kc), vb = device_vector(*ctx, vc);
+    vk::Buffer sb = ctx->make_buffer(4ull * n * H * T, vk::MemoryKind::device);
+    vk::Buffer ob = device_vector(*ctx, random_floats(n * D, 34));
+    vk::Buffer pb = device_vector(*ctx, std::vector<uint32_t>{pos0, 0, 0, 0});
+    vk::Ops::AttentionArgs a{};
+    a.n = n, a.heads = H, a.hd = hd, a.pos0 = 0, a.causal = 1, a.q_off = 0, a.q_stride = D;
+    a.k_off = 0, a.k_stride = D, a.v_off = 0, a.v_stride = D, a.o_stride = D, a.max_keys = T;
+    a.scale = 1.f / std::sqrt(float(hd));
+    vk::Recorder rec(*ctx);
+    ops.attention(rec, {&qb}, {&kb}, {&vb}, {&sb}, {&ob}, {&pb}, a);
+    rec.run();
+    expect_close(read_floats(*ctx, ob, n * D), attention_reference(q, kc, vc, a, pos0), 1e-5f, 1e-4f,
+                 "attention, long, head dim " + std::to_string(hd));
+    // The decode form (one query, keys split into chunks of 32 and combined) at positions 0 (one
+    // key), 40 (two chunks, the second partial, the rest empty) and 3100.
+    vk::Buffer partials = ctx->make_buffer(4 * vk::Ops::attention_partials(H, hd, T), vk::MemoryKind::device);
+    for (const uint32_t p : {0u, 40u, 3100u}) {
+      vk::Buffer p1 = device_vector(*ctx, std::vector<uint32_t>{p, 0, 0, 0});
+      vk::Ops::AttentionArgs a1 = a;
+      a1.n = 1;
+      ops.attention_decode(rec, {&qb}, {&kb}, {&vb}, {&partials}, {&ob}, {&p1}, a1);
+      rec.run();
+      expect_close(read_floats(*ctx, ob, D), attention_reference(q, kc, vc, a1, static_cast<int>(p)), 1e-5f, 1e-4f,
+                   "decode attention, head dim " + std::to_string(hd) + " position " + std::to_string(p));
+    }
   }
 }
 

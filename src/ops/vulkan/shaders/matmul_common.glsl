@@ -1,4 +1,4 @@
-// Shared by gemv_subgroup and gemm_tiled: Y (n, ldy) [+]= X (n, cols) · W(chunk)ᵀ [+ bias], W an
+// Shared by the GEMV and GEMMs: Y (n, ldy) [+]= act(X (n, cols) · W(chunk)ᵀ [+ bias]), W an
 // edge-file weight chunk of `rows` rows read as raw 32-bit words and decoded here:
 // f32, f16, int8 (row scales, f32) or int4 (two's-complement nibbles, low nibble first; group
 // scales (rows, groups) in f16 or f32). Layouts: src/ops/cpu/quantized.h.
@@ -19,6 +19,9 @@ layout(push_constant) uniform Push {
   uint scale_f16;   // int4 scales stored as f16
   uint bias;        // 0 none, 1 f32, 2 f16
   uint accumulate;  // 1: Y += result (a fused residual add)
+  uint silu;        // 1: act = SiLU (a fused activation), else none
+  uint norm;        // GEMV only: 0, or X is RMSNorm'd with weights NormW, 1: f32, 2: f16
+  float norm_eps;
 } pc;
 
 layout(std430, binding = 0) readonly buffer XBuf { float X[]; };
@@ -27,6 +30,7 @@ layout(std430, binding = 2) readonly buffer W4Buf { uvec4 W4[]; };
 layout(std430, binding = 3) readonly buffer SBuf { uint S[]; };
 layout(std430, binding = 4) readonly buffer BBuf { uint Bias[]; };
 layout(std430, binding = 5) buffer YBuf { float Y[]; };
+layout(std430, binding = 6) readonly buffer NormBuf { uint NormW[]; };
 
 float half_at_words(uint word, uint i) { return unpackHalf2x16(word)[i & 1u]; }
 
@@ -65,5 +69,6 @@ void store_y(uint i, uint r, float v) {
   const uint j = pc.row_base + r;
   const uint at = i * pc.ldy + j;
   v += bias_at(j);
+  if (pc.silu != 0u) v = v / (1.0 + exp(-v));
   Y[at] = pc.accumulate != 0u ? Y[at] + v : v;
 }

@@ -1,0 +1,94 @@
+// Shared by the decode GEMVs (gemv_subgroup: a subgroup per row; gemv_rows: an invocation per
+// row), after matmul_common.glsl: x as vec4, the norm fused in front, whole-word decoding of f32 /
+// f16 / int8 / int4 and row_dot, the dot of x with a share of one row.
+layout(std430, binding = 0) readonly buffer X4Buf { vec4 X4[]; };  // X seen as vec4 (x_off % 4 == 0)
+
+vec4 f16x4(uint a, uint b) { return vec4(unpackHalf2x16(a), unpackHalf2x16(b)); }
+
+float sum_sq = 0.0;  // this invocation's Σx² (pc.norm != 0)
+
+float norm_at(uint c) { return pc.norm == 2u ? half_at_words(NormW[c >> 1], c) : uintBitsToFloat(NormW[c]); }
+vec4 norm4(uint c) {  // c a multiple of 4
+  if (pc.norm == 2u) return f16x4(NormW[c >> 1], NormW[(c >> 1) + 1u]);
+  return uintBitsToFloat(uvec4(NormW[c], NormW[c + 1u], NormW[c + 2u], NormW[c + 3u]));
+}
+
+// x[c .. c + 3] (c relative to x_off, a multiple of 4), times the norm weights when fused.
+vec4 x4(uint c) {
+  const uint o = pc.x_off + c;
+  const vec4 x = (pc.x_off & 3u) == 0u ? X4[o >> 2] : vec4(X[o], X[o + 1u], X[o + 2u], X[o + 3u]);
+  if (pc.norm == 0u) return x;
+  sum_sq += dot(x, x);
+  return x * norm4(c);
+}
+float x_at(uint c) {
+  const float x = X[pc.x_off + c];
+  if (pc.norm == 0u) return x;
+  sum_sq += x * x;
+  return x * norm_at(c);
+}
+
+vec4 i8x4(uint w) { return vec4((ivec4(int(w)) << ivec4(24, 16, 8, 0)) >> 24); }  // bytes 0..3
+vec4 i4lo(uint w) { return vec4((ivec4(int(w)) << ivec4(28, 24, 20, 16)) >> 28); }  // nibbles 0..3
+vec4 i4hi(uint w) { return vec4((ivec4(int(w)) << ivec4(12, 8, 4, 0)) >> 28); }     // nibbles 4..7
+
+// x · (the columns of 16-byte word v of a row), per encoding: 4 f32, 8 f16, 16 int8, 32 int4
+// (unscaled).
+float dot_f32(uvec4 w, uint v) { return dot(uintBitsToFloat(w), x4(v * 4u)); }
+float dot_f16(uvec4 w, uint v) {
+  const uint c = v * 8u;
+  return dot(f16x4(w.x, w.y), x4(c)) + dot(f16x4(w.z, w.w), x4(c + 4u));
+}
+float dot_i8(uvec4 w, uint v) {
+  const uint c = v * 16u;
+  return dot(i8x4(w.x), x4(c)) + dot(i8x4(w.y), x4(c + 4u)) + dot(i8x4(w.z), x4(c + 8u)) +
+         dot(i8x4(w.w), x4(c + 12u));
+}
+float dot_i4_word(uint w, uint c) { return dot(i4lo(w), x4(c)) + dot(i4hi(w), x4(c + 4u)); }
+float dot_i4(uvec4 w, uint v) {
+  const uint c = v * 32u;
+  return dot_i4_word(w.x, c) + dot_i4_word(w.y, c + 8u) + dot_i4_word(w.z, c + 16u) +
+         dot_i4_word(w.w, c + 24u);
+}
+
+// This lane's share of a row of `per_row` words from word `base`: DOT(w, v) for its words. (Four
+// loads issued before their use measured no faster on the H200 and 4x slower on llvmpipe.)
+#define ROW_WORDS(DOT) \
+  for (uint v = lane; v < per_row; v += S) acc += DOT(W4[base + v], v);
+
+uint row_bytes() {
+  if (pc.wtype == WT_F32) return pc.cols * 4u;
+  if (pc.wtype == WT_F16) return pc.cols * 2u;
+  if (pc.wtype == WT_INT8) return pc.cols;
+  return int4_row_bytes();
+}
+
+// This invocation's share of row r: columns (or 16-byte words) lane, lane + S, lane + 2S, ...
+float row_dot(uint r, uint lane, uint S) {
+  float acc = 0.0;
+  const bool words = row_bytes() % 16u == 0u && (pc.wtype != WT_INT4 || pc.group % 32u == 0u);
+  if (!words) {
+    for (uint c = lane; c < pc.cols; c += S) acc += x_at(c) * w_at(r, c);
+    return acc;
+  }
+  const uint per_row = row_bytes() / 16u, base = r * per_row;
+  if (pc.wtype == WT_F32) {
+    ROW_WORDS(dot_f32)
+  } else if (pc.wtype == WT_F16) {
+    ROW_WORDS(dot_f16)
+  } else if (pc.wtype == WT_INT8) {
+    ROW_WORDS(dot_i8)
+    acc *= scale_at(pc.row_base + r);
+  } else {
+    // A word's 32 columns lie in one group (group % 32 == 0).
+    // Word v's group: a shift where words per group is a power of two (group 32, 64, 128, ...).
+    const uint srow = (pc.row_base + r) * int4_groups(), words_per_group = pc.group / 32u;
+    const bool pow2 = (words_per_group & (words_per_group - 1u)) == 0u;
+    const uint shift = uint(findLSB(words_per_group));
+#define DOT_I4_SCALED(w, v) \
+  (dot_i4(w, v) * scale_at(srow + (pow2 ? (v) >> shift : (v) / words_per_group)))
+    ROW_WORDS(DOT_I4_SCALED)
+#undef DOT_I4_SCALED
+  }
+  return acc;
+}
