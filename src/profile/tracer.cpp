@@ -34,8 +34,11 @@ ThreadBuffer& this_thread_buffer() {
   thread_local ThreadBuffer* mine = [] {
     auto b = std::make_unique<ThreadBuffer>();
     b->tid = static_cast<int64_t>(::syscall(SYS_gettid));
-    b->name = b->tid == ::getpid() ? "main" : "thread " + std::to_string(b->tid);
-    b->ranges.reserve(16384);  // ~2 MB: a few steps of a small model without regrowing
+    const bool main = b->tid == ::getpid();
+    b->name = main ? "main" : "thread " + std::to_string(b->tid);
+    // ~2 MB on the main thread: a few steps of a small model without regrowing. Other threads
+    // start empty: NCCL launches each collective from a new thread that records a few ranges.
+    if (main) b->ranges.reserve(16384);
     Registry& r = registry();
     const std::lock_guard<std::mutex> lock(r.mutex);
     r.buffers.push_back(std::move(b));
