@@ -56,7 +56,7 @@ int (*profiled_command(int argc, char** argv))(int, char**) {
 }  // namespace
 
 int run_roofline(int argc, char** argv) {
-  std::string csv, json_path, svg_path, device, cache_control = "all";
+  std::string csv, json_path, svg_path, device, cache_control = "none";
   double peak_tflops = 0, peak_fp32_tflops = 0, peak_gbs = 0;
   int top = 30;
   const std::string summary =
@@ -78,7 +78,8 @@ int run_roofline(int argc, char** argv) {
   args.add("peak-gbs", &peak_gbs, "DRAM ceiling in GB/s (default: datasheet, else implied by the counters)");
   args.add("top", &top, "kernels in the printed table");
   args.add_choice("cache-control", &cache_control, {"all", "none"},
-                  "around a command: all = flush L2 before each kernel, as ncu does; none = leave it");
+                  "around a command: all = flush L2 before each kernel, as ncu does (not yet verified on a "
+                  "GPU); none = the cache as the previous kernel left it");
   int split = argc;  // `--` starts the profiled command
   for (int i = 2; i < argc && split == argc; ++i)
     if (std::strcmp(argv[i], "--") == 0) split = i;

@@ -13,10 +13,12 @@ namespace pylon::profile {
 bool counter_profiling_available();  // this build has CUPTI's range profiler
 
 struct CounterOptions {
-  // Evict L2 before each kernel (Nsight Compute's default, --cache-control all): DRAM bytes and
-  // throughput then count every input read from memory, as ncu does. Off: the cache as the
-  // previous kernel left it (the run's own state, but replay and restores disturb it).
-  bool flush_l2 = true;
+  // Evict L2 before each kernel (as Nsight Compute's default --cache-control all does): DRAM
+  // bytes and throughput then count every input read from memory. Off: the cache as the previous
+  // kernel and CUPTI's replay left it. Off by default: the flush (a kernel launched from the
+  // launch callback, itself replayed) has not completed a run on the device yet
+  // (bench/profiler_notes.md).
+  bool flush_l2 = false;
 };
 // Starts collecting on the current device's context; every kernel launched until stop is replayed
 // as often as the metrics need (slow: for one step). Returns the number of replay passes per

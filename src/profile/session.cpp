@@ -69,7 +69,7 @@ void ProfileSession::write_roofline(const std::vector<KernelCounters>& kernels) 
   if (rank_ == 0) {
     std::fputs(format_roofline_table(verdicts, c).c_str(), stdout);
     std::printf("wrote %s.json and %s.svg (CUPTI range profiler, one step, kernel replay: %d passes per "
-                "kernel, L2 flushed before each)\n", base.c_str(), base.c_str(), counter_passes_);
+                "kernel)\n", base.c_str(), base.c_str(), counter_passes_);
     std::fflush(stdout);
   }
 }

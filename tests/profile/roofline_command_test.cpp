@@ -48,7 +48,7 @@ TEST(RooflineCommand, CountsTheCommandsKernelsBetweenStartAndStop) {
       "pylon train", [&] { ran_inside = fake.starts == 1 && fake.stops == 0; return 0; }, {}, fake.profiler());
   EXPECT_TRUE(ran_inside);
   EXPECT_EQ(fake.stops, 1);
-  EXPECT_TRUE(fake.flushed);  // ncu's cache state by default
+  EXPECT_FALSE(fake.flushed);  // the flush is opt-in until verified on a GPU
   EXPECT_EQ(c.passes, 3);
   ASSERT_EQ(c.kernels.size(), 2u);
   EXPECT_EQ(c.kernels[1].name, "b");
@@ -71,11 +71,11 @@ TEST(RooflineCommand, AFailingCommandIsOneErrorAndStopsTheProfiler) {
 
 TEST(RooflineCommand, ACommandWithoutKernelsIsAnError) {
   FakeProfiler fake;  // stop returns no kernel: a CPU run
-  CounterOptions no_flush;
-  no_flush.flush_l2 = false;
-  const std::string e = error_of([&] { count_command_kernels("pylon generate", [] { return 0; }, no_flush, fake.profiler()); });
+  CounterOptions flush;
+  flush.flush_l2 = true;
+  const std::string e = error_of([&] { count_command_kernels("pylon generate", [] { return 0; }, flush, fake.profiler()); });
   EXPECT_NE(e.find("`pylon generate` launched no CUDA kernel"), std::string::npos) << e;
-  EXPECT_FALSE(fake.flushed);
+  EXPECT_TRUE(fake.flushed);
   EXPECT_EQ(fake.stops, 1);
 }
 

@@ -2,7 +2,8 @@
 // (libnvperf through CUPTI's profiler-host API) builds the config image for the metrics, the target
 // side collects into a counter-data image, and each range is evaluated back to metric values.
 // Kernel names: auto ranges are numbered in launch order, so launch callbacks supply the names.
-// Cache state: the launch callback runs an L2 flush before each kernel (itself a range, dropped).
+// Cache state: with flush_l2 the launch callback runs an L2 flush before each kernel (itself a
+// range, dropped from the results).
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cupti_profiler_host.h>
