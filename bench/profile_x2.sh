@@ -7,6 +7,8 @@
 # GPU 1, compared kernel by kernel.
 # usage: bench/profile_x2.sh OUT_DIR PYLON [PYLON_BEFORE] [SECONDS]   (stops starting work after SECONDS;
 #        the whole needs ~400 s: 5 x 14 s of 2-GPU runs, then the counters)
+# env: STEPS (24), WAIT (10), ACTIVE (6): the 2-GPU runs' length and schedule (warm-up 2 steps);
+#      ONLY_OVERHEAD=1 skips the counters.
 set -uo pipefail
 out=$1 pylon=$2 before=${3:-} budget=${4:-400}
 w=/tmp/prof-x2
@@ -21,9 +23,10 @@ import numpy as np
 np.random.default_rng(1234).integers(0, 8192, 4_000_000, dtype=np.uint16).tofile('$w/tokens.bin')"
 
 # (1) Overhead: 24 steps of the seed preset's default size on 2 GPUs.
+steps=${STEPS:-24} wait=${WAIT:-10} active=${ACTIVE:-6}
 big="--preset seed --vocab 32000 --dim 2048 --layers 12 --heads 16 --batch 8 --seq 1024 --lr 3e-4
-     --lr-schedule constant --grad-clip 0 --device cuda --nproc-per-node 2 --data $w/tokens.bin --log-every 0 --steps 24"
-prof="--profile-wait 10 --profile-warmup 2 --profile-active 6"
+     --lr-schedule constant --grad-clip 0 --device cuda --nproc-per-node 2 --data $w/tokens.bin --log-every 0 --steps $steps"
+prof="--profile-wait $wait --profile-warmup 2 --profile-active $active"
 train_x2() {  # name binary [flags]
   local name=$1 bin=$2 t0=$SECONDS
   shift 2
@@ -36,16 +39,17 @@ train_x2 on1 "$pylon" --profile "$w/on1" $prof
 [ -n "$before" ] && train_x2 before "$before" --profile "$w/before" $prof
 train_x2 off2 "$pylon"
 train_x2 on2 "$pylon" --profile "$w/on2" $prof
-python3 - "$w" <<'PY'
+python3 - "$w" "$steps" "$wait" "$active" <<'PY'
 import glob, json, os, statistics, sys
-w = sys.argv[1]
+w, steps, wait, active = sys.argv[1], *map(int, sys.argv[2:])
+a, b = wait + 2, wait + 2 + active  # the active steps' indices (step a+1 .. b, 1-based)
 for name in ("off1", "on1", "before", "off2", "on2"):
     p = f"{w}/{name}.jsonl"
     if not os.path.exists(p): continue
     ms = [json.loads(l)["step_ms"] for l in open(p)]
-    if len(ms) < 24: print(f"STEP {name}: only {len(ms)} steps"); continue
-    print(f"STEP {name}: steps 13-18 median {statistics.median(ms[12:18]):.2f} ms, 19-24 {statistics.median(ms[18:24]):.2f} ms,"
-          f" 5-10 {statistics.median(ms[4:10]):.2f} ms | 13-18: " + " ".join(f"{m:.1f}" for m in ms[12:18]))
+    print(f"STEP {name}: {len(ms)} steps; active {a+1}-{b} median {statistics.median(ms[a:b] or [0]):.2f} ms, after"
+          f" {statistics.median(ms[b:] or [0]):.2f} ms, before {statistics.median(ms[2:wait] or [0]):.2f} ms | "
+          + " ".join(f"{m:.1f}" for m in ms[2:]))
 for name in ("on1", "before", "on2"):
     for rank in (0, 1):
         p = f"{w}/{name}/trace.rank{rank}.json"
@@ -69,6 +73,10 @@ for name in on1 before; do
 done
 cp "$w/on1.merged.json" "$out/trace_2gpu.json" 2>/dev/null
 sed -n '/profile of rank 0/,/^Self device/p' "$w/on1.log" | head -24
+if [ -n "${ONLY_OVERHEAD:-}" ]; then
+  tar -czf "$out/results.tar.gz" -C "$w" --exclude tokens.bin --exclude '*.merged.json' --exclude 'trace.rank*' .
+  echo "done in $(($(date +%s) - start)) s"; exit 0
+fi
 
 # (2) Counters: one step of a small model, CUPTI (GPU 0) beside ncu (GPU 1).
 small="--preset seed --vocab 8192 --dim 1024 --layers 2 --heads 8 --batch 4 --seq 512 --lr 3e-4
