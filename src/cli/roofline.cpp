@@ -1,45 +1,123 @@
-// pylon roofline --ncu-csv FILE: per kernel SM and DRAM throughput, FLOP/s, bytes, intensity and a
-// verdict with its fix, from an Nsight Compute raw CSV; as a table, JSON and an SVG chart.
+// pylon roofline: per kernel SM and DRAM throughput, FLOP/s, bytes, intensity and a verdict with
+// its fix, as a table, JSON and an SVG chart; from an Nsight Compute raw CSV (--ncu-csv FILE), or
+// from CUPTI's range profiler around a pylon command run in this process (-- pylon CMD ...).
 #include <cstdio>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/error.h"
+#include "profile/command_counters.h"
+#include "profile/counter_profile.h"
 #include "profile/ncu_csv.h"
 #include "profile/roofline.h"
 
 namespace pylon {
+namespace {
+
+struct Profilable {
+  const char* name;
+  int (*run)(int, char**);
+};
+// The commands that can run under the counters (the others launch no kernel, or are this one).
+constexpr Profilable kProfilable[] = {
+    {"train", run_train}, {"eval", run_eval}, {"generate", run_generate}, {"export", run_export}};
+
+// The command after `--`: `pylon CMD [flags]`, checked before anything runs. Returns its entry point.
+int (*profiled_command(int argc, char** argv))(int, char**) {
+  const std::string usage = "after --, expected `pylon <command> [flags]`";
+  PYLON_CHECK(argc >= 2, usage);
+  const std::string program = argv[0];
+  const size_t slash = program.rfind('/');
+  PYLON_CHECK(program.substr(slash == std::string::npos ? 0 : slash + 1) == "pylon", usage, ", got `", program, "`");
+  const std::string command = argv[1];
+  PYLON_CHECK(command != "roofline", "roofline cannot profile `pylon roofline`");
+  int (*run)(int, char**) = nullptr;
+  for (const Profilable& p : kProfilable)
+    if (command == p.name) run = p.run;
+  PYLON_CHECK(run, "cannot profile `pylon ", command, "`: expected train, eval, generate or export");
+  for (int i = 2; i < argc; ++i) {
+    const std::string flag = argv[i];
+    const std::string value = flag.find('=') != std::string::npos ? flag.substr(flag.find('=') + 1)
+                              : i + 1 < argc                      ? argv[i + 1]
+                                                                  : "";
+    const std::string name = flag.substr(0, flag.find('='));
+    PYLON_CHECK(!((name == "--nproc-per-node" || name == "--nnodes") && value != "1"),
+                "roofline profiles one process: drop ", name, " (each rank would be a process of its own)");
+    PYLON_CHECK(name != "--profile",
+                "drop --profile from the command (tracing and the counters cannot share CUPTI; for one "
+                "chosen step use pylon train --profile DIR --profile-roofline)");
+  }
+  return run;
+}
+
+}  // namespace
 
 int run_roofline(int argc, char** argv) {
-  std::string csv, json_path, svg_path, device;
+  std::string csv, json_path, svg_path, device, cache_control = "none";
   double peak_tflops = 0, peak_fp32_tflops = 0, peak_gbs = 0;
   int top = 30;
   const std::string summary =
       std::string("Roofline verdicts per kernel (memory-, compute- or latency-bound, and the fix).\n"
+                  "usage: pylon roofline [flags] --ncu-csv FILE\n"
+                  "       pylon roofline [flags] -- pylon COMMAND [its flags]   (CUPTI's range profiler)\n"
                   "From Nsight Compute: ncu --clock-control none --csv --page raw --metrics \\\n  ") +
       profile::ncu_roofline_metrics() + " --log-file FILE PROGRAM\n"
-      "On a Pylon training step without ncu (CUPTI's range profiler):\n"
+      "Around a pylon command, run here with every kernel replayed (slow: seconds per kernel, so keep\n"
+      "the run short, e.g. pylon train ... --steps 1). For one chosen training step:\n"
       "  pylon train --device cuda --profile DIR --profile-roofline  (writes DIR/roofline.json, .svg)";
   ArgParser args("roofline", summary);
   args.add("ncu-csv", &csv, "an `ncu --csv --page raw` export with the metrics above");
   args.add("json", &json_path, "also write the verdicts as JSON to this file");
   args.add("svg", &svg_path, "also write the roofline chart as SVG to this file");
-  args.add("device", &device, "device name for the ceilings (default: from the export)");
+  args.add("device", &device, "device name for the ceilings (default: from the export, or this GPU)");
   args.add("peak-tflops", &peak_tflops, "bf16 tensor ceiling in TFLOP/s (default: the device's datasheet)");
   args.add("peak-fp32-tflops", &peak_fp32_tflops, "fp32 ceiling in TFLOP/s (default: datasheet)");
   args.add("peak-gbs", &peak_gbs, "DRAM ceiling in GB/s (default: datasheet, else implied by the counters)");
   args.add("top", &top, "kernels in the printed table");
-  if (!args.parse(argc, argv)) {
+  args.add_choice("cache-control", &cache_control, {"all", "none"},
+                  "around a command: all = flush L2 before each kernel, as ncu does (not yet verified on a "
+                  "GPU); none = the cache as the previous kernel left it");
+  int split = argc;  // `--` starts the profiled command
+  for (int i = 2; i < argc && split == argc; ++i)
+    if (std::strcmp(argv[i], "--") == 0) split = i;
+  if (!args.parse(split, argv)) {
     std::fputs(args.help().c_str(), stdout);
     return 0;
   }
-  PYLON_CHECK(!csv.empty(), "roofline needs --ncu-csv FILE (an `ncu --csv --page raw` export)");
+  const bool command = split < argc;
+  PYLON_CHECK(csv.empty() == command, command ? "give either --ncu-csv FILE or -- pylon COMMAND, not both"
+                                              : "roofline needs --ncu-csv FILE or -- pylon COMMAND [flags]");
+  PYLON_CHECK(command || !args.given("cache-control"), "--cache-control applies to a profiled command, not to --ncu-csv");
   PYLON_CHECK(top > 0, "--top must be positive");
   PYLON_CHECK(peak_tflops >= 0 && peak_fp32_tflops >= 0 && peak_gbs >= 0, "--peak-* must be non-negative");
-  std::string exported_device;
-  const auto kernels = profile::read_ncu_csv(csv, &exported_device);
-  profile::DeviceCeilings c = profile::datasheet_ceilings(device.empty() ? exported_device : device);
+
+  std::vector<profile::KernelCounters> kernels;
+  std::string source_device;
+  if (command) {
+    const int command_argc = argc - split - 1;
+    char** command_argv = argv + split + 1;
+    int (*run)(int, char**) = profiled_command(command_argc, command_argv);
+    PYLON_CHECK(profile::counter_profiling_available(),
+                "this build has no CUPTI (install the CUDA toolkit's CUPTI and rebuild)");
+    const std::string what = std::string("pylon ") + command_argv[1];
+    profile::CounterOptions options;
+    options.flush_l2 = cache_control == "all";
+    const profile::CommandCounters counted = profile::count_command_kernels(
+        what, [&] { return run(command_argc, command_argv); }, options);
+    kernels = counted.kernels;
+    source_device = profile::current_device_name();
+    int64_t launches = 0;
+    for (const auto& k : kernels) launches += k.launches;
+    std::printf("CUPTI range profiler over `%s`: %zu kernels, %lld launches, %d replay passes each, %s\n",
+                what.c_str(), kernels.size(), static_cast<long long>(launches), counted.passes,
+                options.flush_l2 ? "L2 flushed before each" : "caches not flushed");
+  } else {
+    kernels = profile::read_ncu_csv(csv, &source_device);
+  }
+  profile::DeviceCeilings c = profile::datasheet_ceilings(device.empty() ? source_device : device);
   if (peak_tflops > 0) c.tensor_flops = peak_tflops * 1e12;
   if (peak_fp32_tflops > 0) c.fp32_flops = peak_fp32_tflops * 1e12;
   if (peak_gbs > 0) c.dram_bytes_per_s = peak_gbs * 1e9;

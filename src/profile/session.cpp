@@ -68,7 +68,8 @@ void ProfileSession::write_roofline(const std::vector<KernelCounters>& kernels) 
   write_roofline_svg(verdicts, c, base + ".svg");
   if (rank_ == 0) {
     std::fputs(format_roofline_table(verdicts, c).c_str(), stdout);
-    std::printf("wrote %s.json and %s.svg (CUPTI range profiler, one step, kernel replay)\n", base.c_str(), base.c_str());
+    std::printf("wrote %s.json and %s.svg (CUPTI range profiler, one step, kernel replay: %d passes per "
+                "kernel)\n", base.c_str(), base.c_str(), counter_passes_);
     std::fflush(stdout);
   }
 }
@@ -88,7 +89,7 @@ void ProfileSession::step(int64_t k) {
   scheduler_.step(k);
   if (options_.counters) {
     if (scheduler_.active(k) && !counters_started_) {
-      counter_profiling_start(), counters_started_ = true;
+      counter_passes_ = counter_profiling_start(), counters_started_ = true;
     } else if (counters_started_ && !counters_done_) {  // one step of kernel replay is enough
       counters_done_ = true;
       write_roofline(counter_profiling_stop());

@@ -49,6 +49,7 @@ class ProfileSession {
   void write_roofline(const std::vector<KernelCounters>& kernels) const;
   bool device_started_ = false, device_stopped_ = false, active_seen_ = false;
   bool counters_started_ = false, counters_done_ = false;
+  int counter_passes_ = 0;
   std::vector<DeviceRecord> device_records_;
 };
 

@@ -1,5 +1,7 @@
 // The tracer's per-thread buffers: each thread registers its buffer once, then appends without a
-// lock; the registry owns the buffers so a thread's records outlive it.
+// lock; the registry owns the buffers so a thread's records outlive it. Only the owning thread
+// changes a buffer: clear() moves a cut-off time that the owner and snapshot() apply (NCCL's
+// launch threads record while the schedule clears the warm-up).
 #include "profile/tracer.h"
 
 #include <sys/syscall.h>
@@ -16,6 +18,7 @@ namespace {
 struct ThreadBuffer {
   int64_t tid = 0;
   std::string name;
+  int64_t cleared_ns = 0;  // the cut-off this buffer has applied
   std::vector<RangeEvent> ranges;
   std::vector<CounterSample> counters;
 };
@@ -34,14 +37,27 @@ ThreadBuffer& this_thread_buffer() {
   thread_local ThreadBuffer* mine = [] {
     auto b = std::make_unique<ThreadBuffer>();
     b->tid = static_cast<int64_t>(::syscall(SYS_gettid));
-    b->name = b->tid == ::getpid() ? "main" : "thread " + std::to_string(b->tid);
-    b->ranges.reserve(16384);  // ~2 MB: a few steps of a small model without regrowing
+    const bool main = b->tid == ::getpid();
+    b->name = main ? "main" : "thread " + std::to_string(b->tid);
+    // ~2 MB on the main thread: a few steps of a small model without regrowing. Other threads
+    // start empty: NCCL launches each collective from a new thread that records a few ranges.
+    if (main) b->ranges.reserve(16384);
     Registry& r = registry();
     const std::lock_guard<std::mutex> lock(r.mutex);
     r.buffers.push_back(std::move(b));
     return r.buffers.back().get();
   }();
   return *mine;
+}
+
+std::atomic<int64_t> g_cleared_ns{0};  // records before it are dropped
+
+// The calling thread's buffer, emptied first if a clear() came since its last record.
+ThreadBuffer& own_buffer() {
+  ThreadBuffer& b = this_thread_buffer();
+  const int64_t cleared = g_cleared_ns.load(std::memory_order_acquire);
+  if (b.cleared_ns != cleared) b.ranges.clear(), b.counters.clear(), b.cleared_ns = cleared;
+  return b;
 }
 
 }  // namespace
@@ -52,11 +68,11 @@ int64_t now_ns() {
       .count();
 }
 
-void record_range(RangeEvent&& e) { this_thread_buffer().ranges.push_back(std::move(e)); }
+void record_range(RangeEvent&& e) { own_buffer().ranges.push_back(std::move(e)); }
 
 void record_counter(const char* name, double value) {
   if (!enabled()) return;
-  this_thread_buffer().counters.push_back({name, now_ns(), value});
+  own_buffer().counters.push_back({name, now_ns(), value});
 }
 
 void set_thread_name(const std::string& name) { this_thread_buffer().name = name; }
@@ -64,9 +80,11 @@ void set_thread_name(const std::string& name) { this_thread_buffer().name = name
 void set_enabled(bool on) { g_enabled.store(on, std::memory_order_relaxed); }
 
 void clear() {
-  Registry& r = registry();
-  const std::lock_guard<std::mutex> lock(r.mutex);
-  for (auto& b : r.buffers) b->ranges.clear(), b->counters.clear();
+  const int64_t now = now_ns();
+  int64_t was = g_cleared_ns.load();
+  while (!g_cleared_ns.compare_exchange_weak(was, std::max(now, was + 1))) {  // each clear a new cut-off
+  }
+  own_buffer();  // the caller's own memory goes now
 }
 
 Trace snapshot(int pid, const std::string& process_name) {
@@ -75,9 +93,14 @@ Trace snapshot(int pid, const std::string& process_name) {
   t.process_name = process_name;
   Registry& r = registry();
   const std::lock_guard<std::mutex> lock(r.mutex);
+  const int64_t cleared = g_cleared_ns.load(std::memory_order_acquire);
   for (const auto& b : r.buffers) {
-    if (b->ranges.empty() && b->counters.empty()) continue;
-    ThreadTrace th{b->tid, b->name, b->ranges, b->counters};
+    ThreadTrace th{b->tid, b->name, {}, {}};
+    for (const RangeEvent& e : b->ranges)
+      if (e.begin_ns >= cleared) th.ranges.push_back(e);
+    for (const CounterSample& c : b->counters)
+      if (c.ts_ns >= cleared) th.counters.push_back(c);
+    if (th.ranges.empty() && th.counters.empty()) continue;
     // Recorded at their ends: order by begin, the enclosing range first on ties.
     std::sort(th.ranges.begin(), th.ranges.end(), [](const RangeEvent& a, const RangeEvent& c) {
       return a.begin_ns != c.begin_ns ? a.begin_ns < c.begin_ns : a.end_ns > c.end_ns;

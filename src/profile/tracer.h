@@ -77,9 +77,12 @@ void record_range(RangeEvent&& e);
 void record_counter(const char* name, double value);
 void set_thread_name(const std::string& name);  // names the calling thread's track
 
-// Recording on/off and the buffers. Call these while no other thread is inside a range.
 void set_enabled(bool on);
+// Drops everything recorded so far (ranges that began and samples taken before now). Safe while
+// other threads record: no buffer but the caller's own is touched; each thread empties its own
+// buffer at its next record, and snapshot skips what is older.
 void clear();
+// Every thread's records since the last clear(); take it with recording off.
 Trace snapshot(int pid, const std::string& process_name);
 
 // torch.profiler.schedule(wait, warmup, active) with repeat=1: step(k) at the start of step k

@@ -2,6 +2,8 @@
 // keeps exactly the active steps, and the table's self and total times on a known nested trace.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <thread>
 
 #include "profile/table.h"
@@ -47,6 +49,41 @@ TEST_F(TracerTest, RangesNestWithArgsAndThreads) {
   EXPECT_LE(main[0].begin_ns, main[1].begin_ns);
   EXPECT_GE(main[0].end_ns, main[1].end_ns);
   EXPECT_NE(t.threads[0].tid, t.threads[1].tid);
+}
+
+// A range that began before a clear belongs to what the clear dropped (a warm-up step's).
+TEST_F(TracerTest, ClearDropsRangesThatBeganBeforeIt) {
+  set_enabled(true);
+  {
+    PYLON_RANGE("op", "straddling");
+    std::thread([] { PYLON_RANGE("op", "before"); }).join();
+    clear();
+    PYLON_RANGE("op", "after");
+  }
+  set_enabled(false);
+  const auto ranges = all_ranges();
+  ASSERT_EQ(ranges.size(), 1u);
+  EXPECT_STREQ(ranges[0].name, "after");
+}
+
+// NCCL launches collectives from threads of its own that record while the schedule clears the
+// warm-up: a clear must not write to their buffers (a data race; a sanitizer build catches it).
+TEST_F(TracerTest, ClearWhileAnotherThreadRecords) {
+  set_enabled(true);
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    while (!stop.load()) PYLON_RANGE("op", "writer");
+  });
+  for (int i = 0; i < 2000; ++i) clear();
+  const int64_t last_clear = now_ns();
+  clear();
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  stop = true;
+  writer.join();
+  set_enabled(false);
+  const auto ranges = all_ranges();
+  EXPECT_FALSE(ranges.empty());
+  for (const RangeEvent& e : ranges) ASSERT_GE(e.begin_ns, last_clear);
 }
 
 TEST_F(TracerTest, ScheduleRecordsExactlyTheActiveSteps) {

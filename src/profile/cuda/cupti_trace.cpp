@@ -104,8 +104,10 @@ void CUPTIAPI on_api(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, 
 
 uint64_t CUPTIAPI timestamp() { return static_cast<uint64_t>(now_ns()); }
 
+// Zeroed by calloc (fresh pages from the kernel, not written here): CUPTI is told so and does not
+// clear the buffer itself (8 MB of fresh pages faulted and written on the launching thread).
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
-  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
+  *buffer = static_cast<uint8_t*>(std::calloc(1, kBufferBytes));  // malloc's 16-byte alignment >= CUPTI's 8
   *size = *buffer ? kBufferBytes : 0;
   *max_records = 0;  // as many as fit
 }
@@ -159,6 +161,14 @@ bool device_tracing_available() { return true; }
 void device_tracing_start() {
   State& s = state();
   PYLON_CHECK(!s.running, "device tracing is already running in this process");
+  // One set of buffers for the process, not one per thread: NCCL's non-blocking communicators
+  // launch each collective from a new thread, and a fresh per-thread buffer for each of them made
+  // every NCCL launch take 0.5-8 ms on 2 GPUs (bench/profiler_notes.md). Both attributes must be
+  // set before the callbacks are registered.
+  uint8_t per_thread = 0, zeroed = 1;
+  size_t one = sizeof(uint8_t);
+  PYLON_CUPTI_CHECK(cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, &one, &per_thread));
+  PYLON_CUPTI_CHECK(cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &one, &zeroed));
   PYLON_CUPTI_CHECK(cuptiActivityRegisterTimestampCallback(timestamp));
   PYLON_CUPTI_CHECK(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
   PYLON_CUPTI_CHECK(cuptiSubscribe(&s.subscriber, on_api, nullptr));
