@@ -156,18 +156,19 @@ TEST_F(CudaFsdp, KeepGatheredAndNoSyncAccumulationFollowOneGpu) {
 // the same checks with the whole root (the checkpoint is ShardLayout's flat form either way).
 TEST_F(CudaFsdp, ResumesBitIdenticallyAndAtAnotherWorldSize) {
   for (const std::string root : {"", "--whole-root "}) {
-    const std::string full_dir = tmp_.file("full" + std::to_string(root.size()));
+    const std::string tag = std::to_string(root.size());  // own files per root: resumed runs append metrics
+    const std::string full_dir = tmp_.file("full" + tag);
     const Outcome full = run(args(2, 4, root + "--steps 6 --save-every 3 --save " + full_dir + " --metrics " +
-                                            tmp_.file("full.jsonl")));
+                                            tmp_.file("full" + tag + ".jsonl")));
     ASSERT_EQ(full.exit_code, 0) << root << full.err;
     const Outcome same = run(args(2, 4, root + "--steps 6 --resume " + full_dir + "/step_000003 --metrics " +
-                                            tmp_.file("same.jsonl")));
+                                            tmp_.file("same" + tag + ".jsonl")));
     ASSERT_EQ(same.exit_code, 0) << root << same.err;
     const Outcome other = run(args(1, 8, "--steps 6 --resume " + full_dir + "/step_000003 --metrics " +
-                                             tmp_.file("other.jsonl")));
+                                             tmp_.file("other" + tag + ".jsonl")));
     ASSERT_EQ(other.exit_code, 0) << root << other.err;
-    const auto a = losses(tmp_.file("full.jsonl")), b = losses(tmp_.file("same.jsonl")),
-               c = losses(tmp_.file("other.jsonl"));
+    const auto a = losses(tmp_.file("full" + tag + ".jsonl")), b = losses(tmp_.file("same" + tag + ".jsonl")),
+               c = losses(tmp_.file("other" + tag + ".jsonl"));
     ASSERT_EQ(a.size(), 6u) << root;
     ASSERT_EQ(b.size(), 3u) << root;
     ASSERT_EQ(c.size(), 3u) << root;
