@@ -16,11 +16,32 @@
 namespace pylon {
 namespace {
 
-std::vector<double> losses(const std::string& path) {
+// One metric per metrics line (NaN where a line has none).
+std::vector<double> column(const std::string& path, const char* key) {
   std::vector<double> out;
   std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line)["loss"]);
+  for (std::string line; std::getline(in, line);) {
+    const auto row = nlohmann::json::parse(line);
+    out.push_back(row.contains(key) ? row[key].get<double>() : std::nan(""));
+  }
   return out;
+}
+
+std::vector<double> losses(const std::string& path) { return column(path, "loss"); }
+
+// A 2-block CUDA model (V=200, D=128, H=2, T=64) on 20000 tokens (i·a + i/b) mod 199 written to
+// tmp's data.bin; the callers set batch, steps and learning rate.
+TrainOptions small_cuda_run(const testing::TempDir& tmp, Preset preset, size_t a, size_t b) {
+  std::vector<uint32_t> ids(20000);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<uint32_t>((i * a + i / b) % 199);
+  write_token_file(tmp.file("data.bin"), ids, TokenWidth::u16);
+  TrainOptions o;
+  o.device = "cuda";
+  o.model.preset = preset;
+  o.model.vocab = 200, o.model.dim = 128, o.model.layers = 2, o.model.heads = 2;
+  o.seq = 64;
+  o.data = tmp.file("data.bin"), o.log_every = 0;
+  return o;
 }
 
 TEST(CudaTrainer, FollowsTheCpuLossCurve) {
@@ -84,24 +105,12 @@ TEST(CudaTrainer, Fp32FollowsTheCpuLossCurveAtFp32Tolerance) {
   }
 }
 
-}  // namespace
-}  // namespace pylon
-
-namespace pylon {
-namespace {
 
 TEST(CudaTrainer, GradAccumulationEqualsLargerBatch) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
   testing::TempDir tmp;
-  std::vector<uint32_t> ids(20000);
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<uint32_t>((i * 31 + i / 7) % 199);
-  write_token_file(tmp.file("data.bin"), ids, TokenWidth::u16);
-  TrainOptions o;
-  o.device = "cuda";
-  o.model.preset = Preset::seed;
-  o.model.vocab = 200, o.model.dim = 128, o.model.layers = 2, o.model.heads = 2;
-  o.seq = 64, o.steps = 8, o.adamw.lr = 1e-3f;
-  o.data = tmp.file("data.bin"), o.log_every = 0;
+  TrainOptions o = small_cuda_run(tmp, Preset::seed, 31, 7);
+  o.steps = 8, o.adamw.lr = 1e-3f;
   o.batch = 4, o.grad_accum = 1, o.metrics_path = tmp.file("big.jsonl");
   train(o);
   o.batch = 2, o.grad_accum = 2, o.metrics_path = tmp.file("accum.jsonl");
@@ -112,26 +121,14 @@ TEST(CudaTrainer, GradAccumulationEqualsLargerBatch) {
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-2 * a[i]) << "step " << i + 1;
 }
 
-}  // namespace
-}  // namespace pylon
-
-namespace pylon {
-namespace {
 
 // Checkpoints through the sharded format (a world of one): resuming continues bit-identically,
 // and the CPU trainer can read what the GPU wrote.
 TEST(CudaTrainer, ResumeIsBitIdenticalAndCpuReadsTheCheckpoint) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
   testing::TempDir tmp;
-  std::vector<uint32_t> ids(20000);
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<uint32_t>((i * 17 + i / 5) % 199);
-  write_token_file(tmp.file("data.bin"), ids, TokenWidth::u16);
-  TrainOptions o;
-  o.device = "cuda";
-  o.model.preset = Preset::causal;
-  o.model.vocab = 200, o.model.dim = 128, o.model.layers = 2, o.model.heads = 2;
-  o.batch = 2, o.seq = 64, o.steps = 6, o.adamw.lr = 1e-2f, o.schedule.lr = 1e-2f;
-  o.data = tmp.file("data.bin"), o.log_every = 0;
+  TrainOptions o = small_cuda_run(tmp, Preset::causal, 17, 5);
+  o.batch = 2, o.steps = 6, o.adamw.lr = 1e-2f, o.schedule.lr = 1e-2f;
   o.save_dir = tmp.file("full"), o.save_every = 3, o.metrics_path = tmp.file("full.jsonl");
   train(o);
   o.resume_dir = tmp.file("full/step_000003"), o.save_dir = tmp.file("resumed");
@@ -151,22 +148,6 @@ TEST(CudaTrainer, ResumeIsBitIdenticalAndCpuReadsTheCheckpoint) {
   for (int i = 0; i < 3; ++i) EXPECT_NEAR(c[i], a[3 + i], 0.02 * a[3 + i]) << "step " << 4 + i;
 }
 
-}  // namespace
-}  // namespace pylon
-
-namespace pylon {
-namespace {
-
-// One metric per metrics line (NaN where a line has none).
-std::vector<double> column(const std::string& path, const char* key) {
-  std::vector<double> out;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) {
-    const auto row = nlohmann::json::parse(line);
-    out.push_back(row.contains(key) ? row[key].get<double>() : std::nan(""));
-  }
-  return out;
-}
 
 // Without clipping AdamW sums the gradient's squares as it reads it (per unit when it runs per
 // unit); with a clip threshold no gradient reaches, a separate pass sums them first and the update
@@ -175,15 +156,8 @@ std::vector<double> column(const std::string& path, const char* key) {
 TEST(CudaTrainer, FoldedGradNormMatchesSeparatePass) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
   testing::TempDir tmp;
-  std::vector<uint32_t> ids(20000);
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<uint32_t>((i * 13 + i / 3) % 199);
-  write_token_file(tmp.file("data.bin"), ids, TokenWidth::u16);
-  TrainOptions o;
-  o.device = "cuda";
-  o.model.preset = Preset::seed;
-  o.model.vocab = 200, o.model.dim = 128, o.model.layers = 2, o.model.heads = 2;
-  o.batch = 2, o.seq = 64, o.steps = 6, o.adamw.lr = 1e-3f;
-  o.data = tmp.file("data.bin"), o.log_every = 0;
+  TrainOptions o = small_cuda_run(tmp, Preset::seed, 13, 3);
+  o.batch = 2, o.steps = 6, o.adamw.lr = 1e-3f;
   for (int accum : {1, 2}) {
     o.grad_accum = accum;
     const std::string tag = "accum" + std::to_string(accum);
