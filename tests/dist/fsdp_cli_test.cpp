@@ -26,39 +26,16 @@
 
 #include "dist/rendezvous.h"
 #include "io/token_file.h"
+#include "support/run_command.h"
 #include "support/temp_dir.h"
 
 namespace pylon {
 namespace {
 
-struct Outcome {
-  int exit_code = -1;
-  std::string out, err;
-  double seconds = 0;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
-// `env VARS timeout pylon ARGS`: no test can hang, whatever the code under test does.
-std::string pylon_command(const std::string& env, const std::string& args, const std::string& out,
-                          const std::string& err, int timeout_s = 120) {
-  return "env " + env + " timeout -k 5 " + std::to_string(timeout_s) + " " + PYLON_EXE + " " + args +
-         " >" + out + " 2>" + err + " </dev/null";
-}
-
-Outcome run(const std::string& args, const std::string& env = "", int timeout_s = 120) {
-  testing::TempDir tmp;
-  const auto t0 = std::chrono::steady_clock::now();
-  const int status = std::system(pylon_command(env, args, tmp.file("out"), tmp.file("err"), timeout_s).c_str());
-  Outcome r;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = slurp(tmp.file("out")), r.err = slurp(tmp.file("err"));
-  return r;
-}
+using Outcome = testing::CommandResult;
+using testing::pylon_command;
+using testing::read_file;
+using testing::run_pylon;
 
 // Several commands at once (the ranks of a hand-launched job); their exit codes in order.
 std::vector<Outcome> run_together(const std::vector<std::pair<std::string, std::string>>& env_args) {
@@ -67,7 +44,7 @@ std::vector<Outcome> run_together(const std::vector<std::pair<std::string, std::
   for (size_t i = 0; i < env_args.size(); ++i) {
     const std::string n = std::to_string(i);
     script += "(" + pylon_command(env_args[i].first, env_args[i].second, tmp.file("out" + n),
-                                  tmp.file("err" + n)) +
+                                  tmp.file("err" + n), 120) +
               "; echo $? >" + tmp.file("rc" + n) + ") & ";
   }
   script += "wait";
@@ -76,8 +53,8 @@ std::vector<Outcome> run_together(const std::vector<std::pair<std::string, std::
   std::vector<Outcome> runs(env_args.size());
   for (size_t i = 0; i < runs.size(); ++i) {
     const std::string n = std::to_string(i);
-    runs[i].exit_code = std::atoi(slurp(tmp.file("rc" + n)).c_str());
-    runs[i].out = slurp(tmp.file("out" + n)), runs[i].err = slurp(tmp.file("err" + n));
+    runs[i].exit_code = std::atoi(read_file(tmp.file("rc" + n)).c_str());
+    runs[i].out = read_file(tmp.file("out" + n)), runs[i].err = read_file(tmp.file("err" + n));
   }
   return runs;
 }
@@ -134,7 +111,7 @@ class FsdpCli : public ::testing::Test {
 };
 
 TEST_F(FsdpCli, WorldSizesOneToFourGiveTheOneRankCurve) {
-  ASSERT_EQ(run(train(1, 12, 6, "--metrics " + file("w1.jsonl"))).exit_code, 0);
+  ASSERT_EQ(run_pylon(train(1, 12, 6, "--metrics " + file("w1.jsonl"))).exit_code, 0);
   const auto one = metrics(file("w1.jsonl"));
   ASSERT_EQ(one.size(), 6u);
   struct Case { int world, batch; std::string extra, name; };
@@ -142,7 +119,7 @@ TEST_F(FsdpCli, WorldSizesOneToFourGiveTheOneRankCurve) {
                         Case{2, 3, "--grad-accum 2", "2 ranks x 2 micro-steps"},
                         Case{4, 1, "--grad-accum 3 --no-sync", "4 ranks x 3 no-sync micro-steps"}}) {
     const std::string m = file("w" + std::to_string(c.world) + ".jsonl");
-    const Outcome r = run(train(c.world, c.batch, 6, c.extra + " --metrics " + m));
+    const Outcome r = run_pylon(train(c.world, c.batch, 6, c.extra + " --metrics " + m));
     ASSERT_EQ(r.exit_code, 0) << c.name << ": " << r.err;
     EXPECT_EQ(r.err, "") << c.name;
     const auto rows = metrics(m);
@@ -156,8 +133,8 @@ TEST_F(FsdpCli, WorldSizesOneToFourGiveTheOneRankCurve) {
 // Eight ranks (the largest world the scaling run uses; uneven shards: root 2650, blocks 7650)
 // against one rank with the same 24 rows per step.
 TEST_F(FsdpCli, EightRanksGiveTheOneRankCurve) {
-  ASSERT_EQ(run(train(1, 24, 4, "--metrics " + file("one.jsonl"))).exit_code, 0);
-  const Outcome r = run(train(8, 3, 4, "--metrics " + file("eight.jsonl")));
+  ASSERT_EQ(run_pylon(train(1, 24, 4, "--metrics " + file("one.jsonl"))).exit_code, 0);
+  const Outcome r = run_pylon(train(8, 3, 4, "--metrics " + file("eight.jsonl")));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto rows = metrics(file("eight.jsonl"));
   expect_same_curve(rows, metrics(file("one.jsonl")), 0, "8 ranks");
@@ -170,7 +147,7 @@ TEST_F(FsdpCli, ReshardModesGiveIdenticalLosses) {
   std::vector<std::vector<nlohmann::json>> runs;
   for (const char* mode : {"", "--no-reshard", "--check-reshard", "--no-prefetch"}) {
     const std::string m = file(std::string("mode") + std::to_string(runs.size()) + ".jsonl");
-    const Outcome r = run(train(3, 4, 3, std::string(mode) + " --metrics " + m));
+    const Outcome r = run_pylon(train(3, 4, 3, std::string(mode) + " --metrics " + m));
     ASSERT_EQ(r.exit_code, 0) << mode << ": " << r.err;
     runs.push_back(metrics(m));
   }
@@ -201,7 +178,7 @@ TEST_F(FsdpCli, MatchesThePyTorchGoldenOnSeveralRanks) {
         " --init-from " + dir + "/init.safetensors --data " + dir + "/tokens.bin --log-every 0" +
         " --nproc-per-node " + std::to_string(c.world) + " --metrics " + m + " " + c.extra;
     ASSERT_EQ(c.world * c.batch * c.accum, e["batch"].get<int>() * e["grad_accum"].get<int>());
-    const Outcome r = run(args);
+    const Outcome r = run_pylon(args);
     ASSERT_EQ(r.exit_code, 0) << c.golden << ": " << r.err;
     const auto rows = metrics(m);
     ASSERT_EQ(rows.size(), e["losses"].size());
@@ -215,34 +192,34 @@ TEST_F(FsdpCli, MatchesThePyTorchGoldenOnSeveralRanks) {
 }
 
 TEST_F(FsdpCli, CheckpointsReshardedFourToThreeToOneContinueTheCurve) {
-  const Outcome full = run(train(4, 3, 9, "--save " + file("w4") + " --save-every 3 --metrics " + file("full.jsonl")));
+  const Outcome full = run_pylon(train(4, 3, 9, "--save " + file("w4") + " --save-every 3 --metrics " + file("full.jsonl")));
   ASSERT_EQ(full.exit_code, 0) << full.err;
   const auto want = metrics(file("full.jsonl"));
   ASSERT_EQ(want.size(), 9u);
   EXPECT_TRUE(std::filesystem::exists(file("w4/step_000003/shard-00003-of-00004.safetensors")));
   EXPECT_TRUE(std::filesystem::exists(file("w4/step_000003/layout.json")));
 
-  const Outcome three = run(train(3, 4, 9, "--resume " + file("w4/step_000003") + " --save " + file("w3") +
+  const Outcome three = run_pylon(train(3, 4, 9, "--resume " + file("w4/step_000003") + " --save " + file("w3") +
                                            " --save-every 3 --metrics " + file("w3.jsonl")));
   ASSERT_EQ(three.exit_code, 0) << three.err;
   EXPECT_NE(three.out.find("resumed at step 3"), std::string::npos) << three.out;
   expect_same_curve(metrics(file("w3.jsonl")), want, 3, "4 -> 3 ranks");
 
-  const Outcome one = run(train(1, 12, 9, "--resume " + file("w3/step_000006") + " --save " + file("w1") +
+  const Outcome one = run_pylon(train(1, 12, 9, "--resume " + file("w3/step_000006") + " --save " + file("w1") +
                                             " --metrics " + file("w1.jsonl")));
   ASSERT_EQ(one.exit_code, 0) << one.err;
   expect_same_curve(metrics(file("w1.jsonl")), want, 6, "3 -> 1 rank");
 
   // The exported full model serves eval straight from a save directory.
-  const Outcome eval = run("eval --model " + file("w1") + " --data " + file("data.bin") +
+  const Outcome eval = run_pylon("eval --model " + file("w1") + " --data " + file("data.bin") +
                        " --batch 4 --seq 8 --steps 2 --json");
   ASSERT_EQ(eval.exit_code, 0) << eval.err;
   EXPECT_TRUE(std::isfinite(nlohmann::json::parse(last_line(eval.out))["loss"].get<double>()));
 }
 
 TEST_F(FsdpCli, ResumeAtTheSameWorldSizeIsBitIdentical) {
-  ASSERT_EQ(run(train(3, 4, 6, "--save " + file("a") + " --save-every 3 --metrics " + file("a.jsonl"))).exit_code, 0);
-  const Outcome r = run(train(3, 4, 6, "--resume " + file("a") + "/step_000003 --save " + file("b") +
+  ASSERT_EQ(run_pylon(train(3, 4, 6, "--save " + file("a") + " --save-every 3 --metrics " + file("a.jsonl"))).exit_code, 0);
+  const Outcome r = run_pylon(train(3, 4, 6, "--resume " + file("a") + "/step_000003 --save " + file("b") +
                                        " --metrics " + file("b.jsonl")));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto a = metrics(file("a.jsonl")), b = metrics(file("b.jsonl"));
@@ -254,11 +231,11 @@ TEST_F(FsdpCli, ResumeAtTheSameWorldSizeIsBitIdentical) {
   }
   for (const char* f : {"model.safetensors", "shard-00000-of-00003.safetensors",
                         "shard-00001-of-00003.safetensors", "shard-00002-of-00003.safetensors"})
-    EXPECT_EQ(slurp(file(std::string("a/step_000006/") + f)), slurp(file(std::string("b/step_000006/") + f))) << f;
+    EXPECT_EQ(read_file(file(std::string("a/step_000006/") + f)), read_file(file(std::string("b/step_000006/") + f))) << f;
 }
 
 TEST_F(FsdpCli, KilledRankEndsTheJobNamingIt) {
-  const Outcome r = run(train(3, 4, 6, "--save " + file("ckpt")),
+  const Outcome r = run_pylon(train(3, 4, 6, "--save " + file("ckpt")),
                     "PYLON_TEST_CRASH_RANK=1 PYLON_TEST_CRASH_STEP=2");
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_LT(r.seconds, 30);
@@ -269,7 +246,7 @@ TEST_F(FsdpCli, KilledRankEndsTheJobNamingIt) {
 }
 
 TEST_F(FsdpCli, HungRankMakesThePeersTimeOut) {
-  const Outcome r = run(train(2, 6, 6, "--dist-timeout 1"), "PYLON_TEST_HANG_RANK=1 PYLON_TEST_HANG_STEP=2");
+  const Outcome r = run_pylon(train(2, 6, 6, "--dist-timeout 1"), "PYLON_TEST_HANG_RANK=1 PYLON_TEST_HANG_STEP=2");
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_LT(r.seconds, 30);
   EXPECT_NE(r.err.find("rank 0: collective all_gather timed out after 1 s (a peer died or hung)"),
@@ -279,7 +256,7 @@ TEST_F(FsdpCli, HungRankMakesThePeersTimeOut) {
 
 // torchrun-style: the ranks are started by someone else with RANK/WORLD_SIZE/MASTER_*.
 TEST_F(FsdpCli, TorchrunStyleVariables) {
-  ASSERT_EQ(run(train(1, 12, 4, "--metrics " + file("one.jsonl"))).exit_code, 0);
+  ASSERT_EQ(run_pylon(train(1, 12, 4, "--metrics " + file("one.jsonl"))).exit_code, 0);
   const std::string port = std::to_string(pick_free_port());
   const auto runs = run_together({
       {"RANK=0 LOCAL_RANK=0 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port,
@@ -294,7 +271,7 @@ TEST_F(FsdpCli, TorchrunStyleVariables) {
 }
 
 TEST_F(FsdpCli, TwoNodesOverLoopback) {
-  ASSERT_EQ(run(train(1, 12, 4, "--metrics " + file("one.jsonl"))).exit_code, 0);
+  ASSERT_EQ(run_pylon(train(1, 12, 4, "--metrics " + file("one.jsonl"))).exit_code, 0);
   const std::string node = " --nnodes 2 --nproc-per-node 1 --master-addr 127.0.0.1 --master-port " +
                            std::to_string(pick_free_port());
   // The two "nodes" share this machine's cores: one thread each, as on a shared box.
@@ -309,15 +286,15 @@ TEST_F(FsdpCli, TwoNodesOverLoopback) {
 
 TEST_F(FsdpCli, MpirunLaunch) {
   if (std::system("command -v mpirun >/dev/null 2>&1") != 0) GTEST_SKIP() << "no mpirun (openmpi-bin)";
-  ASSERT_EQ(run(train(1, 12, 3, "--metrics " + file("one.jsonl"))).exit_code, 0);
+  ASSERT_EQ(run_pylon(train(1, 12, 3, "--metrics " + file("one.jsonl"))).exit_code, 0);
   testing::TempDir tmp;
   const std::string cmd = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout -k 5 120 "
                           "mpirun --oversubscribe -np 2 -x MASTER_PORT=" + std::to_string(pick_free_port()) +
                           " " + PYLON_EXE + " " + train(1, 6, 3, "--metrics " + file("mpi.jsonl")) +
                           " >" + tmp.file("out") + " 2>" + tmp.file("err") + " </dev/null";
   const int status = std::system(cmd.c_str());
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << slurp(tmp.file("err"));
-  EXPECT_NE(slurp(tmp.file("out")).find("2 ranks"), std::string::npos);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_file(tmp.file("err"));
+  EXPECT_NE(read_file(tmp.file("out")).find("2 ranks"), std::string::npos);
   expect_same_curve(metrics(file("mpi.jsonl")), metrics(file("one.jsonl")), 0, "mpirun");
 }
 
@@ -327,7 +304,7 @@ int processes_mentioning(const std::string& needle) {
   for (const auto& e : std::filesystem::directory_iterator("/proc")) {
     const std::string name = e.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string cmd = slurp((e.path() / "cmdline").string());
+    std::string cmd = read_file((e.path() / "cmdline").string());
     for (auto& c : cmd) c = c == '\0' ? ' ' : c;
     n += cmd.find(needle) != std::string::npos && cmd.find("bash -c") == std::string::npos;
   }
@@ -343,8 +320,8 @@ TEST_F(FsdpCli, InterruptedOrKilledLauncherLeavesNoRanks) {
                                " $pid; wait $pid; echo $? >" + file("rc");
     const auto t0 = std::chrono::steady_clock::now();
     ASSERT_EQ(std::system(("timeout -k 5 60 bash -c '" + script + "'").c_str()), 0);
-    const int rc = std::atoi(slurp(file("rc")).c_str());
-    EXPECT_EQ(rc, std::string(sig) == "INT" ? 130 : 137) << sig << ": " << slurp(file("err"));
+    const int rc = std::atoi(read_file(file("rc")).c_str());
+    EXPECT_EQ(rc, std::string(sig) == "INT" ? 130 : 137) << sig << ": " << read_file(file("err"));
     int left = 1;
     for (int i = 0; i < 50 && left; ++i) {
       left = processes_mentioning(file("data.bin"));
@@ -362,20 +339,20 @@ TEST_F(FsdpCli, BadLaunchesAreClearErrors) {
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr: " << r.err;
   };
-  expect_error(run(train(1, 6, 2, "--nnodes 2 --node-rank 0")), "needs --master-addr and --master-port");
-  expect_error(run(train(1, 6, 2, "--nnodes 2 --node-rank 2 --master-addr 127.0.0.1 --master-port 1234")),
+  expect_error(run_pylon(train(1, 6, 2, "--nnodes 2 --node-rank 0")), "needs --master-addr and --master-port");
+  expect_error(run_pylon(train(1, 6, 2, "--nnodes 2 --node-rank 2 --master-addr 127.0.0.1 --master-port 1234")),
                "--node-rank 2 is outside 0..1");
-  expect_error(run(train(1, 6, 2, "--nproc-per-node 0")), "must be >= 1");
-  expect_error(run(train(2, 6, 2, ""), "RANK=0 WORLD_SIZE=2"), "already has RANK/WORLD_SIZE");
-  expect_error(run(train(1, 6, 2, ""), "RANK=0 WORLD_SIZE=2 LOCAL_WORLD_SIZE=1"), "set MASTER_ADDR");
-  expect_error(run(train(1, 6, 2, ""), "RANK=3 WORLD_SIZE=2"), "rank 3 is outside a world of 2");
+  expect_error(run_pylon(train(1, 6, 2, "--nproc-per-node 0")), "must be >= 1");
+  expect_error(run_pylon(train(2, 6, 2, ""), "RANK=0 WORLD_SIZE=2"), "already has RANK/WORLD_SIZE");
+  expect_error(run_pylon(train(1, 6, 2, ""), "RANK=0 WORLD_SIZE=2 LOCAL_WORLD_SIZE=1"), "set MASTER_ADDR");
+  expect_error(run_pylon(train(1, 6, 2, ""), "RANK=3 WORLD_SIZE=2"), "rank 3 is outside a world of 2");
   // A checkpoint of another model, and one with a shard file missing.
-  ASSERT_EQ(run(train(2, 6, 2, "--save " + file("ckpt"))).exit_code, 0);
+  ASSERT_EQ(run_pylon(train(2, 6, 2, "--save " + file("ckpt"))).exit_code, 0);
   std::string other = train(2, 6, 4, "--resume " + file("ckpt"));
   other.replace(other.find("--dim 25"), 8, "--dim 20");
-  expect_error(run(other), "differs from the requested one");
+  expect_error(run_pylon(other), "differs from the requested one");
   std::filesystem::remove(file("ckpt/step_000002/shard-00001-of-00002.safetensors"));
-  expect_error(run(train(3, 4, 4, "--resume " + file("ckpt"))), "shard-00001-of-00002.safetensors: missing");
+  expect_error(run_pylon(train(3, 4, 4, "--resume " + file("ckpt"))), "shard-00001-of-00002.safetensors: missing");
 }
 
 }  // namespace

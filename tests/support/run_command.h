@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -18,21 +19,31 @@ namespace pylon::testing {
 struct CommandResult {
   int exit_code = -1;
   std::string out, err;
+  double seconds = 0;  // wall time of the command
 };
 
-inline CommandResult run_pylon(const std::string& args) {
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+// `env ENV timeout -k 5 T pylon ARGS >out 2>err </dev/null`: no test can hang, whatever the code
+// under test does (a command past its time ends with exit code 124, or 137 when killed).
+inline std::string pylon_command(const std::string& env, const std::string& args, const std::string& out,
+                                 const std::string& err, int timeout_s) {
+  return "env " + env + " timeout -k 5 " + std::to_string(timeout_s) + " " + PYLON_EXE + " " + args +
+         " >" + out + " 2>" + err + " </dev/null";
+}
+
+inline CommandResult run_pylon(const std::string& args, const std::string& env = "", int timeout_s = 300) {
   TempDir tmp;
-  const std::string cmd = std::string(PYLON_EXE) + " " + args + " >" + tmp.file("out") + " 2>" +
-                          tmp.file("err") + " </dev/null";
-  const int status = std::system(cmd.c_str());
+  const auto t0 = std::chrono::steady_clock::now();
+  const int status = std::system(pylon_command(env, args, tmp.file("out"), tmp.file("err"), timeout_s).c_str());
   CommandResult r;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  auto slurp = [](const std::string& p) {
-    std::ifstream in(p);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  };
-  r.out = slurp(tmp.file("out"));
-  r.err = slurp(tmp.file("err"));
+  r.out = read_file(tmp.file("out"));
+  r.err = read_file(tmp.file("err"));
   return r;
 }
 

@@ -24,34 +24,14 @@
 
 #include "io/token_file.h"
 #include "ops/cuda/runtime.h"
+#include "support/run_command.h"
 #include "support/temp_dir.h"
 
 namespace pylon {
 namespace {
 
-struct Outcome {
-  int exit_code = -1;
-  std::string out, err;
-  double seconds = 0;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
-Outcome run(const std::string& args, const std::string& env = "", int timeout_s = 60) {
-  testing::TempDir tmp;
-  const std::string cmd = "env " + env + " timeout -k 5 " + std::to_string(timeout_s) + " " + PYLON_EXE +
-                          " " + args + " >" + tmp.file("out") + " 2>" + tmp.file("err") + " </dev/null";
-  const auto t0 = std::chrono::steady_clock::now();
-  const int status = std::system(cmd.c_str());
-  Outcome r;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = slurp(tmp.file("out")), r.err = slurp(tmp.file("err"));
-  return r;
-}
+using Outcome = testing::CommandResult;
+using testing::run_pylon;
 
 std::vector<double> losses(const std::string& path) {
   std::vector<double> out;
@@ -87,9 +67,9 @@ void expect_close(const std::vector<double>& a, const std::vector<double>& b, do
 TEST_F(CudaFsdp, TwoGpusFollowOneGpu) {
   for (const std::string clip : {"1.0", "0"}) {  // clipped (gradient shards) and AdamW per unit
     const std::string common = "--steps 24 --grad-clip " + clip + " --metrics ";
-    const Outcome one = run(args(1, 8, common + tmp_.file("one.jsonl")));
+    const Outcome one = run_pylon(args(1, 8, common + tmp_.file("one.jsonl")));
     ASSERT_EQ(one.exit_code, 0) << one.err;
-    const Outcome two = run(args(2, 4, common + tmp_.file("two.jsonl")));
+    const Outcome two = run_pylon(args(2, 4, common + tmp_.file("two.jsonl")));
     ASSERT_EQ(two.exit_code, 0) << two.err;
     const auto a = losses(tmp_.file("one.jsonl")), b = losses(tmp_.file("two.jsonl"));
     ASSERT_EQ(a.size(), 24u) << "clip " << clip;
@@ -104,12 +84,12 @@ TEST_F(CudaFsdp, TwoGpusFollowOneGpu) {
 // bits), which AdamW's normalised step mostly absorbs; torch.testing's bf16 rtol bounds the curve.
 TEST_F(CudaFsdp, SplitRootEqualsWholeRootAndBf16ReduceFollowsFp32) {
   const std::string common = "--steps 24 --grad-clip 0 --metrics ";
-  const Outcome split = run(args(2, 4, common + tmp_.file("split.jsonl")));
+  const Outcome split = run_pylon(args(2, 4, common + tmp_.file("split.jsonl")));
   ASSERT_EQ(split.exit_code, 0) << split.err;
   EXPECT_NE(split.out.find("split root"), std::string::npos) << split.out;
-  const Outcome whole = run(args(2, 4, "--whole-root " + common + tmp_.file("whole.jsonl")));
+  const Outcome whole = run_pylon(args(2, 4, "--whole-root " + common + tmp_.file("whole.jsonl")));
   ASSERT_EQ(whole.exit_code, 0) << whole.err;
-  const Outcome bf16 = run(args(2, 4, "--reduce-dtype bf16 " + common + tmp_.file("bf16.jsonl")));
+  const Outcome bf16 = run_pylon(args(2, 4, "--reduce-dtype bf16 " + common + tmp_.file("bf16.jsonl")));
   ASSERT_EQ(bf16.exit_code, 0) << bf16.err;
   EXPECT_NE(bf16.out.find("reduce bf16"), std::string::npos) << bf16.out;
   const auto a = losses(tmp_.file("split.jsonl")), b = losses(tmp_.file("whole.jsonl")),
@@ -130,9 +110,9 @@ TEST_F(CudaFsdp, Fp32TwoGpusFollowTheCpuLossCurve) {
     std::string cpu = args(1, 8, "--steps 50 --grad-clip 1.0 --metrics " + tmp_.file("cpu.jsonl"));
     cpu.replace(cpu.find("--device cuda"), std::string("--device cuda").size(), "--device cpu --dtype fp32");
     for (std::string* a : {&gpu, &cpu}) a->replace(a->find("--preset seed"), std::string("--preset seed").size(), "--preset " + preset);
-    const Outcome g = run(gpu, "", 300);
+    const Outcome g = run_pylon(gpu, "", 300);
     ASSERT_EQ(g.exit_code, 0) << g.err;
-    const Outcome c = run(cpu, "", 300);
+    const Outcome c = run_pylon(cpu, "", 300);
     ASSERT_EQ(c.exit_code, 0) << c.err;
     const auto a = losses(tmp_.file("gpu.jsonl")), b = losses(tmp_.file("cpu.jsonl"));
     ASSERT_EQ(a.size(), 50u) << preset;
@@ -144,9 +124,9 @@ TEST_F(CudaFsdp, Fp32TwoGpusFollowTheCpuLossCurve) {
 }
 
 TEST_F(CudaFsdp, KeepGatheredAndNoSyncAccumulationFollowOneGpu) {
-  const Outcome one = run(args(1, 4, "--steps 12 --grad-accum 2 --metrics " + tmp_.file("one.jsonl")));
+  const Outcome one = run_pylon(args(1, 4, "--steps 12 --grad-accum 2 --metrics " + tmp_.file("one.jsonl")));
   ASSERT_EQ(one.exit_code, 0) << one.err;
-  const Outcome two = run(args(2, 2, "--steps 12 --grad-accum 2 --no-reshard --no-sync --metrics " +
+  const Outcome two = run_pylon(args(2, 2, "--steps 12 --grad-accum 2 --no-reshard --no-sync --metrics " +
                                          tmp_.file("two.jsonl")));
   ASSERT_EQ(two.exit_code, 0) << two.err;
   expect_close(losses(tmp_.file("two.jsonl")), losses(tmp_.file("one.jsonl")), 0.01);
@@ -158,13 +138,13 @@ TEST_F(CudaFsdp, ResumesBitIdenticallyAndAtAnotherWorldSize) {
   for (const std::string root : {"", "--whole-root "}) {
     const std::string tag = std::to_string(root.size());  // own files per root: resumed runs append metrics
     const std::string full_dir = tmp_.file("full" + tag);
-    const Outcome full = run(args(2, 4, root + "--steps 6 --save-every 3 --save " + full_dir + " --metrics " +
+    const Outcome full = run_pylon(args(2, 4, root + "--steps 6 --save-every 3 --save " + full_dir + " --metrics " +
                                             tmp_.file("full" + tag + ".jsonl")));
     ASSERT_EQ(full.exit_code, 0) << root << full.err;
-    const Outcome same = run(args(2, 4, root + "--steps 6 --resume " + full_dir + "/step_000003 --metrics " +
+    const Outcome same = run_pylon(args(2, 4, root + "--steps 6 --resume " + full_dir + "/step_000003 --metrics " +
                                             tmp_.file("same" + tag + ".jsonl")));
     ASSERT_EQ(same.exit_code, 0) << root << same.err;
-    const Outcome other = run(args(1, 8, "--steps 6 --resume " + full_dir + "/step_000003 --metrics " +
+    const Outcome other = run_pylon(args(1, 8, "--steps 6 --resume " + full_dir + "/step_000003 --metrics " +
                                              tmp_.file("other" + tag + ".jsonl")));
     ASSERT_EQ(other.exit_code, 0) << root << other.err;
     const auto a = losses(tmp_.file("full" + tag + ".jsonl")), b = losses(tmp_.file("same" + tag + ".jsonl")),
@@ -180,14 +160,14 @@ TEST_F(CudaFsdp, ResumesBitIdenticallyAndAtAnotherWorldSize) {
 }
 
 TEST_F(CudaFsdp, DeadRankEndsTheJobNamingIt) {
-  const Outcome r = run(args(2, 4, "--steps 50 --dist-timeout 20"), "PYLON_TEST_CRASH_RANK=1 PYLON_TEST_CRASH_STEP=3");
+  const Outcome r = run_pylon(args(2, 4, "--steps 50 --dist-timeout 20"), "PYLON_TEST_CRASH_RANK=1 PYLON_TEST_CRASH_STEP=3");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("rank 1"), std::string::npos) << r.err;
   EXPECT_LT(r.seconds, 60);
 }
 
 TEST_F(CudaFsdp, HungRankEndsTheJobWithinTheTimeoutNamingIt) {
-  const Outcome r = run(args(2, 4, "--steps 50 --dist-timeout 5"), "PYLON_TEST_HANG_RANK=1 PYLON_TEST_HANG_STEP=3");
+  const Outcome r = run_pylon(args(2, 4, "--steps 50 --dist-timeout 5"), "PYLON_TEST_HANG_RANK=1 PYLON_TEST_HANG_STEP=3");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("rank 1 did not enqueue step 3"), std::string::npos) << r.err;
   EXPECT_LT(r.seconds, 60);
