@@ -48,7 +48,7 @@ bool forward_ws_requested() {
 // The warp-specialised forward with its planned shape: 128-key stages, 3 of them (not yet measured).
 void use_forward_ws(AttentionTiles& tiles, int block_n = 128, int stages = 3) {
   tiles.fwd_ws = true;
-  tiles.fwd_warps = 8;  // consumers; the kernel adds its producer warp
+  tiles.fwd_warps = 8;  // the consumers (for printing); the kernel adds a producer warpgroup
   tiles.fwd_block_n = block_n;
   tiles.fwd_stages = stages;
 }

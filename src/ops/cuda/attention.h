@@ -40,8 +40,8 @@ struct AttentionTiles {
   int dq_warps = 4;       // backward dq pass: 16 query rows per warp
   int dq_block_n = 64;    // backward dq pass: keys per tile
   // Forward by the warp-specialised kernel (attention_forward_ws.cu; needs wgmma; not yet run on a GPU):
-  // 2 consumer warpgroups of 64 query rows and a producer warp (fwd_warps is ignored), fwd_block_n keys
-  // per shared-memory stage, fwd_stages stages. Off unless PYLON_ATTENTION_FORWARD=ws or set here.
+  // 2 consumer warpgroups of 64 query rows (fwd_warps = 8, not read) and a producer warpgroup, fwd_block_n
+  // keys per shared-memory stage, fwd_stages stages. Off unless PYLON_ATTENTION_FORWARD=ws or set here.
   bool fwd_ws = false;
   int fwd_stages = 3;
 };

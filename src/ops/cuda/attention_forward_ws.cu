@@ -4,12 +4,11 @@
 //
 // A block owns 128 query rows of one (b, h) and has 3 warpgroups. Warpgroup 0 is the producer: it gives
 // registers back (setmaxnreg 24) and its thread 0 loads q once and k, v tiles of kBlockN keys into a ring
-// of kStages shared-memory stages with TMA (tensor maps of qkv built on the host; 128-byte swizzle, the layout the
-// wgmma descriptors of wgmma_sm90.cuh read; rows past T land as zeros). Warpgroups 1 and 2 are the
-// consumers (setmaxnreg 240), 64 query rows each. They compute
-// s = q·kᵀ (wgmma, both operands in shared memory), the online softmax in registers, o += p·v (p from
-// registers), and take turns issuing their products so that one warpgroup's softmax runs while the
-// other's products are on the tensor cores.
+// of kStages shared-memory stages with TMA (tensor maps of qkv built on the host; 128-byte swizzle, the
+// layout the wgmma descriptors of wgmma_sm90.cuh read; rows past T land as zeros). Warpgroups 1 and 2
+// are the consumers (setmaxnreg 240), 64 query rows each: s = q·kᵀ (wgmma, both operands in shared
+// memory), the online softmax in registers, o += p·v (p from registers). They take turns issuing their
+// products, so one consumer's softmax runs while the other's products are on the tensor cores.
 //
 // Protocol (all barriers in shared memory after the tiles):
 //   q_full          1 arrival + q's bytes; consumers wait its first completion (parity 0).
@@ -60,7 +59,7 @@ struct WsSmem {
   static constexpr int kQ = 0;
   static constexpr int kK = kQ + kQBytes;                    // kStages k tiles
   static constexpr int kV = kK + kStages * kTileBytes;       // kStages v tiles
-  static constexpr int kBarriers = kV + kStages * kTileBytes;  // q_full, k_full[kStages], v_full[kStages], empty[kStages]
+  static constexpr int kBarriers = kV + kStages * kTileBytes;  // q_full, k_full[], v_full[], empty[] (kStages)
   static constexpr int kBytes = kBarriers + 8 * (1 + 3 * kStages) + 1024;  // + slack to align the base
   static_assert(kQBytes % 1024 == 0 && kTileBytes % 1024 == 0, "tiles keep the 1024-byte swizzle alignment");
 };
@@ -69,8 +68,8 @@ template <int kHeadDim, int kBlockN, int kStages>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_attention_forward_ws(bf16* __restrict__ out,                    // (B, T, D)
                                float* __restrict__ lse,                   // (B, H, T)
-                               const __grid_constant__ CUtensorMap q_map,   // qkv (B, T, 3*D): boxes (128 rows, 64 cols)
-                               const __grid_constant__ CUtensorMap kv_map,  // qkv: boxes (kBlockN rows, 64 cols)
+                               const __grid_constant__ CUtensorMap q_map,   // qkv (B, T, 3*D), boxes (128, 64)
+                               const __grid_constant__ CUtensorMap kv_map,  // qkv, boxes (kBlockN rows, 64 cols)
                                int T, int D, int H, float scale_log2, bool causal) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   __trap();  // built without sm_90a: the host never picks this kernel

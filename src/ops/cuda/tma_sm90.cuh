@@ -1,5 +1,5 @@
-// Hopper (sm_90) asynchronous-copy plumbing for warp-specialised kernels: mbarriers with transaction
-// counts, TMA tensor loads (cp.async.bulk.tensor) that complete on them, and named barriers.
+// Hopper (sm_90a) plumbing for warp-specialised kernels: mbarriers with transaction counts, TMA tensor
+// loads (cp.async.bulk.tensor) that complete on them, setmaxnreg, and named barriers.
 // Every address is a shared-window address (mma::smem_addr); an mbarrier is 8 bytes, 8-byte aligned.
 //
 // mbarrier phases: a barrier starts in phase 0; a phase completes when its pending arrivals reach 0 and
@@ -19,7 +19,9 @@ __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t arrivals) {
 }
 // After mbar_init, before the barrier that publishes the barriers to the block: makes the
 // initialised barriers visible to the async proxy (TMA completions).
-__device__ __forceinline__ void fence_mbar_init() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+__device__ __forceinline__ void fence_mbar_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
 
 // One arrival (release semantics: this thread's earlier reads and writes happen before the phase completes).
 __device__ __forceinline__ void mbar_arrive(uint32_t bar) {

@@ -328,8 +328,8 @@ TEST(CudaAttentionForwardWs, MatchesWgmmaForward) {
       stream.synchronize();
       return std::make_pair(download<bf16>(out_d, n_out), download<float>(lse_d, n_lse));
     };
-    detail::AttentionTiles wgmma_tiles = detail::default_attention_tiles(hd);
-    wgmma_tiles.fwd_ws = false;  // today's forward even under PYLON_ATTENTION_FORWARD=ws
+    detail::AttentionTiles wgmma_tiles;  // today's default forward (4 warps, 64 keys), whatever the environment
+    wgmma_tiles.wgmma = true;
     for (bool causal : {false, true}) {
       const auto [out_ref, lse_ref] = run(wgmma_tiles, causal);
       for (const detail::AttentionTiles& tiles : detail::compiled_attention_tiles(hd)) {
