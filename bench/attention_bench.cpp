@@ -1,6 +1,7 @@
 // Times the CUDA flash attention (forward, backward) at the seed preset's shape: median of 20 runs
 // after warm-up, CUDA events, TFLOP/s against the 790 TFLOP/s bf16 ceiling measured on the H200.
-// `--sweep` also times every compiled tile shape. Compare with bench/attention_torch_bench.py.
+// Then the warp-specialised forward (not the default; bench/attention_notes.md) in every compiled shape,
+// forward only. `--sweep` also times every compiled tile shape. Compare with bench/attention_torch_bench.py.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -72,9 +73,9 @@ struct Buffers {
   DeviceBuffer qkv, dqkv, out, dout, lse, ws;
 };
 
-// Times forward and backward at one shape and mask with the given tiles; prints one line for each.
+// Times forward (and backward) at one shape and mask with the given tiles; prints one line for each.
 void bench_shape(const Shape& s, Buffers& buf, bool causal, const pylon::cuda::detail::AttentionTiles& tiles,
-                 bool print_tiles) {
+                 bool print_tiles, bool backward = true) {
   const int D = buf.D;
   pylon::cuda::Stream stream;
   const cudaStream_t st = stream.get();
@@ -87,7 +88,7 @@ void bench_shape(const Shape& s, Buffers& buf, bool causal, const pylon::cuda::d
                                                      s.T, D, s.H, causal, st);
       },
       st);
-  const double bwd_ms = median_ms(
+  const double bwd_ms = !backward ? 0.0 : median_ms(
       [&] {
         pylon::cuda::detail::attention_backward_tiled(tiles, dqkv.as<bf16>(), dout.as<bf16>(), qkv.as<bf16>(),
                                                       out.as<bf16>(), lse.as<float>(), s.B, s.T, D, s.H, causal,
@@ -98,10 +99,12 @@ void bench_shape(const Shape& s, Buffers& buf, bool causal, const pylon::cuda::d
   // Forward: 2 products of 2·T²·hd each per (b, h); causal does half. Backward: 2.5x the forward.
   const double fwd_flop = 4.0 * s.B * s.H * static_cast<double>(s.T) * s.T * s.hd * (causal ? 0.5 : 1.0);
   char tile_text[96] = "";
-  if (print_tiles)
+  if (print_tiles && tiles.fwd_ws)
+    std::snprintf(tile_text, sizeof(tile_text), "  ws fwd %d keys x %d stages", tiles.fwd_block_n, tiles.fwd_stages);
+  else if (print_tiles)
     std::snprintf(tile_text, sizeof(tile_text), "  %s fwd %dw/%d  dkdv %dw/%d  dq %dw/%d", tiles.wgmma ? "wgmma" : "mma", tiles.fwd_warps,
                   tiles.fwd_block_n, tiles.dkdv_warps, tiles.dkdv_block_m, tiles.dq_warps, tiles.dq_block_n);
-  for (int pass = 0; pass < 2; ++pass) {
+  for (int pass = 0; pass < (backward ? 2 : 1); ++pass) {
     const double ms = pass == 0 ? fwd_ms : bwd_ms, flop = pass == 0 ? fwd_flop : 2.5 * fwd_flop;
     const double tflops = flop / (ms * 1e-3) / 1e12;
     std::printf("B%d T%d H%-2d hd%-3d  %-6s  %s  %8.3f ms  %6.1f TFLOP/s  %5.1f%%%s\n", s.B, s.T, s.H, s.hd,
@@ -129,13 +132,23 @@ int main(int argc, char** argv) {
       for (bool causal : {false, true})
         bench_shape(s, buf, causal, pylon::cuda::detail::default_attention_tiles(s.hd), false);
     }
+    if (tiles128.wgmma) {
+      std::printf("\nwarp-specialised forward (TMA producer, 2 consumer warpgroups of 64 rows)\n");
+      for (const Shape& s : shapes) {
+        Buffers buf(s);
+        for (bool causal : {false, true})
+          for (const auto& t : pylon::cuda::detail::compiled_attention_tiles(s.hd))
+            if (t.fwd_ws) bench_shape(s, buf, causal, t, true, false);
+      }
+    }
     if (!sweep) return 0;
 
     std::printf("\ntile sweep\n");
     for (const Shape& s : shapes) {
       Buffers buf(s);
       for (bool causal : {false, true})
-        for (const auto& t : pylon::cuda::detail::compiled_attention_tiles(s.hd)) bench_shape(s, buf, causal, t, true);
+        for (const auto& t : pylon::cuda::detail::compiled_attention_tiles(s.hd))
+          if (!t.fwd_ws) bench_shape(s, buf, causal, t, true);  // the ws forward: above
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "pylon_bench_attention: %s\n", e.what());

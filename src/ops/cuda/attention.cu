@@ -1,6 +1,8 @@
 // Host API of the fused attention: argument checks, tile-shape choice, and the order of the passes.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 #include <utility>
 
@@ -29,8 +31,29 @@ int check_attention_args(const char* op, int B, int T, int D, int H, std::initia
 }  // namespace
 
 namespace detail {
+namespace {
 
-AttentionTiles default_attention_tiles(int head_dim) {
+// PYLON_ATTENTION_FORWARD: unset, "" or "wgmma" (today's forward), "ws" (the warp-specialised one).
+bool forward_ws_requested() {
+  static const bool ws = [] {
+    const char* v = std::getenv("PYLON_ATTENTION_FORWARD");
+    const bool is_ws = v != nullptr && std::strcmp(v, "ws") == 0;
+    PYLON_CHECK(v == nullptr || is_ws || v[0] == '\0' || std::strcmp(v, "wgmma") == 0,
+                "PYLON_ATTENTION_FORWARD=", v, ": expected ws or wgmma");
+    return is_ws;
+  }();
+  return ws;
+}
+
+// The warp-specialised forward with its planned shape: 128-key stages, 3 of them (not yet measured).
+void use_forward_ws(AttentionTiles& tiles, int block_n = 128, int stages = 3) {
+  tiles.fwd_ws = true;
+  tiles.fwd_warps = 8;  // the consumers (for printing); the kernel adds a producer warpgroup
+  tiles.fwd_block_n = block_n;
+  tiles.fwd_stages = stages;
+}
+
+AttentionTiles measured_attention_tiles(int head_dim) {
   AttentionTiles tiles;  // 4 warps and tiles of 64 won every other pass (bench --sweep on the H200)
 #if defined(PYLON_CUDA_SM90A)
   int device = 0, major = 0;
@@ -47,6 +70,20 @@ AttentionTiles default_attention_tiles(int head_dim) {
   return tiles;
 }
 
+}  // namespace
+
+AttentionTiles default_attention_tiles(int head_dim) {
+  AttentionTiles tiles = measured_attention_tiles(head_dim);
+  if (tiles.wgmma && forward_ws_requested()) use_forward_ws(tiles);
+  return tiles;
+}
+
+AttentionTiles warp_specialized_forward_tiles(int head_dim) {
+  AttentionTiles tiles = measured_attention_tiles(head_dim);
+  use_forward_ws(tiles);
+  return tiles;
+}
+
 std::vector<AttentionTiles> compiled_attention_tiles(int head_dim) {
   // (warps, block) pairs of each pass, as compiled in attention_{forward,backward}{,_wgmma}.cu.
   using Pairs = std::vector<std::pair<int, int>>;
@@ -60,7 +97,8 @@ std::vector<AttentionTiles> compiled_attention_tiles(int head_dim) {
                         {{4, 64}, {4, 32}, {8, 64}, {8, 32}}});
   else
     families.push_back({false, {{4, 64}, {4, 128}, {8, 64}}, {{4, 64}, {8, 64}}, {{4, 64}, {8, 64}}});
-  if (default_attention_tiles(head_dim).wgmma)
+  const bool wgmma = measured_attention_tiles(head_dim).wgmma;
+  if (wgmma)
     families.push_back({true, {{4, 64}, {4, 128}, {8, 64}, {8, 128}}, {{4, 64}, {8, 64}}, {{4, 64}, {8, 64}}});
   std::vector<AttentionTiles> all;
   for (const Family& f : families) {
@@ -72,16 +110,27 @@ std::vector<AttentionTiles> compiled_attention_tiles(int head_dim) {
       all.push_back({f.wgmma, fw, fb, kw, kb, qw, qb});
     }
   }
+  if (wgmma)  // the warp-specialised forward's (block_n, stages), as compiled in attention_forward_ws.cu
+    for (const auto& [block_n, stages] : Pairs{{64, 3}, {128, 2}, {128, 3}}) {
+      AttentionTiles tiles = measured_attention_tiles(head_dim);
+      use_forward_ws(tiles, block_n, stages);
+      all.push_back(tiles);
+    }
   return all;
 }
 
 void attention_forward_tiled(const AttentionTiles& tiles, __nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv,
                              int B, int T, int D, int H, bool causal, cudaStream_t stream) {
   const int hd = check_attention_args("attention_forward", B, T, D, H, {out, lse, qkv});
-  const bool launched = tiles.wgmma ? launch_attention_forward_wgmma(tiles, hd, out, lse, qkv, B, T, D, H, causal, stream)
-                                    : launch_attention_forward(tiles, hd, out, lse, qkv, B, T, D, H, causal, stream);
-  PYLON_CHECK(launched,
-              "attention_forward: no kernel for hd=", hd, " wgmma=", tiles.wgmma, " warps=", tiles.fwd_warps, " block_n=", tiles.fwd_block_n);
+  bool launched = false;
+  if (tiles.fwd_ws)  // the warp-specialised kernel needs what wgmma needs (sm_90a build, Hopper device)
+    launched = tiles.wgmma && launch_attention_forward_ws(tiles, hd, out, lse, qkv, B, T, D, H, causal, stream);
+  else if (tiles.wgmma)
+    launched = launch_attention_forward_wgmma(tiles, hd, out, lse, qkv, B, T, D, H, causal, stream);
+  else
+    launched = launch_attention_forward(tiles, hd, out, lse, qkv, B, T, D, H, causal, stream);
+  PYLON_CHECK(launched, "attention_forward: no kernel for hd=", hd, " wgmma=", tiles.wgmma, " ws=", tiles.fwd_ws,
+              " warps=", tiles.fwd_warps, " block_n=", tiles.fwd_block_n, " stages=", tiles.fwd_stages);
 }
 
 void attention_backward_tiled(const AttentionTiles& tiles, __nv_bfloat16* dqkv, const __nv_bfloat16* dout,

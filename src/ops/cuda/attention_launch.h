@@ -16,6 +16,10 @@ bool launch_attention_forward(const detail::AttentionTiles& tiles, int head_dim,
 bool launch_attention_forward_wgmma(const detail::AttentionTiles& tiles, int head_dim, __nv_bfloat16* out,
                                     float* lse, const __nv_bfloat16* qkv, int B, int T, int D, int H, bool causal,
                                     cudaStream_t stream);
+// Warp-specialised TMA forward (attention_forward_ws.cu, sm_90a): keyed by fwd_block_n and fwd_stages.
+bool launch_attention_forward_ws(const detail::AttentionTiles& tiles, int head_dim, __nv_bfloat16* out, float* lse,
+                                 const __nv_bfloat16* qkv, int B, int T, int D, int H, bool causal,
+                                 cudaStream_t stream);
 
 // dsum (B, H, T) = rowsum(dout ∘ out) per head, the D_i term of the softmax backward.
 void launch_attention_backward_dsum(float* dsum, const __nv_bfloat16* dout, const __nv_bfloat16* out, int B,

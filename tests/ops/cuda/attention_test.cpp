@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/rng.h"
@@ -41,8 +42,9 @@ constexpr double kAtolGradFloor = 1e-5;
 
 float bf16_round(float x) { return __bfloat162float(__float2bfloat16(x)); }
 
-// default: the public functions (wgmma kernels on Hopper); mma: the mma.sync kernels, on any GPU.
-enum class Kernels { default_path, mma };
+// default: the public functions (wgmma kernels on Hopper); mma: the mma.sync kernels, on any GPU;
+// ws: the warp-specialised TMA forward (Hopper only; off by default) followed by the default backward.
+enum class Kernels { default_path, mma, ws };
 
 struct Case {
   int B, T, H, hd;
@@ -55,7 +57,7 @@ std::string case_name(const testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
   return "B" + std::to_string(c.B) + "_T" + std::to_string(c.T) + "_H" + std::to_string(c.H) + "_hd" +
          std::to_string(c.hd) + (c.causal ? "_causal" : "_full") +
-         (c.kernels == Kernels::mma ? "_mma" : "_default");
+         (c.kernels == Kernels::mma ? "_mma" : c.kernels == Kernels::ws ? "_ws" : "_default");
 }
 
 // Uniform in [-scale, scale), rounded to bf16: the float copy is exactly what the GPU reads.
@@ -203,12 +205,20 @@ void check_against_cpu(const Case& c, const detail::AttentionTiles* tiles) {
 
 class CudaAttention : public testing::TestWithParam<Case> {};
 
+// The warp-specialised forward's tiles; false where it cannot run (not a Hopper GPU or not an sm_90a build).
+bool warp_specialized_tiles(int hd, detail::AttentionTiles& tiles) {
+  tiles = detail::warp_specialized_forward_tiles(hd);
+  return tiles.wgmma;
+}
+
 TEST_P(CudaAttention, MatchesCpuReference) {
   if (pylon::cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
   const Case& c = GetParam();
-  detail::AttentionTiles mma_tiles;  // the default shapes with wgmma off
-  mma_tiles.wgmma = false;
-  check_against_cpu(c, c.kernels == Kernels::mma ? &mma_tiles : nullptr);
+  detail::AttentionTiles tiles;  // mma: the default shapes with wgmma off
+  tiles.wgmma = false;
+  if (c.kernels == Kernels::ws && !warp_specialized_tiles(c.hd, tiles))
+    GTEST_SKIP() << "the warp-specialised forward needs a Hopper GPU and an sm_90a build";
+  check_against_cpu(c, c.kernels == Kernels::default_path ? nullptr : &tiles);
 }
 
 std::vector<Case> small_cases() {
@@ -217,6 +227,11 @@ std::vector<Case> small_cases() {
     for (int hd : {64, 128})
       for (bool causal : {false, true})
         for (int T : {1, 77, 128, 1024}) cases.push_back({2, T, 2, hd, causal, true, k});
+  // The warp-specialised forward (then the default backward where the CPU reference is cheap) at B·H = 15:
+  // the tensor maps' batch dimension and head column offsets beyond the first.
+  for (int hd : {64, 128})
+    for (bool causal : {false, true})
+      for (int T : {1, 77, 128, 1024}) cases.push_back({3, T, 5, hd, causal, T <= 128, Kernels::ws});
   return cases;
 }
 
@@ -237,7 +252,8 @@ TEST(CudaAttentionTiles, EveryCompiledShapeMatchesCpuReference) {
         SCOPED_TRACE(testing::Message() << "hd " << hd << (causal ? " causal" : " full") << (tiles.wgmma ? " wgmma" : " mma")
                                         << " fwd " << tiles.fwd_warps << "/" << tiles.fwd_block_n << " dkdv "
                                         << tiles.dkdv_warps << "/" << tiles.dkdv_block_m << " dq " << tiles.dq_warps
-                                        << "/" << tiles.dq_block_n);
+                                        << "/" << tiles.dq_block_n << (tiles.fwd_ws ? " ws stages " : "")
+                                        << (tiles.fwd_ws ? std::to_string(tiles.fwd_stages) : ""));
         check_against_cpu(Case{1, 200, 2, hd, causal, true, Kernels::default_path}, &tiles);
       }
 }
@@ -283,6 +299,48 @@ TEST(CudaAttentionBackward, LargeGridDeterministicAndMatchesMmaPath) {
     // Each path is within (kAtolGradOfMax·max, kRtolBf16) of the exact result (the small cases check
     // that against the CPU), so the two are within twice that of each other.
     expect_close("dqkv", first, mma, 2 * kAtolGradOfMax * max_abs(mma), 2 * kRtolBf16, false);
+  }
+}
+
+// The warp-specialised forward against today's wgmma forward on one input, every compiled ws shape:
+// both within (kAtolOut, kRtolBf16) of the exact output, so within twice that of each other; lse
+// likewise. T = 1000 leaves a partial tile of 104 (of 128) and 40 (of 64) keys; B·H = 15.
+TEST(CudaAttentionForwardWs, MatchesWgmmaForward) {
+  if (pylon::cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  detail::AttentionTiles probe;
+  if (!warp_specialized_tiles(128, probe)) GTEST_SKIP() << "the warp-specialised forward needs Hopper and sm_90a";
+  const int B = 3, T = 1000, H = 5;
+  for (int hd : {64, 128}) {
+    const int D = H * hd;
+    const size_t n_qkv = static_cast<size_t>(B) * T * 3 * D, n_out = static_cast<size_t>(B) * T * D;
+    const size_t n_lse = static_cast<size_t>(B) * H * T;
+    std::vector<float> qkv(n_qkv);
+    std::vector<bf16> qkv_h(n_qkv);
+    fill_uniform(qkv, qkv_h, 4242 + hd, 0, 2.0f);
+    Stream stream;
+    DeviceBuffer qkv_d(n_qkv * sizeof(bf16)), out_d(n_out * sizeof(bf16)), lse_d(n_lse * sizeof(float));
+    PYLON_CUDA_CHECK(cudaMemcpy(qkv_d.get(), qkv_h.data(), n_qkv * sizeof(bf16), cudaMemcpyHostToDevice));
+    auto run = [&](const detail::AttentionTiles& tiles, bool causal) {
+      PYLON_CUDA_CHECK(cudaMemsetAsync(out_d.get(), 0xFF, out_d.bytes(), stream.get()));  // NaN
+      PYLON_CUDA_CHECK(cudaMemsetAsync(lse_d.get(), 0xFF, lse_d.bytes(), stream.get()));
+      detail::attention_forward_tiled(tiles, out_d.as<bf16>(), lse_d.as<float>(), qkv_d.as<bf16>(), B, T, D, H,
+                                      causal, stream.get());
+      stream.synchronize();
+      return std::make_pair(download<bf16>(out_d, n_out), download<float>(lse_d, n_lse));
+    };
+    detail::AttentionTiles wgmma_tiles;  // today's default forward (4 warps, 64 keys), whatever the environment
+    wgmma_tiles.wgmma = true;
+    for (bool causal : {false, true}) {
+      const auto [out_ref, lse_ref] = run(wgmma_tiles, causal);
+      for (const detail::AttentionTiles& tiles : detail::compiled_attention_tiles(hd)) {
+        if (!tiles.fwd_ws) continue;
+        SCOPED_TRACE(testing::Message() << "hd " << hd << (causal ? " causal" : " full") << " ws block_n "
+                                        << tiles.fwd_block_n << " stages " << tiles.fwd_stages);
+        const auto [out, lse] = run(tiles, causal);
+        expect_close("out", out, out_ref, 2 * kAtolOut, 2 * kRtolBf16, false);
+        expect_close("lse", lse, lse_ref, 2 * kAtolLse, 2 * kRtolLse, false);
+      }
+    }
   }
 }
 
