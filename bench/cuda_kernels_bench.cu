@@ -255,10 +255,30 @@ void bench_gemms(Bench& b) {
               step_flops / (step_ms * 1e-3) / 1e12, 100 * step_flops / (step_ms * 1e-3) / 1e12 / kPeakTflops);
 }
 
+// The ceiling the training benchmark divides by: the best of a few large square bf16 GEMMs through
+// the same cuBLASLt path (random data; tensor cores draw less power on zeros).
+double measure_gemm_peak(Bench& b) {
+  const int64_t n = 8192;
+  DeviceBuffer A = random_buffer<bf16>(n * n, 30), B = random_buffer<bf16>(n * n, 31);
+  DeviceBuffer C = random_buffer<bf16>(n * n, 32);
+  Gemm gemm;
+  double best = 0;
+  for (const bool trans_b : {true, false}) {
+    const double ms = b.time_ms([&] {
+      gemm.run(false, trans_b, n, n, n, 1.f, A.as<bf16>(), n, B.as<bf16>(), n, 0.f, C.get(), GemmOut::kBf16, n,
+               nullptr, b.stream());
+    });
+    best = std::max(best, 2.0 * n * n * n / (ms * 1e-3) / 1e12);
+  }
+  return best;
+}
+
 }  // namespace
 }  // namespace pylon::cuda
 
-int main() {
+// usage: pylon_bench_kernels           every kernel and the step's GEMMs
+//        pylon_bench_kernels --peak    one line, PEAK_TFLOPS <bf16 GEMM TFLOP/s of this GPU>
+int main(int argc, char** argv) {
   using namespace pylon::cuda;
   try {
     if (device_count() == 0) {
@@ -270,6 +290,10 @@ int main() {
     std::printf("%s: %d SMs, %.0f MB L2; median of %d runs after %d warm-ups, L2 flushed before each\n", prop.name,
                 prop.multiProcessorCount, prop.l2CacheSize / 1e6, kRuns, kWarmup);
     Bench bench;
+    if (argc > 1 && std::string(argv[1]) == "--peak") {
+      std::printf("PEAK_TFLOPS %.1f\n", measure_gemm_peak(bench));
+      return 0;
+    }
     bench_memory_bound(bench);
     bench_gemms(bench);
   } catch (const std::exception& e) {

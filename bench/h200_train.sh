@@ -14,7 +14,13 @@ build=$(realpath -m "${BUILD_DIR:-build}")
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0  # the workplace forbids NVLink multicast
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPYLON_CUDA=ON >"$out/cmake.log" 2>&1
-cmake --build "$build" -j"$(nproc)" --target pylon >"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
+cmake --build "$build" -j"$(nproc)" --target pylon pylon_bench_kernels >"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
+# The PyTorch baseline: ../shared/bench where this checkout sits beside it, else the copy carried in .carry/bench.
+torch_bench=""
+for f in ../shared/bench/torch_fsdp2_bench.py .carry/bench/torch_fsdp2_bench.py; do
+  [[ -f $f ]] && { torch_bench=$f; break; }
+done
+[[ -n $torch_bench ]] || echo "WARNING: no torch_fsdp2_bench.py in ../shared/bench or .carry/bench: PyTorch will not run"
 if [[ -z "${SKIP_TESTS:-}" ]]; then
   cmake --build "$build" -j"$(nproc)" --target pylon_tests >>"$out/build.log" 2>&1 || tail -40 "$out/build.log"
   # The CPU reference runs inside the tests use small models: uncapped, OpenMP's CPU trainer ran at
@@ -24,6 +30,9 @@ if [[ -z "${SKIP_TESTS:-}" ]]; then
   grep -E '^\[  (PASSED|FAILED) |FAILED  \]' "$out/cuda_tests.log" 2>/dev/null | head -30 || true
   grep -B2 -A8 'Failure' "$out/cuda_tests.log" 2>/dev/null | head -80 || true
 fi
+# The ceiling for "% of peak": cuBLASLt's best large bf16 GEMM on this GPU, measured now.
+peak=$("$build/bench/pylon_bench_kernels" --peak | awk '/^PEAK_TFLOPS/ {print $2}')
+echo "measured bf16 GEMM peak (pylon_bench_kernels --peak): ${peak:-?} TFLOP/s"
 # Random tokens like the PyTorch benchmark's torch.randint (uniform over the vocabulary).
 python3 -c "
 import numpy as np
@@ -36,10 +45,10 @@ for n in $counts; do
     --seq 1024 --steps "${STEPS:-30}" --lr 3e-4 --weight-decay 0.01 --lr-schedule constant --grad-clip 0 \
     --device cuda --dtype bf16 --nproc-per-node "$n" --data "$out/tokens.bin" \
     --metrics "$out/pylon_$n.jsonl" --log-every 10 ${PYLON_FLAGS:-} 2>&1 | tee "$out/pylon_$n.log"
-  python3 - "$out/pylon_$n.jsonl" "$n" <<'PY'
+  python3 - "$out/pylon_$n.jsonl" "$n" "${peak:-0}" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])][5:]  # 5 warm-up steps
-n = int(sys.argv[2])
+n, peak = int(sys.argv[2]), float(sys.argv[3])
 med = lambda k: statistics.median(r[k] for r in rows)
 ms = med("step_ms")
 tok = 8 * 1024  # per GPU
@@ -49,6 +58,7 @@ comm = med("gather_ms") + med("reduce_ms")
 exposed = med("exposed_wait_ms") + med("tail_ms")
 print("PYLON " + json.dumps({"gpus": n, "step_ms_median": round(ms, 2),
       "tokens_per_s_per_gpu": round(tok / (ms / 1e3)), "tflops_per_gpu": round(flops / (ms / 1e3) / 1e12, 1),
+      "pct_of_measured_peak": round(100 * flops / (ms / 1e3) / 1e12 / peak, 1) if peak > 0 else None,
       "peak_mem_gb_rank0": round(max(r["peak_mem_bytes"] for r in rows) / 1e9, 2),
       "allocated_gb": round(rows[-1]["allocated_bytes"] / 1e9, 2),
       "gather_ms": round(med("gather_ms"), 2), "reduce_ms": round(med("reduce_ms"), 2),
@@ -57,9 +67,9 @@ print("PYLON " + json.dumps({"gpus": n, "step_ms_median": round(ms, 2),
       "final_loss": rows[-1]["loss"]}))
 PY
 done
-if [[ -f .carry/bench/torch_fsdp2_bench.py ]]; then
+if [[ -n $torch_bench ]]; then
   for n in $nproc; do
-    torchrun --nproc_per_node="$n" .carry/bench/torch_fsdp2_bench.py --steps 20 --warmup 5 \
+    torchrun --nproc_per_node="$n" "$torch_bench" --steps 20 --warmup 5 \
       2>&1 | grep RESULT | tee -a "$out/torch.txt"
   done
 fi

@@ -12,6 +12,7 @@
 #include "dist/gloo_communicator.h"
 #include "dist/launcher.h"
 #ifdef PYLON_HAVE_CUDA
+#include "ops/cuda/runtime.h"
 #include "train/cuda/trainer_cuda.h"
 #endif
 #include "dist/rendezvous.h"
@@ -146,6 +147,15 @@ int run_train(int argc, char** argv) {
 
   if (nproc > 1 || nnodes > 1) {  // the launcher: the ranks re-run this command line
     check_train_options(o);        // bad input: one error here rather than one per rank
+    if (o.device == "cuda") {      // one GPU per local rank (the runtime is not used before the fork+exec)
+#ifdef PYLON_HAVE_CUDA
+      const int visible = cuda::device_count();
+      PYLON_CHECK(nproc <= visible, "--nproc-per-node ", nproc, " --device cuda: needs ", nproc,
+                  " GPUs on this machine, ", visible, " visible");
+#else
+      throw Error("--device cuda: this build has no CUDA backend (install the CUDA toolkit and rebuild)");
+#endif
+    }
     LaunchOptions l;
     l.nproc_per_node = nproc, l.nnodes = nnodes, l.node_rank = node_rank;
     l.master_addr = master_addr, l.master_port = master_port;

@@ -343,6 +343,7 @@ TEST_F(FsdpCli, BadLaunchesAreClearErrors) {
   expect_error(run_pylon(train(1, 6, 2, "--nnodes 2 --node-rank 2 --master-addr 127.0.0.1 --master-port 1234")),
                "--node-rank 2 is outside 0..1");
   expect_error(run_pylon(train(1, 6, 2, "--nproc-per-node 0")), "must be >= 1");
+  expect_error(run_pylon(train(9, 6, 2, "--device cuda")), "--device cuda");  // no machine here has 9 GPUs
   expect_error(run_pylon(train(2, 6, 2, ""), "RANK=0 WORLD_SIZE=2"), "already has RANK/WORLD_SIZE");
   expect_error(run_pylon(train(1, 6, 2, ""), "RANK=0 WORLD_SIZE=2 LOCAL_WORLD_SIZE=1"), "set MASTER_ADDR");
   expect_error(run_pylon(train(1, 6, 2, ""), "RANK=3 WORLD_SIZE=2"), "rank 3 is outside a world of 2");

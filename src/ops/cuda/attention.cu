@@ -33,19 +33,21 @@ int check_attention_args(const char* op, int B, int T, int D, int H, std::initia
 namespace detail {
 namespace {
 
-// PYLON_ATTENTION_FORWARD: unset, "" or "wgmma" (today's forward), "ws" (the warp-specialised one).
-bool forward_ws_requested() {
-  static const bool ws = [] {
+// PYLON_ATTENTION_FORWARD: unset or "" (the measured choice per head dim), "ws" or "wgmma" (force one).
+enum class ForwardChoice { kMeasured, kWs, kWgmma };
+ForwardChoice forward_requested() {
+  static const ForwardChoice choice = [] {
     const char* v = std::getenv("PYLON_ATTENTION_FORWARD");
-    const bool is_ws = v != nullptr && std::strcmp(v, "ws") == 0;
-    PYLON_CHECK(v == nullptr || is_ws || v[0] == '\0' || std::strcmp(v, "wgmma") == 0,
-                "PYLON_ATTENTION_FORWARD=", v, ": expected ws or wgmma");
-    return is_ws;
+    if (v == nullptr || v[0] == '\0') return ForwardChoice::kMeasured;
+    if (std::strcmp(v, "ws") == 0) return ForwardChoice::kWs;
+    PYLON_CHECK(std::strcmp(v, "wgmma") == 0, "PYLON_ATTENTION_FORWARD=", v, ": expected ws or wgmma");
+    return ForwardChoice::kWgmma;
   }();
-  return ws;
+  return choice;
 }
 
-// The warp-specialised forward with its planned shape: 128-key stages, 3 of them (not yet measured).
+// The warp-specialised forward, by default in its fastest measured shape: 128-key stages, 3 of them
+// (hd 128 full: 478 TFLOP/s against 418 with 2 stages and 415 with 64-key stages; H200, 2026-11-30).
 void use_forward_ws(AttentionTiles& tiles, int block_n = 128, int stages = 3) {
   tiles.fwd_ws = true;
   tiles.fwd_warps = 8;  // the consumers (for printing); the kernel adds a producer warpgroup
@@ -74,7 +76,12 @@ AttentionTiles measured_attention_tiles(int head_dim) {
 
 AttentionTiles default_attention_tiles(int head_dim) {
   AttentionTiles tiles = measured_attention_tiles(head_dim);
-  if (tiles.wgmma && forward_ws_requested()) use_forward_ws(tiles);
+  // Measured on the H200 (B8 T1024, bench/attention_notes.md): at hd 128 the warp-specialised forward
+  // takes 0.144 ms full / 0.105 causal against the wgmma kernel's 0.203 / 0.131; at hd 64 it is level
+  // full (0.208 both) and slower causal (0.139 vs 0.131), so the wgmma kernel stays there.
+  const ForwardChoice choice = forward_requested();
+  if (tiles.wgmma && (choice == ForwardChoice::kWs || (choice == ForwardChoice::kMeasured && head_dim == 128)))
+    use_forward_ws(tiles);
   return tiles;
 }
 

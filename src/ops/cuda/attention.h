@@ -39,15 +39,15 @@ struct AttentionTiles {
   int dkdv_block_m = 64;  // backward dk/dv pass: queries per tile
   int dq_warps = 4;       // backward dq pass: 16 query rows per warp
   int dq_block_n = 64;    // backward dq pass: keys per tile
-  // Forward by the warp-specialised kernel (attention_forward_ws.cu; needs wgmma; not yet run on a GPU):
-  // 2 consumer warpgroups of 64 query rows (fwd_warps = 8, not read) and a producer warpgroup, fwd_block_n
-  // keys per shared-memory stage, fwd_stages stages. Off unless PYLON_ATTENTION_FORWARD=ws or set here.
+  // Forward by the warp-specialised kernel (attention_forward_ws.cu; needs wgmma): 2 consumer warpgroups
+  // of 64 query rows (fwd_warps = 8, not read) and a producer warpgroup, fwd_block_n keys per
+  // shared-memory stage, fwd_stages stages. The default at hd 128 on Hopper (default_attention_tiles).
   bool fwd_ws = false;
   int fwd_stages = 3;
 };
-// The fastest measured shapes for this head dim on the current device (wgmma on compute capability 9.x);
-// with the environment variable PYLON_ATTENTION_FORWARD=ws (read once) the forward of
-// warp_specialized_forward_tiles instead.
+// The fastest measured shapes for this head dim on the current device (wgmma on compute capability 9.x;
+// the warp-specialised forward at hd 128). The environment variable PYLON_ATTENTION_FORWARD=ws|wgmma
+// (read once) forces one forward kernel on Hopper.
 AttentionTiles default_attention_tiles(int head_dim);
 // default_attention_tiles with the warp-specialised forward on (wgmma devices only: callers check .wgmma).
 AttentionTiles warp_specialized_forward_tiles(int head_dim);

@@ -123,13 +123,20 @@ TEST_F(CudaFsdp, Fp32TwoGpusFollowTheCpuLossCurve) {
   }
 }
 
-TEST_F(CudaFsdp, KeepGatheredAndNoSyncAccumulationFollowOneGpu) {
+// Gradient accumulation over 2 micro-steps at world 2: reduce-scattered every micro-step (the
+// default), and with --no-sync (reduced once, at the last) while keeping the gathered weights.
+TEST_F(CudaFsdp, GradAccumulationWithAndWithoutSyncFollowsOneGpu) {
   const Outcome one = run_pylon(args(1, 4, "--steps 12 --grad-accum 2 --metrics " + tmp_.file("one.jsonl")));
   ASSERT_EQ(one.exit_code, 0) << one.err;
+  const Outcome every = run_pylon(args(2, 2, "--steps 12 --grad-accum 2 --metrics " + tmp_.file("every.jsonl")));
+  ASSERT_EQ(every.exit_code, 0) << every.err;
   const Outcome two = run_pylon(args(2, 2, "--steps 12 --grad-accum 2 --no-reshard --no-sync --metrics " +
                                          tmp_.file("two.jsonl")));
   ASSERT_EQ(two.exit_code, 0) << two.err;
-  expect_close(losses(tmp_.file("two.jsonl")), losses(tmp_.file("one.jsonl")), 0.01);
+  const auto a = losses(tmp_.file("one.jsonl"));
+  ASSERT_EQ(a.size(), 12u);
+  expect_close(losses(tmp_.file("every.jsonl")), a, 0.01);
+  expect_close(losses(tmp_.file("two.jsonl")), a, 0.01);
 }
 
 // The split root (the default) keeps its device shards in buckets and converts at save and load:
