@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
-#include <unordered_map>
 #include <utility>
 
 #include "core/error.h"
@@ -172,10 +171,11 @@ TraceAnalysis analyze_trace(const std::vector<TraceSlice>& slices) {
   TraceAnalysis a;
   for (const TraceSlice& s : slices) a.device = a.device || is_device_slice(s);
   std::map<int64_t, std::vector<const TraceSlice*>> cpu_by_pid, device_by_pid;
-  std::unordered_map<int64_t, double> launch_ts;  // correlation -> CPU launch time
+  // (rank, correlation) -> CPU launch time: each rank's process numbers its own API calls.
+  std::map<std::pair<int64_t, int64_t>, double> launch_ts;
   for (const TraceSlice& s : slices) {
     (is_device_slice(s) ? device_by_pid : cpu_by_pid)[s.pid].push_back(&s);
-    if (!is_device_slice(s) && s.correlation) launch_ts[s.correlation] = s.ts_us;
+    if (!is_device_slice(s) && s.correlation) launch_ts[{s.pid, s.correlation}] = s.ts_us;
   }
   std::map<std::string, ClassTotal> classes;
   for (auto& [pid, cpu] : cpu_by_pid) {
@@ -195,7 +195,7 @@ TraceAnalysis analyze_trace(const std::vector<TraceSlice>& slices) {
     std::sort(steps.begin(), steps.end(), [](const Step& x, const Step& y) { return x.begin < y.begin; });
     if (steps.empty()) steps.push_back({-1e300, 1e300, {}});  // the whole trace as one step
     for (const TraceSlice* s : work) {
-      const auto launch = s->correlation ? launch_ts.find(s->correlation) : launch_ts.end();
+      const auto launch = s->correlation ? launch_ts.find({pid, s->correlation}) : launch_ts.end();
       const double at = launch != launch_ts.end() ? launch->second : s->ts_us;
       auto it = std::upper_bound(steps.begin(), steps.end(), at, [](double t, const Step& st) { return t < st.begin; });
       if (it == steps.begin() || at >= std::prev(it)->end) continue;  // outside every step

@@ -113,6 +113,7 @@ std::string ProfileSession::finish() {
   if (counters_started_ && !counters_done_) counters_done_ = true, write_roofline(counter_profiling_stop());
   Trace trace = snapshot(rank_, "rank " + std::to_string(rank_));
   trace.device = std::move(device_records_);
+  drop_records_launched_before(trace);  // the warmup step's tail, run while the window was open
   const std::string path = options_.dir + "/trace.rank" + std::to_string(rank_) + ".json";
   write_chrome_trace(trace, path);
   if (rank_ == 0) {

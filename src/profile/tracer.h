@@ -85,6 +85,13 @@ void clear();
 // Every thread's records since the last clear(); take it with recording off.
 Trace snapshot(int pid, const std::string& process_name);
 
+// Drops the device records launched before the trace's first launch range: work queued in a step
+// before the active window (the GPU runs behind the CPU) that ran while the window was open. CUPTI's
+// correlation ids rise with every API call of the process, so those are the records with a
+// correlation below the smallest one among the trace's launch ranges (records without a traced launch
+// above it, e.g. a library's driver-level fill, stay).
+void drop_records_launched_before(Trace& trace);
+
 // torch.profiler.schedule(wait, warmup, active) with repeat=1: step(k) at the start of step k
 // (0-based) turns recording off for k < wait, on for the warmup and active steps, drops what the
 // warmup recorded when the first active step starts, and turns it off after the last.

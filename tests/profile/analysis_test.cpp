@@ -103,6 +103,28 @@ TEST(TraceAnalysis, StepsArePerProcessAndInTimeOrder) {
   }
 }
 
+// A merged trace: both ranks number their API calls from 1, so a kernel belongs to the launch with
+// its correlation id in its own process. Rank 1's launch is written first: looked up by correlation
+// alone, rank 0's launch (at 10, outside rank 1's step) would claim rank 1's kernel.
+TEST(TraceAnalysis, CorrelationIdsArePerProcess) {
+  pylon::testing::TempDir tmp;
+  nlohmann::json events = nlohmann::json::array();
+  for (int pid : {1, 0}) {
+    const double t0 = 200.0 * pid;
+    for (auto e : {slice("train_step", "step", 1, t0, 100), slice("cudaLaunchKernel", "cuda_runtime", 1, t0 + 10, 2, 1),
+                   slice("pylon::cuda::silu_forward_kernel", "kernel", 7, t0 + 20, 10.0 + pid, 1)}) {
+      e["pid"] = pid;
+      events.push_back(e);
+    }
+  }
+  const TraceAnalysis a = analyze_trace(read_trace_slices(write(tmp, events)));
+  ASSERT_EQ(a.steps.size(), 2u);
+  for (int64_t pid = 0; pid < 2; ++pid) {
+    EXPECT_EQ(a.steps[static_cast<size_t>(pid)].pid, pid);
+    EXPECT_DOUBLE_EQ(a.steps[static_cast<size_t>(pid)].compute_us, 10.0 + static_cast<double>(pid));
+  }
+}
+
 TEST(TraceAnalysis, KernelClassesFromNames) {
   auto cls = [](const char* name, const char* cat = "kernel") { return kernel_class({0, 0, name, cat, 0, 0, 0}); };
   EXPECT_EQ(cls("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"), "GEMM");

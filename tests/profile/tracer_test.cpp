@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <string>
 #include <thread>
 
 #include "profile/table.h"
@@ -113,6 +114,32 @@ Trace synthetic_trace() {
                        {}});
   t.threads.push_back({2, "worker", {ev("b", 0, 5, 2)}, {}});
   return t;
+}
+
+// Records queued before the window (correlation below every traced launch) go; a record whose
+// launch was not traced but came later (a library's driver-level fill), and one without a
+// correlation, stay.
+TEST(DropRecordsLaunchedBefore, KeepsTheWindowsOwnWork) {
+  Trace t;
+  RangeEvent launch{"cuda_runtime", "cudaLaunchKernel", 100, 110, {}};
+  launch.args.key = kCorrelationArg;
+  ThreadTrace th{1, "main", {}, {}};
+  for (int64_t corr : {12, 10}) {
+    launch.args.values[0] = corr;
+    th.ranges.push_back(launch);
+  }
+  t.threads.push_back(th);
+  for (int64_t corr : {4, 9, 10, 11, 12, 0})
+    t.device.push_back({"k" + std::to_string(corr), "kernel", 120, 130, corr, 0, 7, 0});
+  drop_records_launched_before(t);
+  std::vector<std::string> kept;
+  for (const DeviceRecord& d : t.device) kept.push_back(d.name);
+  EXPECT_EQ(kept, (std::vector<std::string>{"k10", "k11", "k12", "k0"}));
+
+  Trace untraced;  // no launch ranges at all: nothing can be told apart, nothing goes
+  untraced.device = t.device;
+  drop_records_launched_before(untraced);
+  EXPECT_EQ(untraced.device.size(), 4u);
 }
 
 TEST_F(TracerTest, TableSelfAndTotalTimes) {
