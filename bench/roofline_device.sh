@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # On a 2-GPU machine: CUPTI's counters (`pylon roofline -- pylon train`, range profiler in this
-# process) against Nsight Compute's for the same one-step run of a 2-layer seed model, each with and
-# without an L2 flush before every kernel. GPU 0 runs the two CUPTI passes, GPU 1 the two ncu passes,
-# side by side. Then per kernel name (time-weighted over its launches, as both reports aggregate):
-# |CUPTI - ncu| of SM % and DRAM % for the matching cache modes, and for CUPTI unflushed against ncu's
-# default (flushed), the comparison of profiler_notes.md.
+# process, caches not flushed) on GPU 0 against Nsight Compute's for the same one-step run of a
+# 2-layer seed model on GPU 1, ncu once with --cache-control none (the same cache policy) and once
+# with its default, all (L1/L2 flushed before every replay pass). Then per kernel name (time-weighted
+# over its launches, as both reports aggregate): |CUPTI - ncu| of SM % and DRAM %.
 # usage: bench/roofline_device.sh OUT_DIR   (BUILD_DIR=... to reuse a build)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -25,12 +24,10 @@ metrics=$($pylon roofline --help | grep -oE 'gpu__time_duration[^ ]+' | head -1)
 [ -n "$metrics" ] || { echo "no metric list in pylon roofline --help"; exit 1; }
 (
   export CUDA_VISIBLE_DEVICES=0
-  for cc in none all; do
-    start=$SECONDS
-    timeout 280 "$pylon" roofline --cache-control $cc --top 12 --json "$out/cupti_$cc.json" --svg "$out/cupti_$cc.svg" \
-      -- pylon "${cmd[@]}" >"$out/cupti_$cc.log" 2>&1
-    echo "cupti --cache-control $cc: rc=$? in $((SECONDS - start)) s"
-  done
+  start=$SECONDS
+  timeout 280 "$pylon" roofline --top 12 --json "$out/cupti.json" --svg "$out/cupti.svg" \
+    -- pylon "${cmd[@]}" >"$out/cupti.log" 2>&1
+  echo "cupti: rc=$? in $((SECONDS - start)) s"
 ) &
 (
   export CUDA_VISIBLE_DEVICES=1
@@ -48,7 +45,7 @@ metrics=$($pylon roofline --help | grep -oE 'gpu__time_duration[^ ]+' | head -1)
   done
 ) &
 wait
-head -30 "$out/cupti_all.log"
+head -30 "$out/cupti.log"
 python3 - "$out" <<'PY'
 import json, os, re, sys
 out = sys.argv[1]
@@ -59,14 +56,14 @@ def load(name):
     path = f"{out}/{name}.json"
     if not os.path.exists(path): return None
     return {key(k["name"]): k for k in json.load(open(path))["kernels"]}
-for cupti_mode, ncu_mode in (("none", "none"), ("all", "all"), ("none", "all")):
-    cupti, ncu = load(f"cupti_{cupti_mode}"), load(f"ncu_{ncu_mode}")
+for ncu_mode in ("none", "all"):
+    cupti, ncu = load("cupti"), load(f"ncu_{ncu_mode}")
     if cupti is None or ncu is None:
-        print(f"COMPARE cupti {cupti_mode} / ncu {ncu_mode}: missing report"); continue
+        print(f"COMPARE cupti / ncu --cache-control {ncu_mode}: missing report"); continue
     unnamed = sum(1 for n in cupti if n.startswith("kernel #"))
     both = sorted((n for n in cupti if n in ncu), key=lambda n: -ncu[n]["seconds"])
     total = sum(ncu[n]["seconds"] for n in both)
-    print(f"COMPARE cupti {cupti_mode} / ncu {ncu_mode}: {len(both)} kernel names in both "
+    print(f"COMPARE cupti / ncu --cache-control {ncu_mode}: {len(both)} kernel names in both "
           f"(cupti {len(cupti)}, {unnamed} unnamed; ncu {len(ncu)})")
     for m in ("sm_pct", "dram_pct"):
         d = sorted(abs(cupti[n][m] - ncu[n][m]) for n in both)

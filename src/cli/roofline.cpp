@@ -56,7 +56,7 @@ int (*profiled_command(int argc, char** argv))(int, char**) {
 }  // namespace
 
 int run_roofline(int argc, char** argv) {
-  std::string csv, json_path, svg_path, device, cache_control = "none";
+  std::string csv, json_path, svg_path, device;
   double peak_tflops = 0, peak_fp32_tflops = 0, peak_gbs = 0;
   int top = 30;
   const std::string summary =
@@ -77,9 +77,6 @@ int run_roofline(int argc, char** argv) {
   args.add("peak-fp32-tflops", &peak_fp32_tflops, "fp32 ceiling in TFLOP/s (default: datasheet)");
   args.add("peak-gbs", &peak_gbs, "DRAM ceiling in GB/s (default: datasheet, else implied by the counters)");
   args.add("top", &top, "kernels in the printed table");
-  args.add_choice("cache-control", &cache_control, {"all", "none"},
-                  "around a command: all = flush L2 before each kernel, as ncu does (not yet verified on a "
-                  "GPU); none = the cache as the previous kernel left it");
   int split = argc;  // `--` starts the profiled command
   for (int i = 2; i < argc && split == argc; ++i)
     if (std::strcmp(argv[i], "--") == 0) split = i;
@@ -90,7 +87,6 @@ int run_roofline(int argc, char** argv) {
   const bool command = split < argc;
   PYLON_CHECK(csv.empty() == command, command ? "give either --ncu-csv FILE or -- pylon COMMAND, not both"
                                               : "roofline needs --ncu-csv FILE or -- pylon COMMAND [flags]");
-  PYLON_CHECK(command || !args.given("cache-control"), "--cache-control applies to a profiled command, not to --ncu-csv");
   PYLON_CHECK(top > 0, "--top must be positive");
   PYLON_CHECK(peak_tflops >= 0 && peak_fp32_tflops >= 0 && peak_gbs >= 0, "--peak-* must be non-negative");
 
@@ -103,17 +99,15 @@ int run_roofline(int argc, char** argv) {
     PYLON_CHECK(profile::counter_profiling_available(),
                 "this build has no CUPTI (install the CUDA toolkit's CUPTI and rebuild)");
     const std::string what = std::string("pylon ") + command_argv[1];
-    profile::CounterOptions options;
-    options.flush_l2 = cache_control == "all";
-    const profile::CommandCounters counted = profile::count_command_kernels(
-        what, [&] { return run(command_argc, command_argv); }, options);
+    const profile::CommandCounters counted =
+        profile::count_command_kernels(what, [&] { return run(command_argc, command_argv); });
     kernels = counted.kernels;
     source_device = profile::current_device_name();
     int64_t launches = 0;
     for (const auto& k : kernels) launches += k.launches;
-    std::printf("CUPTI range profiler over `%s`: %zu kernels, %lld launches, %d replay passes each, %s\n",
-                what.c_str(), kernels.size(), static_cast<long long>(launches), counted.passes,
-                options.flush_l2 ? "L2 flushed before each" : "caches not flushed");
+    std::printf("CUPTI range profiler over `%s`: %zu kernels, %lld launches, %d replay passes each (caches not "
+                "flushed: compare with ncu --cache-control none)\n",
+                what.c_str(), kernels.size(), static_cast<long long>(launches), counted.passes);
   } else {
     kernels = profile::read_ncu_csv(csv, &source_device);
   }

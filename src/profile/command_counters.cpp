@@ -6,9 +6,9 @@
 namespace pylon::profile {
 
 CommandCounters count_command_kernels(const std::string& what, const std::function<int()>& run,
-                                      const CounterOptions& options, const CounterProfiler& profiler) {
+                                      const CounterProfiler& profiler) {
   CommandCounters c;
-  c.passes = profiler.start(options);
+  c.passes = profiler.start();
   int status = 0;
   auto stop_quietly = [&] {  // the command's error is the one to report
     try {

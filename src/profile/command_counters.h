@@ -14,7 +14,7 @@ namespace pylon::profile {
 
 // The range profiler's two ends; tests substitute their own.
 struct CounterProfiler {
-  std::function<int(const CounterOptions&)> start = counter_profiling_start;
+  std::function<int()> start = counter_profiling_start;
   std::function<std::vector<KernelCounters>()> stop = counter_profiling_stop;
 };
 
@@ -27,6 +27,6 @@ struct CommandCounters {
 // "pylon train") between start and stop. Throws pylon::Error when the command throws or returns
 // non-zero, or launched no CUDA kernel; the profiler is stopped in every case.
 CommandCounters count_command_kernels(const std::string& what, const std::function<int()>& run,
-                                      const CounterOptions& options, const CounterProfiler& profiler = {});
+                                      const CounterProfiler& profiler = {});
 
 }  // namespace pylon::profile

@@ -12,19 +12,12 @@ namespace pylon::profile {
 
 bool counter_profiling_available();  // this build has CUPTI's range profiler
 
-struct CounterOptions {
-  // Evict L2 before each kernel (as Nsight Compute's default --cache-control all does): DRAM
-  // bytes and throughput then count every input read from memory. Off: the cache as the previous
-  // kernel and CUPTI's replay left it. Off by default: the flush (a kernel launched from the
-  // launch callback, itself replayed) has not completed a run on the device yet
-  // (bench/profiler_notes.md).
-  bool flush_l2 = false;
-};
 // Starts collecting on the current device's context; every kernel launched until stop is replayed
 // as often as the metrics need (slow: for one step). Returns the number of replay passes per
 // kernel. Throws pylon::Error when CUPTI refuses (counters not permitted, another profiler
-// attached, a metric the chip lacks).
-int counter_profiling_start(const CounterOptions& options = {});
+// attached, a metric the chip lacks). Caches are not flushed between kernels: the counters match
+// `ncu --cache-control none` (bench/profiler_notes.md).
+int counter_profiling_start();
 // Waits for the device, decodes the counters, and returns them per kernel name (launches summed).
 std::vector<KernelCounters> counter_profiling_stop();
 // The current device's name ("NVIDIA H200"), for its ceilings; "" when unknown.

@@ -6,7 +6,7 @@
 namespace pylon::profile {
 
 bool counter_profiling_available() { return false; }
-int counter_profiling_start(const CounterOptions&) {
+int counter_profiling_start() {
   throw Error("--profile-roofline: this build has no CUPTI (install the CUDA toolkit's CUPTI and rebuild)");
 }
 std::vector<KernelCounters> counter_profiling_stop() { return {}; }

@@ -2,8 +2,9 @@
 // (libnvperf through CUPTI's profiler-host API) builds the config image for the metrics, the target
 // side collects into a counter-data image, and each range is evaluated back to metric values.
 // Kernel names: auto ranges are numbered in launch order, so launch callbacks supply the names.
-// Cache state: with flush_l2 the launch callback runs an L2 flush before each kernel (itself a
-// range, dropped from the results).
+// Cache state: as the previous kernel and the replay's memory restore left it (no flush; an L2
+// flush before each kernel was tried and did not move DRAM % toward ncu's flushed figures, since
+// the replay restores memory after it, pass by pass: bench/profiler_notes.md).
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cupti_profiler_host.h>
@@ -12,7 +13,6 @@
 #include <cupti.h>
 #include <cupti_target.h>
 
-#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -21,7 +21,6 @@
 
 #include "core/error.h"
 #include "profile/cuda/cupti_check.h"
-#include "profile/cuda/l2_flush.h"
 #include "profile/counter_profile.h"
 #include "profile/ncu_csv.h"
 
@@ -50,7 +49,6 @@ struct Session {
   std::vector<uint8_t> config, counter_data;
   std::vector<const char*> metrics;  // the ones the chip accepted
   std::vector<int> slot;             // Metric -> index in metrics, or -1
-  std::unique_ptr<L2Flush> flush;    // null: caches as the previous kernel left them
   int passes = 0;                    // replays of each kernel for the metrics
 };
 std::unique_ptr<Session> g_session;
@@ -60,44 +58,17 @@ std::unique_ptr<Session> g_session;
 struct LaunchLog {
   std::mutex mutex;
   std::vector<std::string> names;
-  std::string error;  // a failed flush (callbacks cannot throw): reported by stop
 };
-constexpr const char* kFlushRange = "<pylon L2 flush>";  // the flush's own range in the log
 LaunchLog& launch_log() {
   static LaunchLog* l = new LaunchLog;  // never destroyed: CUPTI may call back during exit
   return *l;
 }
 thread_local int t_launch_depth = 0;
 thread_local std::string t_symbol;
-thread_local bool t_flushing = false;  // inside the flush's own launch
-std::atomic<const L2Flush*> g_flush{nullptr};
-
-// Runs the flush before the kernel being launched; under kernel replay every earlier kernel is
-// complete by now, so the flush sits alone between two kernels.
-void flush_before_launch(const L2Flush& flush) {
-  LaunchLog& l = launch_log();
-  {
-    const std::lock_guard<std::mutex> lock(l.mutex);
-    l.names.push_back(kFlushRange);
-  }
-  t_flushing = true;
-  try {
-    flush.run();
-  } catch (const Error& e) {
-    const std::lock_guard<std::mutex> lock(l.mutex);
-    if (l.error.empty()) l.error = e.what();
-  }
-  t_flushing = false;
-}
-
 void CUPTIAPI on_launch(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void* data) {
-  if (t_flushing) return;
   const auto* cb = static_cast<const CUpti_CallbackData*>(data);
   if (cb->callbackSite == CUPTI_API_ENTER) {
-    if (t_launch_depth++ == 0) {
-      t_symbol.clear();
-      if (const L2Flush* flush = g_flush.load()) flush_before_launch(*flush);
-    }
+    if (t_launch_depth++ == 0) t_symbol.clear();
     if (t_symbol.empty() && cb->symbolName) t_symbol = cb->symbolName;
     return;
   }
@@ -127,7 +98,7 @@ std::string range_kernel(const char* range_name, size_t index, const std::vector
   if (!numbered) return kernel_name_from_symbol(range_name ? range_name : "?");  // a named range: use its name
   if (launches.size() != ranges || n >= launches.size())  // the log does not line up: say so
     return "kernel #" + std::to_string(numbered ? n : index);
-  return launches[n] == kFlushRange ? launches[n] : kernel_name_from_symbol(launches[n]);
+  return kernel_name_from_symbol(launches[n]);
 }
 
 template <typename P>
@@ -142,8 +113,6 @@ void release(Session& s) {
     cuptiUnsubscribe(s.subscriber);
     s.subscriber = nullptr;
   }
-  g_flush.store(nullptr);
-  s.flush.reset();
   if (s.profiler) {
     auto p = params<CUpti_RangeProfiler_Disable_Params>(CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE);
     p.pRangeProfilerObject = s.profiler;
@@ -178,7 +147,7 @@ std::string current_device_name() {
   return prop.name;
 }
 
-int counter_profiling_start(const CounterOptions& options) {
+int counter_profiling_start() {
   PYLON_CHECK(!g_session, "counter profiling is already running in this process");
   auto s = std::make_unique<Session>();
   PYLON_CHECK(cudaFree(nullptr) == cudaSuccess, "counter profiling: no usable CUDA device");  // a context
@@ -271,11 +240,6 @@ int counter_profiling_start(const CounterOptions& options) {
       LaunchLog& l = launch_log();
       const std::lock_guard<std::mutex> lock(l.mutex);
       l.names.clear();
-      l.error.clear();
-    }
-    if (options.flush_l2) {
-      s->flush = std::make_unique<L2Flush>();
-      g_flush.store(s->flush.get());
     }
     PYLON_CUPTI_CHECK(cuptiSubscribe(&s->subscriber, on_launch, nullptr));
     for (const auto& [domain, cbid] : kLaunches) PYLON_CUPTI_CHECK(cuptiEnableCallback(1, s->subscriber, domain, cbid));
@@ -310,14 +274,11 @@ std::vector<KernelCounters> counter_profiling_stop() {
     info.counterDataImageSize = s->counter_data.size();
     PYLON_CUPTI_CHECK(cuptiRangeProfilerGetCounterDataInfo(&info));
     std::vector<std::string> launches;
-    std::string flush_error;
     {
       LaunchLog& l = launch_log();
       const std::lock_guard<std::mutex> lock(l.mutex);
       launches.swap(l.names);
-      flush_error.swap(l.error);
     }
-    PYLON_CHECK(flush_error.empty(), "counter profiling: the L2 flush between kernels failed: ", flush_error);
     std::map<std::string, size_t> index_of;
     std::vector<double> values(s->metrics.size());
     for (size_t r = 0; r < info.numTotalRanges; ++r) {
@@ -330,7 +291,6 @@ std::vector<KernelCounters> counter_profiling_stop() {
       PYLON_CUPTI_CHECK(cuptiRangeProfilerCounterDataGetRangeInfo(&range));
       KernelCounters k;
       k.name = range_kernel(range.rangeName, r, launches, info.numTotalRanges);
-      if (k.name == kFlushRange) continue;
       auto eval = params<CUpti_Profiler_Host_EvaluateToGpuValues_Params>(
           CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE);
       eval.pHostObject = s->host;
