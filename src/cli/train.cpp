@@ -121,6 +121,10 @@ int run_train(int argc, char** argv) {
   PYLON_CHECK(dist_timeout > 0, "--dist-timeout must be positive");
   PYLON_CHECK(!o.profile.counters || (device == "cuda" && !o.profile.dir.empty()),
               "--profile-roofline needs --device cuda and --profile DIR");
+  PYLON_CHECK(!o.profile.counters || (nproc == 1 && nnodes == 1),
+              "--profile-roofline replays every kernel about 20 times, which NCCL's kernels cannot do in step "
+              "with their peers: profile one rank (without --nproc-per-node/--nnodes; every rank runs the same "
+              "compute kernels)");
   PYLON_CHECK(!o.profile.counters || profile::counter_profiling_available(),
               "--profile-roofline: this build has no CUPTI (install the CUDA toolkit's CUPTI and rebuild)");
   PYLON_CHECK(o.profile.dir.empty() || device == "cpu" || profile::device_tracing_available(),

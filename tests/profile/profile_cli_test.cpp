@@ -64,6 +64,17 @@ TEST(ProfileCli, TrainWritesAValidTraceTableAndCsv) {
   EXPECT_TRUE(std::getline(csv, row));
 }
 
+// Hardware counters replay each kernel; NCCL's kernels would wait for peers that do not replay.
+TEST(ProfileCli, RooflineOfSeveralRanksIsOneErrorLine) {
+  testing::TempDir tmp;
+  std::string args = profiled_train(tmp.file("p"), "--nproc-per-node 2 --profile-roofline");
+  args.replace(args.find("--device cpu"), 12, "--device cuda");
+  const auto r = testing::run_pylon(args);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("profile one rank"), std::string::npos) << r.err;
+}
+
 TEST(ProfileCli, ScheduleWithoutActiveStepsIsOneErrorLine) {
   testing::TempDir tmp;
   for (const char* flags : {"--profile-wait 3 --profile-warmup 1", "--profile-active 0"}) {

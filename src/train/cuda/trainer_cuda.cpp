@@ -322,6 +322,8 @@ TrainResult train_cuda_as(const TrainOptions& o, const DistEnv& env, std::chrono
   profile::ProfileOptions profile_options = o.profile;
   profile_options.device = true;  // CUPTI kernels, copies and launch flows
   profile::check_schedule(profile_options, o.steps - start_step);
+  PYLON_CHECK(!o.profile.counters || world == 1, who, ": --profile-roofline in a world of ", world,
+              ": kernel replay would run NCCL's kernels out of step with their peers; profile one rank");
   profile::ProfileSession profiler(profile_options, rank);
 
   int64_t reported = start_step;
