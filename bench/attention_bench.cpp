@@ -99,7 +99,9 @@ void bench_shape(const Shape& s, Buffers& buf, bool causal, const pylon::cuda::d
   // Forward: 2 products of 2·T²·hd each per (b, h); causal does half. Backward: 2.5x the forward.
   const double fwd_flop = 4.0 * s.B * s.H * static_cast<double>(s.T) * s.T * s.hd * (causal ? 0.5 : 1.0);
   char tile_text[96] = "";
-  if (print_tiles && tiles.fwd_ws)
+  if (print_tiles && tiles.bwd_ws)
+    std::snprintf(tile_text, sizeof(tile_text), "  ws dkdv %d stages (fwd, dq: wgmma)", tiles.bwd_stages);
+  else if (print_tiles && tiles.fwd_ws)
     std::snprintf(tile_text, sizeof(tile_text), "  ws fwd %d keys x %d stages", tiles.fwd_block_n, tiles.fwd_stages);
   else if (print_tiles)
     std::snprintf(tile_text, sizeof(tile_text), "  %s fwd %dw/%d  dkdv %dw/%d  dq %dw/%d", tiles.wgmma ? "wgmma" : "mma", tiles.fwd_warps,
@@ -140,6 +142,13 @@ int main(int argc, char** argv) {
           for (const auto& t : pylon::cuda::detail::compiled_attention_tiles(s.hd))
             if (t.fwd_ws) bench_shape(s, buf, causal, t, true, false);
       }
+      std::printf("\nwarp-specialised dk/dv pass (TMA producer warp, 2 consumer warpgroups of 64 keys); bwd = dsum + dk/dv + dq\n");
+      for (const Shape& s : shapes) {
+        Buffers buf(s);
+        for (bool causal : {false, true})
+          for (const auto& t : pylon::cuda::detail::compiled_attention_tiles(s.hd))
+            if (t.bwd_ws) bench_shape(s, buf, causal, t, true);
+      }
     }
     if (!sweep) return 0;
 
@@ -148,7 +157,7 @@ int main(int argc, char** argv) {
       Buffers buf(s);
       for (bool causal : {false, true})
         for (const auto& t : pylon::cuda::detail::compiled_attention_tiles(s.hd))
-          if (!t.fwd_ws) bench_shape(s, buf, causal, t, true);  // the ws forward: above
+          if (!t.fwd_ws && !t.bwd_ws) bench_shape(s, buf, causal, t, true);  // the ws kernels: above
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "pylon_bench_attention: %s\n", e.what());

@@ -46,6 +46,24 @@ ForwardChoice forward_requested() {
   return choice;
 }
 
+// PYLON_ATTENTION_BACKWARD: unset, "" or "wgmma" (the wgmma dk/dv pass), "ws" (the warp-specialised one).
+bool backward_ws_requested() {
+  static const bool ws = [] {
+    const char* v = std::getenv("PYLON_ATTENTION_BACKWARD");
+    const bool is_ws = v != nullptr && std::strcmp(v, "ws") == 0;
+    PYLON_CHECK(v == nullptr || is_ws || v[0] == '\0' || std::strcmp(v, "wgmma") == 0,
+                "PYLON_ATTENTION_BACKWARD=", v, ": expected ws or wgmma");
+    return is_ws;
+  }();
+  return ws;
+}
+
+// The warp-specialised dk/dv pass with `stages` query tiles in flight.
+void use_backward_ws(AttentionTiles& tiles, int stages = 2) {
+  tiles.bwd_ws = true;
+  tiles.bwd_stages = stages;
+}
+
 // The warp-specialised forward, by default in its fastest measured shape: 128-key stages, 3 of them
 // (hd 128 full: 478 TFLOP/s against 418 with 2 stages and 415 with 64-key stages; H200, 2026-11-30).
 void use_forward_ws(AttentionTiles& tiles, int block_n = 128, int stages = 3) {
@@ -82,12 +100,14 @@ AttentionTiles default_attention_tiles(int head_dim) {
   const ForwardChoice choice = forward_requested();
   if (tiles.wgmma && (choice == ForwardChoice::kWs || (choice == ForwardChoice::kMeasured && head_dim == 128)))
     use_forward_ws(tiles);
+  if (tiles.wgmma && backward_ws_requested()) use_backward_ws(tiles);
   return tiles;
 }
 
-AttentionTiles warp_specialized_forward_tiles(int head_dim) {
+AttentionTiles warp_specialized_tiles(int head_dim) {
   AttentionTiles tiles = measured_attention_tiles(head_dim);
   use_forward_ws(tiles);
+  use_backward_ws(tiles);
   return tiles;
 }
 
@@ -123,6 +143,12 @@ std::vector<AttentionTiles> compiled_attention_tiles(int head_dim) {
       use_forward_ws(tiles, block_n, stages);
       all.push_back(tiles);
     }
+  if (wgmma)  // the warp-specialised dk/dv pass's stages, as compiled in attention_backward_ws.cu
+    for (const int stages : {2, 3}) {
+      AttentionTiles tiles = measured_attention_tiles(head_dim);
+      use_backward_ws(tiles, stages);
+      all.push_back(tiles);
+    }
   return all;
 }
 
@@ -150,12 +176,16 @@ void attention_backward_tiled(const AttentionTiles& tiles, __nv_bfloat16* dqkv, 
               attention_backward_workspace_bytes(B, T, D, H));
   auto* dsum = static_cast<float*>(workspace);  // (B, H, T)
   launch_attention_backward_dsum(dsum, dout, out, B, T, D, H, stream);
-  const bool dkdv = tiles.wgmma
-                        ? launch_attention_backward_dkdv_wgmma(tiles, hd, dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream)
-                        : launch_attention_backward_dkdv(tiles, hd, dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream);
+  bool dkdv = false;
+  if (tiles.bwd_ws)  // needs what wgmma needs (sm_90a build, Hopper device)
+    dkdv = tiles.wgmma && launch_attention_backward_dkdv_ws(tiles, hd, dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream);
+  else if (tiles.wgmma)
+    dkdv = launch_attention_backward_dkdv_wgmma(tiles, hd, dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream);
+  else
+    dkdv = launch_attention_backward_dkdv(tiles, hd, dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream);
   PYLON_CHECK(dkdv,
-              "attention_backward: no dk/dv kernel for hd=", hd, " wgmma=", tiles.wgmma, " warps=", tiles.dkdv_warps,
-              " block_m=", tiles.dkdv_block_m);
+              "attention_backward: no dk/dv kernel for hd=", hd, " wgmma=", tiles.wgmma, " ws=", tiles.bwd_ws,
+              " warps=", tiles.dkdv_warps, " block_m=", tiles.dkdv_block_m, " stages=", tiles.bwd_stages);
   const bool dq = tiles.wgmma
                       ? launch_attention_backward_dq_wgmma(tiles, hd, dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream)
                       : launch_attention_backward_dq(tiles, hd, dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream);

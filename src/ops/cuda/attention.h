@@ -44,13 +44,20 @@ struct AttentionTiles {
   // shared-memory stage, fwd_stages stages. The default at hd 128 on Hopper (default_attention_tiles).
   bool fwd_ws = false;
   int fwd_stages = 3;
+  // Backward dk/dv pass by the warp-specialised kernel (attention_backward_ws.cu; needs wgmma): 2 consumer
+  // warpgroups of 64 keys and a producer warp, query tiles of 64 in a ring of bwd_stages stages. Off unless
+  // PYLON_ATTENTION_BACKWARD=ws or set here (not yet measured).
+  bool bwd_ws = false;
+  int bwd_stages = 2;
 };
 // The fastest measured shapes for this head dim on the current device (wgmma on compute capability 9.x;
 // the warp-specialised forward at hd 128). The environment variable PYLON_ATTENTION_FORWARD=ws|wgmma
-// (read once) forces one forward kernel on Hopper.
+// (read once) forces one forward kernel on Hopper; PYLON_ATTENTION_BACKWARD=ws the warp-specialised
+// dk/dv pass.
 AttentionTiles default_attention_tiles(int head_dim);
-// default_attention_tiles with the warp-specialised forward on (wgmma devices only: callers check .wgmma).
-AttentionTiles warp_specialized_forward_tiles(int head_dim);
+// default_attention_tiles with the warp-specialised forward and dk/dv pass on (wgmma devices only: callers
+// check .wgmma).
+AttentionTiles warp_specialized_tiles(int head_dim);
 // Every compiled shape of this head dim's kernels, each at least once (for the tile sweep and its test);
 // wgmma and warp-specialised shapes only where default_attention_tiles picks wgmma.
 std::vector<AttentionTiles> compiled_attention_tiles(int head_dim);

@@ -23,9 +23,6 @@
 // release stage j, softmax of s_{j+1}; then turn {o += p_{n-1}·v_{n-1}}, wait, release. So the tensor cores
 // see c0 {pv_j, s_j+1}, c1 {pv_j, s_j+1}, c0 ..., and each softmax runs under the other consumer's pair.
 // 2 x (1 + n) turns per block.
-#include <cuda.h>
-#include <cudaTypedefs.h>
-
 #include <cmath>
 #include <cstdint>
 
@@ -33,6 +30,7 @@
 #include "ops/cuda/check.h"
 #include "ops/cuda/flash_softmax.cuh"
 #include "ops/cuda/mma_sm80.cuh"
+#include "ops/cuda/tma_map.h"
 #include "ops/cuda/tma_sm90.cuh"
 #include "ops/cuda/wgmma_sm90.cuh"
 
@@ -246,37 +244,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-// cuTensorMapEncodeTiled from the driver that the runtime loaded (no -lcuda link).
-PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-    PYLON_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found));
-    PYLON_CHECK(found == cudaDriverEntryPointSuccess && fn != nullptr,
-                "attention_forward (ws): the CUDA driver has no cuTensorMapEncodeTiled");
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-  }();
-  return encode;
-}
-
-// qkv (B, T, 3*D) bf16 as a 3-D tensor (columns, rows, batch) read in boxes of (box_rows, 64 columns),
-// 128-byte swizzled; rows at or past T (of each batch) read as zeros.
-CUtensorMap qkv_tensor_map(const bf16* qkv, int B, int T, int D, int box_rows) {
-  CUtensorMap map;
-  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(3) * D, static_cast<cuuint64_t>(T), static_cast<cuuint64_t>(B)};
-  const cuuint64_t row_bytes = static_cast<cuuint64_t>(3) * D * sizeof(bf16);
-  const cuuint64_t strides[2] = {row_bytes, row_bytes * T};  // bytes, of dims 1 and 2 (multiples of 16: D % 64 == 0)
-  const cuuint32_t box[3] = {64, static_cast<cuuint32_t>(box_rows), 1};
-  const cuuint32_t element_strides[3] = {1, 1, 1};
-  const CUresult r = tensor_map_encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<bf16*>(qkv), dims,
-                                          strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                          CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  PYLON_CHECK(r == CUDA_SUCCESS, "attention_forward (ws): cuTensorMapEncodeTiled failed with CUresult ",
-              static_cast<int>(r), " (B=", B, " T=", T, " D=", D, ")");
-  return map;
-}
-
 template <int kHeadDim, int kBlockN, int kStages>
 void launch_forward_ws(bf16* out, float* lse, const bf16* qkv, int B, int T, int D, int H, bool causal,
                        cudaStream_t stream) {
@@ -284,8 +251,8 @@ void launch_forward_ws(bf16* out, float* lse, const bf16* qkv, int B, int T, int
   static_assert(smem <= 227 * 1024, "over the 227 KB of shared memory a block may opt into");
   auto kernel = flash_attention_forward_ws<kHeadDim, kBlockN, kStages>;
   PYLON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  const CUtensorMap q_map = qkv_tensor_map(qkv, B, T, D, kBlockM);
-  const CUtensorMap kv_map = qkv_tensor_map(qkv, B, T, D, kBlockN);
+  const CUtensorMap q_map = bf16_rows_tensor_map(qkv, 3 * static_cast<int64_t>(D), T, B, kBlockM, "attention_forward (ws)");
+  const CUtensorMap kv_map = bf16_rows_tensor_map(qkv, 3 * static_cast<int64_t>(D), T, B, kBlockN, "attention_forward (ws)");
   const dim3 grid((T + kBlockM - 1) / kBlockM, B * H);
   const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(kHeadDim));
   kernel<<<grid, kThreads, smem, stream>>>(out, lse, q_map, kv_map, T, D, H, scale_log2, causal);

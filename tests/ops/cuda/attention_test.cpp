@@ -43,7 +43,7 @@ constexpr double kAtolGradFloor = 1e-5;
 float bf16_round(float x) { return __bfloat162float(__float2bfloat16(x)); }
 
 // default: the public functions (wgmma kernels on Hopper); mma: the mma.sync kernels, on any GPU;
-// ws: the warp-specialised TMA forward (Hopper only; off by default) followed by the default backward.
+// ws: the warp-specialised TMA forward and dk/dv pass (Hopper only), with the wgmma dq pass.
 enum class Kernels { default_path, mma, ws };
 
 struct Case {
@@ -205,9 +205,9 @@ void check_against_cpu(const Case& c, const detail::AttentionTiles* tiles) {
 
 class CudaAttention : public testing::TestWithParam<Case> {};
 
-// The warp-specialised forward's tiles; false where it cannot run (not a Hopper GPU or not an sm_90a build).
-bool warp_specialized_tiles(int hd, detail::AttentionTiles& tiles) {
-  tiles = detail::warp_specialized_forward_tiles(hd);
+// The warp-specialised kernels' tiles; false where they cannot run (not a Hopper GPU or not an sm_90a build).
+bool ws_tiles_if_supported(int hd, detail::AttentionTiles& tiles) {
+  tiles = detail::warp_specialized_tiles(hd);
   return tiles.wgmma;
 }
 
@@ -216,8 +216,8 @@ TEST_P(CudaAttention, MatchesCpuReference) {
   const Case& c = GetParam();
   detail::AttentionTiles tiles;  // mma: the default shapes with wgmma off
   tiles.wgmma = false;
-  if (c.kernels == Kernels::ws && !warp_specialized_tiles(c.hd, tiles))
-    GTEST_SKIP() << "the warp-specialised forward needs a Hopper GPU and an sm_90a build";
+  if (c.kernels == Kernels::ws && !ws_tiles_if_supported(c.hd, tiles))
+    GTEST_SKIP() << "the warp-specialised kernels need a Hopper GPU and an sm_90a build";
   check_against_cpu(c, c.kernels == Kernels::default_path ? nullptr : &tiles);
 }
 
@@ -227,8 +227,8 @@ std::vector<Case> small_cases() {
     for (int hd : {64, 128})
       for (bool causal : {false, true})
         for (int T : {1, 77, 128, 1024}) cases.push_back({2, T, 2, hd, causal, true, k});
-  // The warp-specialised forward (then the default backward where the CPU reference is cheap) at B·H = 15:
-  // the tensor maps' batch dimension and head column offsets beyond the first.
+  // The warp-specialised forward (then the backward with the warp-specialised dk/dv pass where the CPU
+  // reference is cheap) at B·H = 15: the tensor maps' batch dimension and head column offsets beyond the first.
   for (int hd : {64, 128})
     for (bool causal : {false, true})
       for (int T : {1, 77, 128, 1024}) cases.push_back({3, T, 5, hd, causal, T <= 128, Kernels::ws});
@@ -253,7 +253,8 @@ TEST(CudaAttentionTiles, EveryCompiledShapeMatchesCpuReference) {
                                         << " fwd " << tiles.fwd_warps << "/" << tiles.fwd_block_n << " dkdv "
                                         << tiles.dkdv_warps << "/" << tiles.dkdv_block_m << " dq " << tiles.dq_warps
                                         << "/" << tiles.dq_block_n << (tiles.fwd_ws ? " ws stages " : "")
-                                        << (tiles.fwd_ws ? std::to_string(tiles.fwd_stages) : ""));
+                                        << (tiles.fwd_ws ? std::to_string(tiles.fwd_stages) : "")
+                                        << (tiles.bwd_ws ? " ws dkdv stages " + std::to_string(tiles.bwd_stages) : ""));
         check_against_cpu(Case{1, 200, 2, hd, causal, true, Kernels::default_path}, &tiles);
       }
 }
@@ -299,6 +300,15 @@ TEST(CudaAttentionBackward, LargeGridDeterministicAndMatchesMmaPath) {
     // Each path is within (kAtolGradOfMax·max, kRtolBf16) of the exact result (the small cases check
     // that against the CPU), so the two are within twice that of each other.
     expect_close("dqkv", first, mma, 2 * kAtolGradOfMax * max_abs(mma), 2 * kRtolBf16, false);
+    detail::AttentionTiles ws_tiles;  // the warp-specialised dk/dv pass, each stage count: many query tiles
+    if (ws_tiles_if_supported(hd, ws_tiles))
+      for (const int stages : {2, 3}) {
+        SCOPED_TRACE(testing::Message() << "ws dkdv stages " << stages);
+        ws_tiles.bwd_stages = stages;
+        const std::vector<float> ws1 = run(ws_tiles), ws2 = run(ws_tiles);
+        EXPECT_EQ(std::memcmp(ws1.data(), ws2.data(), n_qkv * sizeof(float)), 0) << "changed between two runs";
+        expect_close("dqkv (ws)", ws1, mma, 2 * kAtolGradOfMax * max_abs(mma), 2 * kRtolBf16, false);
+      }
   }
 }
 
@@ -308,7 +318,7 @@ TEST(CudaAttentionBackward, LargeGridDeterministicAndMatchesMmaPath) {
 TEST(CudaAttentionForwardWs, MatchesWgmmaForward) {
   if (pylon::cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
   detail::AttentionTiles probe;
-  if (!warp_specialized_tiles(128, probe)) GTEST_SKIP() << "the warp-specialised forward needs Hopper and sm_90a";
+  if (!ws_tiles_if_supported(128, probe)) GTEST_SKIP() << "the warp-specialised forward needs Hopper and sm_90a";
   const int B = 3, T = 1000, H = 5;
   for (int hd : {64, 128}) {
     const int D = H * hd;

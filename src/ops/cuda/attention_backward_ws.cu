@@ -1,0 +1,228 @@
+// Flash-attention backward, the dk/dv pass, on Hopper, warp-specialised (the forward's scheme,
+// attention_forward_ws.cu): a producer warp loads the block's 128 keys' k and v once, then for each
+// query tile of 64 its q and dout (TMA) and its lse and dsum (plain loads) into a ring of kStages
+// shared-memory stages; two consumer warpgroups of 64 keys each run the math of
+// attention_backward_wgmma.cu's dk/dv pass (unchanged: sᵀ and dpᵀ over the head dim, pᵀ and dsᵀ in
+// registers, dv += pᵀ·dout and dk += dsᵀ·q) with no block-wide barrier between tiles, so each
+// consumer runs as far ahead as the ring lets it. Chosen by AttentionTiles::bwd_ws; same outputs as
+// flash_attention_backward_dkdv_wgmma<hd, 2>. The dq pass is unchanged.
+//
+// Protocol (barriers in shared memory after the tiles):
+//   kv_full   1 arrival (arrive_expect_tx) + k's and v's bytes; consumers wait its completion 0.
+//   full[s]   32 arrivals (each lane of the producer warp once its lse/dsum values are stored; lane 0's
+//             with expect_tx) + q's and dout's bytes. The block's i-th query tile lives in stage
+//             s = i % kStages as completion r = i / kStages of full[s]: parity r & 1.
+//   empty[s]  256 arrivals: every consumer thread, once the products that read tile i have completed.
+//             Before filling tile i >= kStages the producer warp waits completion r - 1 (tile i - kStages).
+#include <cmath>
+#include <cstdint>
+
+#include "ops/cuda/attention_backward_wgmma.cuh"
+#include "ops/cuda/attention_launch.h"
+#include "ops/cuda/check.h"
+#include "ops/cuda/flash_softmax_backward.cuh"
+#include "ops/cuda/mma_sm80.cuh"
+#include "ops/cuda/tma_map.h"
+#include "ops/cuda/tma_sm90.cuh"
+#include "ops/cuda/wgmma_sm90.cuh"
+
+namespace pylon::cuda {
+namespace {
+
+using namespace mma;
+using namespace attention_bwd;
+using flash::kLog2e;
+
+constexpr int kKeys = 128;                       // keys per block: 2 consumer warpgroups x 64
+constexpr int kConsumerThreads = 256;            // warpgroups 1 and 2
+constexpr int kThreads = 128 + kConsumerThreads;  // + the producer warpgroup 0 (one warp of it works)
+// As in the forward: 168 registers at entry (65536 / 384); the producer gives back 128 x 144, the
+// consumers take 256 x 72.
+constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;
+
+// Shared memory, byte offsets from the 1024-aligned base; tiles in wgmma::load_swizzled_tile_async's
+// layout (column blocks of (rows, 64 columns), 128-byte swizzled), as TMA writes them.
+template <int kHeadDim, int kStages>
+struct DkdvWsSmem {
+  static constexpr int kKVBytes = kKeys * kHeadDim * 2;    // k or v of the block (128, hd)
+  static constexpr int kTileBytes = kTile * kHeadDim * 2;  // q or dout of a query tile (64, hd)
+  static constexpr int kK = 0;
+  static constexpr int kV = kK + kKVBytes;
+  static constexpr int kQ = kV + kKVBytes;                  // kStages q tiles
+  static constexpr int kDout = kQ + kStages * kTileBytes;   // kStages dout tiles
+  static constexpr int kStats = kDout + kStages * kTileBytes;  // per stage: lse (64 floats), dsum (64)
+  static constexpr int kBarriers = kStats + kStages * 2 * kTile * 4;  // kv_full, full[], empty[]
+  static constexpr int kBytes = kBarriers + 8 * (1 + 2 * kStages) + 1024;  // + slack to align the base
+  static_assert(kKVBytes % 1024 == 0 && kTileBytes % 1024 == 0, "tiles keep the 1024-byte swizzle alignment");
+};
+
+template <int kHeadDim, int kStages>
+__global__ void __launch_bounds__(kThreads, 1)
+    flash_attention_backward_dkdv_ws(bf16* __restrict__ dqkv,                     // (B, T, 3*D): k, v thirds
+                                     const float* __restrict__ lse,               // (B, H, T)
+                                     const float* __restrict__ dsum,              // (B, H, T)
+                                     const __grid_constant__ CUtensorMap kv_map,  // qkv, boxes (128 rows, 64)
+                                     const __grid_constant__ CUtensorMap q_map,   // qkv, boxes (64, 64)
+                                     const __grid_constant__ CUtensorMap do_map,  // dout (B, T, D), (64, 64)
+                                     int T, int D, int H, float scale, float scale_log2, bool causal) {
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  __trap();  // built without sm_90a: the host never picks this kernel
+#else
+  using Smem = DkdvWsSmem<kHeadDim, kStages>;
+  constexpr int kColBlocks = kHeadDim / 64;
+  extern __shared__ unsigned char smem[];
+  const uint32_t base = (smem_addr(smem) + 1023) & ~1023u;
+  float* stats = reinterpret_cast<float*>(smem + (base - smem_addr(smem)) + Smem::kStats);
+  const uint32_t k_s = base + Smem::kK, v_s = base + Smem::kV;
+  auto q_tile = [&](int stage) { return base + Smem::kQ + stage * Smem::kTileBytes; };
+  auto do_tile = [&](int stage) { return base + Smem::kDout + stage * Smem::kTileBytes; };
+  auto lse_tile = [&](int stage) { return stats + stage * 2 * kTile; };
+  auto dsum_tile = [&](int stage) { return stats + stage * 2 * kTile + kTile; };
+  const uint32_t kv_full = base + Smem::kBarriers;
+  auto full = [&](int stage) { return kv_full + 8 * (1 + stage); };
+  auto empty = [&](int stage) { return kv_full + 8 * (1 + kStages + stage); };
+
+  const int tid = threadIdx.x, lane = tid % 32;
+  const int warpgroup = __shfl_sync(0xffffffffu, tid / 128, 0);  // uniform per warp (see the forward)
+  const int bh = blockIdx.y, b = bh / H, h = bh % H;
+  const int n0 = blockIdx.x * kKeys;
+  const int m_begin = causal ? n0 / kTile : 0;          // causal: earlier queries see none of these keys
+  const int n_tiles = (T + kTile - 1) / kTile - m_begin;  // >= 1: n0 < T
+
+  if (tid == 0) {
+    tma::mbar_init(kv_full, 1);
+    for (int st = 0; st < kStages; ++st) {
+      tma::mbar_init(full(st), 32);
+      tma::mbar_init(empty(st), kConsumerThreads);
+    }
+    tma::fence_mbar_init();
+  }
+  __syncthreads();  // the only block-wide barrier
+
+  if (warpgroup == 0) {  // producer: warp 0 loads, warps 1-3 leave
+    tma::set_max_registers_dec<kProducerRegisters>();
+    if (tid >= 32) return;
+    const int col = h * kHeadDim;  // q's columns in qkv and dout's in dout; k's at D + col, v's at 2D + col
+    if (lane == 0) {
+      tma::mbar_arrive_expect_tx(kv_full, 2 * Smem::kKVBytes);
+      for (int cb = 0; cb < kColBlocks; ++cb) {
+        tma::load_3d(k_s + cb * kKeys * 128, &kv_map, D + col + cb * 64, n0, b, kv_full);
+        tma::load_3d(v_s + cb * kKeys * 128, &kv_map, 2 * D + col + cb * 64, n0, b, kv_full);
+      }
+    }
+    const float* lse_g = lse + static_cast<int64_t>(bh) * T;
+    const float* dsum_g = dsum + static_cast<int64_t>(bh) * T;
+    for (int i = 0; i < n_tiles; ++i) {
+      const int st = i % kStages, round = i / kStages, m0 = (m_begin + i) * kTile;
+      if (i >= kStages) tma::mbar_wait(empty(st), (round - 1) & 1);  // tile i - kStages released
+      for (int r = lane; r < kTile; r += 32) {  // queries past T: 0 (their columns are masked)
+        const bool valid = m0 + r < T;
+        lse_tile(st)[r] = valid ? lse_g[m0 + r] : 0.f;
+        dsum_tile(st)[r] = valid ? dsum_g[m0 + r] : 0.f;
+      }
+      if (lane == 0) {
+        tma::mbar_arrive_expect_tx(full(st), 2 * Smem::kTileBytes);
+        for (int cb = 0; cb < kColBlocks; ++cb) {
+          tma::load_3d(q_tile(st) + cb * kTile * 128, &q_map, col + cb * 64, m0, b, full(st));
+          tma::load_3d(do_tile(st) + cb * kTile * 128, &do_map, col + cb * 64, m0, b, full(st));
+        }
+      } else {
+        tma::mbar_arrive(full(st));  // releases this lane's lse/dsum stores
+      }
+    }
+    return;
+  }
+  tma::set_max_registers_inc<kConsumerRegisters>();
+
+  // Consumer `group` owns keys n0 + 64*group .. + 63; this lane keys key_base and key_base + 8.
+  const int group = warpgroup - 1, warp_in_block = (tid - 128) / 32, g = lane / 4, t = lane % 4;
+  const int key_base = n0 + warp_in_block * 16 + g;
+  const int group_key0 = n0 + group * 64;
+  float dk[kColBlocks][8][4] = {}, dv[kColBlocks][8][4] = {};
+  tma::mbar_wait(kv_full, 0);
+  for (int i = 0; i < n_tiles; ++i) {
+    const int st = i % kStages, m0 = (m_begin + i) * kTile;
+    tma::mbar_wait(full(st), (i / kStages) & 1);
+    const uint32_t q_t = q_tile(st), do_t = do_tile(st);
+
+    // sᵀ (64 keys, 64 queries) = k · qᵀ and dpᵀ = v · doutᵀ, issued together; pᵀ while dpᵀ runs.
+    float pt[8][4], dpt[8][4];
+    product_over_head_dim<kHeadDim, kKeys, kTile>(pt, k_s, group * 64, q_t);
+    product_over_head_dim<kHeadDim, kKeys, kTile>(dpt, v_s, group * 64, do_t);
+    wgmma::wait<1>();
+    wgmma::fence_accumulators(pt);
+    const bool need_mask = m0 + kTile > T || (causal && group_key0 + 63 > m0);
+    flash::transposed_probabilities(pt, lse_tile(st), key_base, m0, t, T, causal, need_mask, scale_log2);
+    wgmma::wait<0>();
+    wgmma::fence_accumulators(dpt);
+
+    // dsᵀ = pᵀ ∘ (dpᵀ - dsum_query) in place of dpᵀ; then dv += pᵀ · dout and dk += dsᵀ · q together.
+    flash::transposed_score_grads(dpt, pt, dsum_tile(st), t);
+    product_over_tile<kHeadDim>(dv, pt, do_t);
+    product_over_tile<kHeadDim>(dk, dpt, q_t);
+    wgmma::wait<0>();
+#pragma unroll
+    for (int cb = 0; cb < kColBlocks; ++cb) {
+      wgmma::fence_accumulators(dv[cb]);
+      wgmma::fence_accumulators(dk[cb]);
+    }
+    tma::mbar_arrive(empty(st));  // this thread's reads of tile i (products and stats) are done
+  }
+
+  const int ld = 3 * D;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int key = key_base + 8 * r;
+    if (key >= T) continue;
+    bf16* dst = dqkv + (static_cast<int64_t>(b) * T + key) * ld + D + h * kHeadDim + 2 * t;
+#pragma unroll
+    for (int cb = 0; cb < kColBlocks; ++cb)
+#pragma unroll
+      for (int dt = 0; dt < 8; ++dt) {
+        *reinterpret_cast<__nv_bfloat162*>(dst + cb * 64 + dt * 8) =
+            __floats2bfloat162_rn(dk[cb][dt][2 * r] * scale, dk[cb][dt][2 * r + 1] * scale);
+        *reinterpret_cast<__nv_bfloat162*>(dst + D + cb * 64 + dt * 8) =
+            __floats2bfloat162_rn(dv[cb][dt][2 * r], dv[cb][dt][2 * r + 1]);
+      }
+  }
+#endif
+}
+
+template <int kHeadDim, int kStages>
+void launch_dkdv_ws(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* dsum, int B,
+                    int T, int D, int H, bool causal, cudaStream_t stream) {
+  constexpr int smem = DkdvWsSmem<kHeadDim, kStages>::kBytes;
+  static_assert(smem <= 227 * 1024, "over the 227 KB of shared memory a block may opt into");
+  auto kernel = flash_attention_backward_dkdv_ws<kHeadDim, kStages>;
+  PYLON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  constexpr const char* who = "attention_backward (ws)";
+  const int64_t qkv_cols = 3 * static_cast<int64_t>(D);
+  const CUtensorMap kv_map = bf16_rows_tensor_map(qkv, qkv_cols, T, B, kKeys, who);
+  const CUtensorMap q_map = bf16_rows_tensor_map(qkv, qkv_cols, T, B, kTile, who);
+  const CUtensorMap do_map = bf16_rows_tensor_map(dout, D, T, B, kTile, who);
+  const dim3 grid((T + kKeys - 1) / kKeys, B * H);
+  const float scale = 1.f / std::sqrt(static_cast<float>(kHeadDim));
+  kernel<<<grid, kThreads, smem, stream>>>(dqkv, lse, dsum, kv_map, q_map, do_map, T, D, H, scale, scale * kLog2e,
+                                           causal);
+  PYLON_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+bool launch_attention_backward_dkdv_ws(const detail::AttentionTiles& tiles, int head_dim, bf16* dqkv,
+                                       const bf16* dout, const bf16* qkv, const float* lse, const float* dsum,
+                                       int B, int T, int D, int H, bool causal, cudaStream_t stream) {
+#define PYLON_DKDV_WS_CASE(HD, STAGES)                                                       \
+  if (head_dim == HD && tiles.bwd_stages == STAGES) {                                        \
+    launch_dkdv_ws<HD, STAGES>(dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream);      \
+    return true;                                                                             \
+  }
+  PYLON_DKDV_WS_CASE(64, 2)
+  PYLON_DKDV_WS_CASE(64, 3)
+  PYLON_DKDV_WS_CASE(128, 2)
+  PYLON_DKDV_WS_CASE(128, 3)
+#undef PYLON_DKDV_WS_CASE
+  return false;
+}
+
+}  // namespace pylon::cuda
