@@ -33,33 +33,28 @@ int check_attention_args(const char* op, int B, int T, int D, int H, std::initia
 namespace detail {
 namespace {
 
-// PYLON_ATTENTION_FORWARD: unset or "" (the measured choice per head dim), "ws" or "wgmma" (force one).
-enum class ForwardChoice { kMeasured, kWs, kWgmma };
-ForwardChoice forward_requested() {
-  static const ForwardChoice choice = [] {
-    const char* v = std::getenv("PYLON_ATTENTION_FORWARD");
-    if (v == nullptr || v[0] == '\0') return ForwardChoice::kMeasured;
-    if (std::strcmp(v, "ws") == 0) return ForwardChoice::kWs;
-    PYLON_CHECK(std::strcmp(v, "wgmma") == 0, "PYLON_ATTENTION_FORWARD=", v, ": expected ws or wgmma");
-    return ForwardChoice::kWgmma;
-  }();
+// PYLON_ATTENTION_FORWARD and PYLON_ATTENTION_BACKWARD: unset or "" (the measured choice per head dim),
+// "ws" or "wgmma" (force one kernel family for that direction). Read once each.
+enum class KernelChoice { kMeasured, kWs, kWgmma };
+KernelChoice choice_from_env(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || v[0] == '\0') return KernelChoice::kMeasured;
+  if (std::strcmp(v, "ws") == 0) return KernelChoice::kWs;
+  PYLON_CHECK(std::strcmp(v, "wgmma") == 0, name, "=", v, ": expected ws or wgmma");
+  return KernelChoice::kWgmma;
+}
+KernelChoice forward_requested() {
+  static const KernelChoice choice = choice_from_env("PYLON_ATTENTION_FORWARD");
+  return choice;
+}
+KernelChoice backward_requested() {
+  static const KernelChoice choice = choice_from_env("PYLON_ATTENTION_BACKWARD");
   return choice;
 }
 
-// PYLON_ATTENTION_BACKWARD: unset, "" or "wgmma" (the wgmma dk/dv pass), "ws" (the warp-specialised one).
-bool backward_ws_requested() {
-  static const bool ws = [] {
-    const char* v = std::getenv("PYLON_ATTENTION_BACKWARD");
-    const bool is_ws = v != nullptr && std::strcmp(v, "ws") == 0;
-    PYLON_CHECK(v == nullptr || is_ws || v[0] == '\0' || std::strcmp(v, "wgmma") == 0,
-                "PYLON_ATTENTION_BACKWARD=", v, ": expected ws or wgmma");
-    return is_ws;
-  }();
-  return ws;
-}
-
-// The warp-specialised dk/dv pass with `stages` query tiles in flight.
-void use_backward_ws(AttentionTiles& tiles, int stages = 2) {
+// The warp-specialised dk/dv pass with `stages` query tiles in flight; 3 by default (hd 128, B8 T1024:
+// 0.531 ms for the whole backward against 0.548 with 2 stages; H200, 2026-11-30).
+void use_backward_ws(AttentionTiles& tiles, int stages = 3) {
   tiles.bwd_ws = true;
   tiles.bwd_stages = stages;
 }
@@ -97,10 +92,15 @@ AttentionTiles default_attention_tiles(int head_dim) {
   // Measured on the H200 (B8 T1024, bench/attention_notes.md): at hd 128 the warp-specialised forward
   // takes 0.144 ms full / 0.105 causal against the wgmma kernel's 0.203 / 0.131; at hd 64 it is level
   // full (0.208 both) and slower causal (0.139 vs 0.131), so the wgmma kernel stays there.
-  const ForwardChoice choice = forward_requested();
-  if (tiles.wgmma && (choice == ForwardChoice::kWs || (choice == ForwardChoice::kMeasured && head_dim == 128)))
+  // The backward's dk/dv pass likewise: at hd 128 the warp-specialised one takes the whole backward from
+  // 0.577 to 0.531 ms full and 0.397 to 0.370 causal; at hd 64 it is level full (0.661 / 0.658 ms) and
+  // slower causal (0.409 / 0.415).
+  const KernelChoice fwd = forward_requested(), bwd = backward_requested();
+  if (tiles.wgmma && (fwd == KernelChoice::kWs || (fwd == KernelChoice::kMeasured && head_dim == 128)))
     use_forward_ws(tiles);
-  if (tiles.wgmma && backward_ws_requested()) use_backward_ws(tiles);
+  if (tiles.wgmma && (bwd == KernelChoice::kWs || (bwd == KernelChoice::kMeasured && head_dim == 128)))
+    use_backward_ws(tiles);
+  tiles.dq_ws = tiles.wgmma && bwd == KernelChoice::kWs;  // not yet measured: only when asked for
   return tiles;
 }
 
@@ -108,6 +108,7 @@ AttentionTiles warp_specialized_tiles(int head_dim) {
   AttentionTiles tiles = measured_attention_tiles(head_dim);
   use_forward_ws(tiles);
   use_backward_ws(tiles);
+  tiles.dq_ws = true;
   return tiles;
 }
 
@@ -144,11 +145,13 @@ std::vector<AttentionTiles> compiled_attention_tiles(int head_dim) {
       all.push_back(tiles);
     }
   if (wgmma)  // the warp-specialised dk/dv pass's stages, as compiled in attention_backward_ws.cu
-    for (const int stages : {2, 3}) {
-      AttentionTiles tiles = measured_attention_tiles(head_dim);
-      use_backward_ws(tiles, stages);
-      all.push_back(tiles);
-    }
+    for (const bool dq_ws : {false, true})
+      for (const int stages : {2, 3}) {
+        AttentionTiles tiles = measured_attention_tiles(head_dim);
+        use_backward_ws(tiles, stages);
+        tiles.dq_ws = dq_ws;
+        all.push_back(tiles);
+      }
   return all;
 }
 
@@ -186,9 +189,13 @@ void attention_backward_tiled(const AttentionTiles& tiles, __nv_bfloat16* dqkv, 
   PYLON_CHECK(dkdv,
               "attention_backward: no dk/dv kernel for hd=", hd, " wgmma=", tiles.wgmma, " ws=", tiles.bwd_ws,
               " warps=", tiles.dkdv_warps, " block_m=", tiles.dkdv_block_m, " stages=", tiles.bwd_stages);
-  const bool dq = tiles.wgmma
-                      ? launch_attention_backward_dq_wgmma(tiles, hd, dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream)
-                      : launch_attention_backward_dq(tiles, hd, dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream);
+  bool dq = false;
+  if (tiles.dq_ws)
+    dq = tiles.wgmma && launch_attention_backward_dq_ws(tiles, hd, dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream);
+  else if (tiles.wgmma)
+    dq = launch_attention_backward_dq_wgmma(tiles, hd, dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream);
+  else
+    dq = launch_attention_backward_dq(tiles, hd, dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream);
   PYLON_CHECK(dq,
               "attention_backward: no dq kernel for hd=", hd, " wgmma=", tiles.wgmma, " warps=", tiles.dq_warps, " block_n=", tiles.dq_block_n);
 }

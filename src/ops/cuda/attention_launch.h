@@ -27,6 +27,10 @@ bool launch_attention_backward_dkdv_ws(const detail::AttentionTiles& tiles, int 
                                        const float* dsum, int B, int T, int D, int H, bool causal,
                                        cudaStream_t stream);
 
+bool launch_attention_backward_dq_ws(const detail::AttentionTiles& tiles, int head_dim, __nv_bfloat16* dqkv,
+                                     const __nv_bfloat16* dout, const __nv_bfloat16* qkv, const float* lse,
+                                     const float* dsum, int B, int T, int D, int H, bool causal, cudaStream_t stream);
+
 // dsum (B, H, T) = rowsum(dout ∘ out) per head, the D_i term of the softmax backward.
 void launch_attention_backward_dsum(float* dsum, const __nv_bfloat16* dout, const __nv_bfloat16* out, int B,
                                     int T, int D, int H, cudaStream_t stream);

@@ -43,7 +43,7 @@ constexpr double kAtolGradFloor = 1e-5;
 float bf16_round(float x) { return __bfloat162float(__float2bfloat16(x)); }
 
 // default: the public functions (wgmma kernels on Hopper); mma: the mma.sync kernels, on any GPU;
-// ws: the warp-specialised TMA forward and dk/dv pass (Hopper only), with the wgmma dq pass.
+// ws: the warp-specialised TMA forward and backward passes (Hopper only).
 enum class Kernels { default_path, mma, ws };
 
 struct Case {
@@ -254,7 +254,8 @@ TEST(CudaAttentionTiles, EveryCompiledShapeMatchesCpuReference) {
                                         << tiles.dkdv_warps << "/" << tiles.dkdv_block_m << " dq " << tiles.dq_warps
                                         << "/" << tiles.dq_block_n << (tiles.fwd_ws ? " ws stages " : "")
                                         << (tiles.fwd_ws ? std::to_string(tiles.fwd_stages) : "")
-                                        << (tiles.bwd_ws ? " ws dkdv stages " + std::to_string(tiles.bwd_stages) : ""));
+                                        << (tiles.bwd_ws ? " ws dkdv stages " + std::to_string(tiles.bwd_stages) : "")
+                                        << (tiles.dq_ws ? " ws dq" : ""));
         check_against_cpu(Case{1, 200, 2, hd, causal, true, Kernels::default_path}, &tiles);
       }
 }
