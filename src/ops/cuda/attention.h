@@ -50,7 +50,7 @@ struct AttentionTiles {
   bool bwd_ws = false;
   int bwd_stages = 3;
   // The dq pass warp-specialised the same way (128 query rows per block, key tiles through the ring of
-  // bwd_stages). Off unless PYLON_ATTENTION_BACKWARD=ws or set here (not yet measured).
+  // bwd_stages). On with bwd_ws by default (default_attention_tiles).
   bool dq_ws = false;
 };
 // The fastest measured shapes for this head dim on the current device (wgmma on compute capability 9.x;
