@@ -270,6 +270,22 @@ TEST_F(FsdpCli, TorchrunStyleVariables) {
   expect_same_curve(metrics(file("two.jsonl")), metrics(file("one.jsonl")), 0, "torchrun-style");
 }
 
+// What srun gives each task of a one-node step (no Slurm here: the variables set by hand). Rank 0's
+// address defaults to this host on one node; the port is given so parallel tests do not collide.
+TEST_F(FsdpCli, SrunStyleVariables) {
+  ASSERT_EQ(run_pylon(train(1, 12, 4, "--metrics " + file("one.jsonl"))).exit_code, 0);
+  const std::string common = "SLURM_STEP_NUM_TASKS=2 SLURM_STEP_NUM_NODES=1 SLURM_NTASKS=2 SLURM_NNODES=1 "
+                             "MASTER_PORT=" + std::to_string(pick_free_port());
+  const auto runs = run_together({
+      {"SLURM_PROCID=0 SLURM_LOCALID=0 " + common, train(1, 6, 4, "--metrics " + file("srun.jsonl"))},
+      {"SLURM_PROCID=1 SLURM_LOCALID=1 " + common, train(1, 6, 4, "")},
+  });
+  ASSERT_EQ(runs[0].exit_code, 0) << runs[0].err;
+  ASSERT_EQ(runs[1].exit_code, 0) << runs[1].err;
+  EXPECT_NE(runs[0].out.find("2 ranks"), std::string::npos) << runs[0].out;
+  expect_same_curve(metrics(file("srun.jsonl")), metrics(file("one.jsonl")), 0, "srun-style");
+}
+
 TEST_F(FsdpCli, TwoNodesOverLoopback) {
   ASSERT_EQ(run_pylon(train(1, 12, 4, "--metrics " + file("one.jsonl"))).exit_code, 0);
   const std::string node = " --nnodes 2 --nproc-per-node 1 --master-addr 127.0.0.1 --master-port " +
