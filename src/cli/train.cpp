@@ -154,6 +154,8 @@ int run_train(int argc, char** argv) {
     if (o.device == "cuda") {      // one GPU per local rank (the runtime is not used before the fork+exec)
 #ifdef PYLON_HAVE_CUDA
       const int visible = cuda::device_count();
+      PYLON_CHECK(visible > 0, "--device cuda: no CUDA device is visible (driver missing, or "
+                               "CUDA_VISIBLE_DEVICES empty)");
       PYLON_CHECK(nproc <= visible, "--nproc-per-node ", nproc, " --device cuda: needs ", nproc,
                   " GPUs on this machine, ", visible, " visible");
 #else
