@@ -79,49 +79,11 @@ __global__ void __launch_bounds__(kGroups * 128)
     __syncthreads();
     if (m + 1 < m_tiles) load_query_tile(m + 1, buf ^ 1);
     cp_async_commit();
-    const uint32_t q_t = q_s + buf * kTileBytes, do_t = do_s + buf * kTileBytes;
-    const float* lse_t = lse_s + buf * kTile;
-    const float* dsum_t = dsum_s + buf * kTile;
-
-    // sᵀ (64 keys, kTile queries) = k · qᵀ and dpᵀ = v · doutᵀ, issued together; pᵀ = exp(sᵀ - lse_query)
-    // (0 where masked) is computed while dpᵀ runs.
-    float st[8][4], dpt[8][4];
-    product_over_head_dim<kHeadDim, kBlockN, kTile>(st, k_s, group * 64, q_t);
-    product_over_head_dim<kHeadDim, kBlockN, kTile>(dpt, v_s, group * 64, do_t);
-    wgmma::wait<1>();
-    wgmma::fence_accumulators(st);
-    const bool need_mask = m0 + kTile > T || (causal && group_key0 + 63 > m0);
-    flash::transposed_probabilities(st, lse_t, key_base, m0, t, T, causal, need_mask, scale_log2);
-    wgmma::wait<0>();
-    wgmma::fence_accumulators(dpt);
-
-    // dsᵀ = pᵀ ∘ (dpᵀ - dsum_query) in place of dpᵀ; then dv += pᵀ · dout and dk += dsᵀ · q together.
-    flash::transposed_score_grads(dpt, st, dsum_t, t);
-    product_over_tile<kHeadDim>(dv, st, do_t);
-    product_over_tile<kHeadDim>(dk, dpt, q_t);
-    wgmma::wait<0>();
-#pragma unroll
-    for (int cb = 0; cb < kColBlocks; ++cb) {
-      wgmma::fence_accumulators(dv[cb]);
-      wgmma::fence_accumulators(dk[cb]);
-    }
+    dkdv_tile_step<kHeadDim, kBlockN>(dk, dv, k_s, v_s, group * 64, q_s + buf * kTileBytes, do_s + buf * kTileBytes,
+                                      lse_s + buf * kTile, dsum_s + buf * kTile, group_key0, key_base, m0, t, T,
+                                      causal, scale_log2);
   }
-
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int key = key_base + 8 * r;
-    if (key >= T) continue;
-    bf16* dst = dqkv + (static_cast<int64_t>(b) * T + key) * ld + D + h * kHeadDim + 2 * t;
-#pragma unroll
-    for (int cb = 0; cb < kColBlocks; ++cb)
-#pragma unroll
-      for (int dt = 0; dt < 8; ++dt) {
-        *reinterpret_cast<__nv_bfloat162*>(dst + cb * 64 + dt * 8) =
-            __floats2bfloat162_rn(dk[cb][dt][2 * r] * scale, dk[cb][dt][2 * r + 1] * scale);
-        *reinterpret_cast<__nv_bfloat162*>(dst + D + cb * 64 + dt * 8) =
-            __floats2bfloat162_rn(dv[cb][dt][2 * r], dv[cb][dt][2 * r + 1]);
-      }
-  }
+  store_dkdv<kHeadDim>(dqkv, dk, dv, b, h, key_base, t, T, D, scale);
 #endif
 }
 
@@ -185,40 +147,10 @@ __global__ void __launch_bounds__(kGroups * 128)
     __syncthreads();
     if (j + 1 < n_tiles) load_key_tile(j + 1, buf ^ 1);
     cp_async_commit();
-    const uint32_t k_t = k_s + buf * kTileBytes, v_t = v_s + buf * kTileBytes;
-
-    // s (64, kTile) = q · kᵀ and dp = dout · vᵀ, issued together; p = exp(s - lse_row) (0 where masked)
-    // is computed while dp runs.
-    float s[8][4], dp[8][4];
-    product_over_head_dim<kHeadDim, kBlockM, kTile>(s, q_s, group * 64, k_t);
-    product_over_head_dim<kHeadDim, kBlockM, kTile>(dp, do_s, group * 64, v_t);
-    wgmma::wait<1>();
-    wgmma::fence_accumulators(s);
-    const bool need_mask = k0 + kTile > T || (causal && k0 + kTile - 1 > q0 + group * 64);
-    flash::row_probabilities(s, row_lse, row_base, k0, t, T, causal, need_mask, scale_log2);
-    wgmma::wait<0>();
-    wgmma::fence_accumulators(dp);
-
-    // ds = p ∘ (dp - dsum_row) in place of dp, then dq += ds · k.
-    flash::row_score_grads(dp, s, row_dsum);
-    product_over_tile<kHeadDim>(dq, dp, k_t);
-    wgmma::wait<0>();
-#pragma unroll
-    for (int cb = 0; cb < kColBlocks; ++cb) wgmma::fence_accumulators(dq[cb]);
+    dq_tile_step<kHeadDim, kBlockM>(dq, q_s, do_s, group * 64, k_s + buf * kTileBytes, v_s + buf * kTileBytes, row_lse,
+                                    row_dsum, q0 + group * 64, row_base, k0, t, T, causal, scale_log2);
   }
-
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = row_base + 8 * r;
-    if (row >= T) continue;
-    bf16* dst = dqkv + (static_cast<int64_t>(b) * T + row) * ld + h * kHeadDim + 2 * t;
-#pragma unroll
-    for (int cb = 0; cb < kColBlocks; ++cb)
-#pragma unroll
-      for (int dt = 0; dt < 8; ++dt)
-        *reinterpret_cast<__nv_bfloat162*>(dst + cb * 64 + dt * 8) =
-            __floats2bfloat162_rn(dq[cb][dt][2 * r] * scale, dq[cb][dt][2 * r + 1] * scale);
-  }
+  store_dq<kHeadDim>(dqkv, dq, b, h, row_base, t, T, D, scale);
 #endif
 }
 

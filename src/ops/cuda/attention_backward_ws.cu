@@ -144,48 +144,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int i = 0; i < n_tiles; ++i) {
     const int st = i % kStages, m0 = (m_begin + i) * kTile;
     tma::mbar_wait(full(st), (i / kStages) & 1);
-    const uint32_t q_t = q_tile(st), do_t = do_tile(st);
-
-    // sᵀ (64 keys, 64 queries) = k · qᵀ and dpᵀ = v · doutᵀ, issued together; pᵀ while dpᵀ runs.
-    float pt[8][4], dpt[8][4];
-    product_over_head_dim<kHeadDim, kKeys, kTile>(pt, k_s, group * 64, q_t);
-    product_over_head_dim<kHeadDim, kKeys, kTile>(dpt, v_s, group * 64, do_t);
-    wgmma::wait<1>();
-    wgmma::fence_accumulators(pt);
-    const bool need_mask = m0 + kTile > T || (causal && group_key0 + 63 > m0);
-    flash::transposed_probabilities(pt, lse_tile(st), key_base, m0, t, T, causal, need_mask, scale_log2);
-    wgmma::wait<0>();
-    wgmma::fence_accumulators(dpt);
-
-    // dsᵀ = pᵀ ∘ (dpᵀ - dsum_query) in place of dpᵀ; then dv += pᵀ · dout and dk += dsᵀ · q together.
-    flash::transposed_score_grads(dpt, pt, dsum_tile(st), t);
-    product_over_tile<kHeadDim>(dv, pt, do_t);
-    product_over_tile<kHeadDim>(dk, dpt, q_t);
-    wgmma::wait<0>();
-#pragma unroll
-    for (int cb = 0; cb < kColBlocks; ++cb) {
-      wgmma::fence_accumulators(dv[cb]);
-      wgmma::fence_accumulators(dk[cb]);
-    }
+    dkdv_tile_step<kHeadDim, kKeys>(dk, dv, k_s, v_s, group * 64, q_tile(st), do_tile(st), lse_tile(st),
+                                    dsum_tile(st), group_key0, key_base, m0, t, T, causal, scale_log2);
     tma::mbar_arrive(empty(st));  // this thread's reads of tile i (products and stats) are done
   }
 
-  const int ld = 3 * D;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int key = key_base + 8 * r;
-    if (key >= T) continue;
-    bf16* dst = dqkv + (static_cast<int64_t>(b) * T + key) * ld + D + h * kHeadDim + 2 * t;
-#pragma unroll
-    for (int cb = 0; cb < kColBlocks; ++cb)
-#pragma unroll
-      for (int dt = 0; dt < 8; ++dt) {
-        *reinterpret_cast<__nv_bfloat162*>(dst + cb * 64 + dt * 8) =
-            __floats2bfloat162_rn(dk[cb][dt][2 * r] * scale, dk[cb][dt][2 * r + 1] * scale);
-        *reinterpret_cast<__nv_bfloat162*>(dst + D + cb * 64 + dt * 8) =
-            __floats2bfloat162_rn(dv[cb][dt][2 * r], dv[cb][dt][2 * r + 1]);
-      }
-  }
+  store_dkdv<kHeadDim>(dqkv, dk, dv, b, h, key_base, t, T, D, scale);
 #endif
 }
 
@@ -285,39 +249,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int j = 0; j < n_tiles; ++j) {
     const int st = j % kStages, k0 = j * kTile;
     tma::mbar_wait(full(st), (j / kStages) & 1);
-    const uint32_t k_t = k_tile(st), v_t = v_tile(st);
-    // s (64 rows, 64 keys) = q · kᵀ and dp = dout · vᵀ, issued together; p while dp runs.
-    float p[8][4], dp[8][4];
-    product_over_head_dim<kHeadDim, kKeys, kTile>(p, q_s, group * 64, k_t);
-    product_over_head_dim<kHeadDim, kKeys, kTile>(dp, do_s, group * 64, v_t);
-    wgmma::wait<1>();
-    wgmma::fence_accumulators(p);
-    const bool need_mask = k0 + kTile > T || (causal && k0 + kTile - 1 > q0 + group * 64);
-    flash::row_probabilities(p, row_lse, row_base, k0, t, T, causal, need_mask, scale_log2);
-    wgmma::wait<0>();
-    wgmma::fence_accumulators(dp);
-    // ds = p ∘ (dp - dsum_row) in place of dp, then dq += ds · k.
-    flash::row_score_grads(dp, p, row_dsum);
-    product_over_tile<kHeadDim>(dq, dp, k_t);
-    wgmma::wait<0>();
-#pragma unroll
-    for (int cb = 0; cb < kColBlocks; ++cb) wgmma::fence_accumulators(dq[cb]);
+    dq_tile_step<kHeadDim, kKeys>(dq, q_s, do_s, group * 64, k_tile(st), v_tile(st), row_lse, row_dsum,
+                                  q0 + group * 64, row_base, k0, t, T, causal, scale_log2);
     tma::mbar_arrive(empty(st));
   }
 
-  const int ld = 3 * D;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = row_base + 8 * r;
-    if (row >= T) continue;
-    bf16* dst = dqkv + (static_cast<int64_t>(b) * T + row) * ld + h * kHeadDim + 2 * t;
-#pragma unroll
-    for (int cb = 0; cb < kColBlocks; ++cb)
-#pragma unroll
-      for (int dt = 0; dt < 8; ++dt)
-        *reinterpret_cast<__nv_bfloat162*>(dst + cb * 64 + dt * 8) =
-            __floats2bfloat162_rn(dq[cb][dt][2 * r] * scale, dq[cb][dt][2 * r + 1] * scale);
-  }
+  store_dq<kHeadDim>(dqkv, dq, b, h, row_base, t, T, D, scale);
 #endif
 }
 
