@@ -81,6 +81,18 @@ __device__ __forceinline__ void dkdv_tile_step(float (&dk)[kHeadDim / 64][8][4],
   }
 }
 
+// The dq pass's per-row values for this lane's two rows (row_base, + 8) of head bh: lse times log2(e) and
+// dsum, both (B, H, T); rows past T get 0 (they compute values that are never stored).
+__device__ __forceinline__ void load_row_stats(float (&row_lse_log2)[2], float (&row_dsum)[2], const float* lse,
+                                               const float* dsum, int bh, int row_base, int T) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = row_base + 8 * r;
+    row_lse_log2[r] = row < T ? lse[static_cast<int64_t>(bh) * T + row] * flash::kLog2e : 0.f;
+    row_dsum[r] = row < T ? dsum[static_cast<int64_t>(bh) * T + row] : 0.f;
+  }
+}
+
 // One key tile of the dq pass for a warpgroup's 64 query rows (rows row0.. of the swizzled q and dout
 // blocks of kRows rows; the first of them is query group_row0): s = q · kᵀ and dp = dout · vᵀ issued
 // together, p = exp(s - lse_row) (0 where masked) while dp runs, ds = p ∘ (dp - dsum_row), dq += ds · k;

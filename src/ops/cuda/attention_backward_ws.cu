@@ -237,13 +237,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   const int group = warpgroup - 1, warp_in_block = (tid - 128) / 32, g = lane / 4, t = lane % 4;
   const int row_base = q0 + warp_in_block * 16 + g;
-  float row_lse[2], row_dsum[2];  // rows past T compute values that are never stored
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = row_base + 8 * r;
-    row_lse[r] = row < T ? lse[static_cast<int64_t>(bh) * T + row] * kLog2e : 0.f;
-    row_dsum[r] = row < T ? dsum[static_cast<int64_t>(bh) * T + row] : 0.f;
-  }
+  float row_lse[2], row_dsum[2];
+  load_row_stats(row_lse, row_dsum, lse, dsum, bh, row_base, T);
   float dq[kColBlocks][8][4] = {};
   tma::mbar_wait(qd_full, 0);
   for (int j = 0; j < n_tiles; ++j) {

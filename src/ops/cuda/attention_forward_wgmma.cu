@@ -129,24 +129,7 @@ __global__ void __launch_bounds__(kGroups * 128)
     for (int cb = 0; cb < kColBlocks; ++cb) wgmma::fence_accumulators(o[cb]);
   }
 
-  const float scale = scale_log2 * (1.0f / 1.4426950408889634f);
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float sum = row_sum[r];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    const int row = row_base + 8 * r;
-    if (row >= T) continue;
-    const float inv = 1.f / sum;
-    bf16* dst = out + (static_cast<int64_t>(b) * T + row) * D + h * kHeadDim + 2 * t;
-#pragma unroll
-    for (int cb = 0; cb < kColBlocks; ++cb)
-#pragma unroll
-      for (int dt = 0; dt < 8; ++dt)
-        *reinterpret_cast<__nv_bfloat162*>(dst + cb * 64 + dt * 8) =
-            __floats2bfloat162_rn(o[cb][dt][2 * r] * inv, o[cb][dt][2 * r + 1] * inv);
-    if (t == 0) lse[static_cast<int64_t>(bh) * T + row] = row_max[r] * scale + logf(sum);
-  }
+  flash::store_output_rows(out, lse, o, row_max, row_sum, b, bh, h, row_base, t, T, D, scale_log2);
 #endif
 }
 

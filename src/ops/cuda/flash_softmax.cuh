@@ -3,7 +3,10 @@
 // columns 8nt + 2t, 8nt + 2t + 1 of every 8-column tile nt.
 #pragma once
 
+#include <cuda_bf16.h>
+
 #include <cmath>
+#include <cstdint>
 
 #include "ops/cuda/mma_sm80.cuh"
 
@@ -47,6 +50,34 @@ __device__ __forceinline__ void online_softmax(float (&s)[kTilesN][4], float (&r
       sum += s[nt][2 * r] + s[nt][2 * r + 1];
     }
     row_sum[r] = row_sum[r] * alpha[r] + sum;
+  }
+}
+
+// The forward's end for the wgmma layout (64 output columns per block cb): this lane's two rows of
+// out (B, T, D) = o / Σ exp in bf16 and, from the quad's first lane, lse (B, H, T) = max · scale + log Σ
+// (natural log; row_max holds raw scores, scale_log2 = log2(e) / sqrt(hd)). Rows at or past T are skipped.
+template <int kColBlocks>
+__device__ __forceinline__ void store_output_rows(__nv_bfloat16* out, float* lse, const float (&o)[kColBlocks][8][4],
+                                                  const float (&row_max)[2], const float (&row_sum)[2], int b, int bh,
+                                                  int h, int row_base, int t, int T, int D, float scale_log2) {
+  constexpr int kHeadDim = 64 * kColBlocks;
+  const float scale = scale_log2 * (1.0f / 1.4426950408889634f);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float sum = row_sum[r];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const int row = row_base + 8 * r;
+    if (row >= T) continue;
+    const float inv = 1.f / sum;
+    __nv_bfloat16* dst = out + (static_cast<int64_t>(b) * T + row) * D + h * kHeadDim + 2 * t;
+#pragma unroll
+    for (int cb = 0; cb < kColBlocks; ++cb)
+#pragma unroll
+      for (int dt = 0; dt < 8; ++dt)
+        *reinterpret_cast<__nv_bfloat162*>(dst + cb * 64 + dt * 8) =
+            __floats2bfloat162_rn(o[cb][dt][2 * r] * inv, o[cb][dt][2 * r + 1] * inv);
+    if (t == 0) lse[static_cast<int64_t>(bh) * T + row] = row_max[r] * scale + logf(sum);
   }
 }
 
