@@ -205,13 +205,15 @@ void bench_memory_bound(Bench& b) {
     DeviceBuffer p = random_buffer<float>(kParams, 16, 0.02f), m = random_buffer<float>(kParams, 17, 1e-3f);
     DeviceBuffer v = random_buffer<float>(kParams, 18, 1e-6f, true), g = random_buffer<float>(kParams, 19, 1e-3f);
     DeviceBuffer pb(sizeof(bf16) * kParams), sumsq(sizeof(float)), coef(sizeof(float));
-    DeviceBuffer ws(reduce_workspace_bytes(kParams));
+    DeviceBuffer ws(reduce_workspace_bytes(kParams)), constants(sizeof(AdamWConstants));
+    const AdamWConstants k = adamw_constants(3e-4f, 0.9f, 0.999f, 1e-8f, 0.01f, 10);
+    PYLON_CUDA_CHECK(cudaMemcpy(constants.get(), &k, sizeof k, cudaMemcpyHostToDevice));
     b.memory_bound("sum_of_squares", dims({kParams}), 4.0 * kParams,
                    [&] { sum_of_squares(sumsq.as<float>(), g.as<float>(), kParams, ws.get(), s); });
     clip_coefficient(coef.as<float>(), sumsq.as<float>(), 1.f, s);
     b.memory_bound("adamw_update (+bf16 copy)", dims({kParams}), 30.0 * kParams, [&] {
-      adamw_update(p.as<float>(), m.as<float>(), v.as<float>(), g.as<float>(), pb.as<bf16>(), kParams, 3e-4f, 0.9f,
-                   0.999f, 1e-8f, 0.01f, 10, coef.as<float>(), s);
+      adamw_update(p.as<float>(), m.as<float>(), v.as<float>(), g.as<float>(), pb.as<bf16>(), kParams,
+                   constants.as<AdamWConstants>(), coef.as<float>(), s);
     });
   }
 }

@@ -86,6 +86,9 @@ int run_train(int argc, char** argv) {
   args.add_switch("whole-root", &whole_root,
                   "cuda: reduce and gather the root (embedding + head) as one bucket, not two (by default "
                   "the head's gradient is reduced, and its next weights gathered, as its backward ends)");
+  args.add_switch("cuda-graph", &o.cuda_graph,
+                  "cuda: capture the second and third steps as CUDA graphs and replay them for every later "
+                  "step (one launch a step; collective timings are then not measured)");
   args.add_switch("check-reshard", &o.check_reshard,
                   "debug: fill freed parameter slots with NaN (a read of a resharded unit shows)");
   args.add("save", &o.save_dir, "checkpoint directory (written at the end)");

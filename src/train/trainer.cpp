@@ -102,6 +102,9 @@ CheckpointInfo check_train_options(const TrainOptions& o) {
               "--beta1 and --beta2 must be in [0, 1)");
   PYLON_CHECK(o.eval_steps > 0 || o.eval_every == 0 || o.val_data.empty(), "--eval-steps must be positive");
   PYLON_CHECK(o.init_from.empty() || o.resume_dir.empty(), "--init-from and --resume exclude each other");
+  PYLON_CHECK(!o.cuda_graph || o.device == "cuda", "--cuda-graph needs --device cuda");
+  PYLON_CHECK(!o.cuda_graph || o.profile.dir.empty(),
+              "--cuda-graph and --profile exclude each other: a replayed step has no host ranges or launches to trace");
   PYLON_CHECK(!o.data.empty(), "no training data (--data FILE)");
   o.model.validate();
   const TokenFile data(o.data);  // exists and is a token file (the vocab scan comes with training)

@@ -86,6 +86,7 @@ TEST(Cli, BadFlagsAreErrors) {
   expect_clear_error(run_pylon("train --reduce-dtype fp16"), "--reduce-dtype: expected one of fp32|bf16");
   expect_clear_error(run_pylon("train --reduce-dtype bf16"), "--reduce-dtype and --whole-root apply to --device cuda");
   expect_clear_error(run_pylon("train --whole-root"), "--reduce-dtype and --whole-root apply to --device cuda");
+  expect_clear_error(run_pylon(train_args("--cuda-graph")), "--cuda-graph needs --device cuda");
   expect_clear_error(run_pylon("train stray"), "unexpected argument 'stray'");
   expect_clear_error(run_pylon("train --dim 30 --heads 4 --data x.bin"), "not divisible by heads");
   expect_clear_error(run_pylon("train --steps 1 --steps 2"), "given twice");

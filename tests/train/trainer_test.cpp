@@ -115,5 +115,22 @@ TEST(Trainer, TokenIdsOutsideTheVocabAreRejected) {
   EXPECT_THROW(train(o), Error);
 }
 
+// A replayed CUDA graph enqueues no host ranges or launches: tracing it would show nothing of the
+// step's structure, so the two options exclude each other (before any device is needed).
+TEST(Trainer, CudaGraphExcludesProfiling) {
+  testing::TempDir tmp;
+  TrainOptions o = small_run(tmp, Preset::seed);
+  o.device = "cuda", o.cuda_graph = true, o.profile.dir = tmp.file("prof");
+  try {
+    check_train_options(o);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--cuda-graph and --profile exclude each other"), std::string::npos)
+        << e.what();
+  }
+  o.profile.dir.clear();
+  EXPECT_NO_THROW(check_train_options(o));
+}
+
 }  // namespace
 }  // namespace pylon

@@ -72,6 +72,7 @@ FsdpCuda::FsdpCuda(const ShardLayout& layout, cudaStream_t compute, NcclComm* ga
   alloc(master_, shard_bytes), alloc(m_, shard_bytes), alloc(v_, shard_bytes);
   if (!options.fused_optimizer) alloc(grad_, shard_bytes);
   alloc(scalars_, 4 * f);
+  alloc(constants_, 2 * sizeof(AdamWConstants));
   const int64_t summed = options.fused_optimizer ? most : total;  // the longest sum of squares
   alloc(reduce_ws_, std::max(reduce_workspace_bytes(summed), grad_sumsq_workspace_bytes(summed)));
   if (options.reduce_bf16 && world_ > 1) alloc(reduce_bf16_, static_cast<size_t>(widest_bucket) * h);
@@ -237,15 +238,26 @@ void FsdpCuda::wait_for(const Event& producer, cudaStream_t consumer, bool gathe
   p.to.record(consumer);
 }
 
+void FsdpCuda::write_step_constants(const AdamWStep& adam) {
+  host_constants_.data()[adam.t % 2] =
+      adamw_constants(adam.lr, adam.beta1, adam.beta2, adam.eps, adam.weight_decay, adam.t);
+}
+
+const AdamWConstants* FsdpCuda::constants() const { return constants_.as<AdamWConstants>() + parity_; }
+
 void FsdpCuda::begin_step(const AdamWStep& adam, float grad_clip) {
   PYLON_CHECK(!options_.fused_optimizer || grad_clip <= 0, "the fused optimizer step cannot clip gradients");
-  adam_ = adam, grad_clip_ = grad_clip;
+  grad_clip_ = grad_clip;
   parity_ = static_cast<int>(adam.t % 2);
   probes_used_[parity_] = 0;
-  // The previous step's scalars have reached the host before they are zeroed (a no-op at first).
-  step_done_[1 - parity_].wait_on(compute_);
-  PYLON_CUDA_CHECK(cudaMemsetAsync(scalars_.as<float>(), 0, sizeof(float), compute_));
-  PYLON_CUDA_CHECK(cudaMemsetAsync(scalars_.as<float>() + 1, 0, sizeof(float), reduce_stream_.get()));
+  write_step_constants(adam);
+  PYLON_CUDA_CHECK(cudaMemcpyAsync(const_cast<AdamWConstants*>(constants()), host_constants_.data() + parity_,
+                                   sizeof(AdamWConstants), cudaMemcpyHostToDevice, compute_));
+  PYLON_CUDA_CHECK(cudaMemsetAsync(scalars_.as<float>(), 0, 2 * sizeof(float), compute_));  // loss, norm²
+  // The side streams start from here (in a capture: fork from the compute stream).
+  step_begun_.record(compute_);
+  step_begun_.wait_on(gather_stream_.get());
+  step_begun_.wait_on(reduce_stream_.get());
 }
 
 bool FsdpCuda::begin_micro_step(int micro, int count) {
@@ -449,8 +461,7 @@ void FsdpCuda::reduce(int unit, size_t b) {
   if (options_.fused_optimizer) {
     const GradSumOfSquares norm{scalars_.as<float>() + 1, reduce_ws_.get()};  // AdamW adds the bucket's Σ g²
     adamw_update(master_.as<float>() + at, m_.as<float>() + at, v_.as<float>() + at, mine,
-                 persistent_bf16(at), k.shard, adam_.lr, adam_.beta1,
-                 adam_.beta2, adam_.eps, adam_.weight_decay, adam_.t, nullptr, r, &norm);
+                 persistent_bf16(at), k.shard, constants(), nullptr, r, &norm);
     if (!(unit < 0 && split_ && b == 1)) shard_ready_[i].record(r);  // the head has head_ready_
   } else if (first_reduce_) {
     PYLON_CUDA_CHECK(cudaMemcpyAsync(grad_.as<float>() + at, mine, n * sizeof(float), cudaMemcpyDeviceToDevice, r));
@@ -476,8 +487,7 @@ void FsdpCuda::end_step(float* host_scalars) {
   };
   auto adamw = [&](const float* grad_scale, const GradSumOfSquares* norm) {
     adamw_update(master_.as<float>(), m_.as<float>(), v_.as<float>(), grad_.as<float>(),
-                 persistent_bf16(0), total, adam_.lr, adam_.beta1, adam_.beta2,
-                 adam_.eps, adam_.weight_decay, adam_.t, grad_scale, r, norm);
+                 persistent_bf16(0), total, constants(), grad_scale, r, norm);
     for (Event& e : shard_ready_) e.record(r);
   };
   if (options_.fused_optimizer) {  // AdamW and Σ g² ran per unit
@@ -494,10 +504,16 @@ void FsdpCuda::end_step(float* host_scalars) {
   }
   PYLON_CUDA_CHECK(cudaMemcpyAsync(host_scalars, loss_sum, 2 * sizeof(float), cudaMemcpyDeviceToHost, r));
   step_done_[parity_].record(r);
-  // The next step's compute must not zero the loss before this copy: begin_step waits step_done.
+  // The compute stream joins the side streams: the next step starts once this one has ended (its
+  // scalars have reached the host before they are zeroed), and a capture ends on one stream. (The
+  // gather stream's work was all waited for by compute; in a capture it must still join.)
+  step_done_[parity_].wait_on(compute_);
+  gathers_done_.record(gather_stream_.get());
+  gathers_done_.wait_on(compute_);
 }
 
 OverlapStats FsdpCuda::overlap(int64_t t) const {
+  if (!options_.measure_overlap) return {};
   const int p = static_cast<int>(t % 2);
   OverlapStats s;
   for (size_t k = 0; k < probes_used_[p]; ++k) {

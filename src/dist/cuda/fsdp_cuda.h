@@ -33,6 +33,7 @@
 #include "dist/fsdp.h"
 #include "dist/shard_layout.h"
 #include "model/unit_hooks.h"
+#include "ops/cuda/adamw.h"
 #include "ops/cuda/runtime.h"
 
 namespace pylon::cuda {
@@ -95,6 +96,10 @@ class FsdpCuda final : public UnitHooks {
   // hooks, then end_step, which enqueues the norm, clipping and AdamW (unless fused) and copies
   // {Σ micro-step losses, global grad norm²} (all ranks) into host_scalars (pinned, 2 floats).
   void begin_step(const AdamWStep& adam, float grad_clip);
+  // The host half of begin_step: AdamW's constants for step adam.t into the pinned buffer of its
+  // parity, which the step's copy reads. For a captured step replayed as a graph; the caller makes
+  // sure step adam.t − 2 has finished.
+  void write_step_constants(const AdamWStep& adam);
   // Whether backward must accumulate into the gradient slots (no-sync micro-steps after the first).
   bool begin_micro_step(int micro, int count);
   // Between steps (validation): set_forward_only(true) before each model forward that has no
@@ -106,7 +111,7 @@ class FsdpCuda final : public UnitHooks {
   // steps, so the host can read step t while step t + 1 runs.
   const Event& step_done(int64_t t) const { return step_done_[t % 2]; }
   cudaStream_t reduce_stream() const { return reduce_stream_.get(); }  // where a step ends
-  // With measure_overlap, of step t once step_done(t) has completed.
+  // With measure_overlap (else zeros), of step t once step_done(t) has completed.
   OverlapStats overlap(int64_t t) const;
 
   void before_forward(int unit) override;
@@ -151,7 +156,8 @@ class FsdpCuda final : public UnitHooks {
   // Points the unit's entries of params_ (or params_f32_) into its gathered weights at `base`, or
   // clears them (base null).
   void point_params(int unit, const char* base);
-  __nv_bfloat16* persistent_bf16(int64_t offset) const;  // AdamW's bf16 copy at a world of one, or null
+  __nv_bfloat16* persistent_bf16(int64_t offset) const;
+  const AdamWConstants* constants() const;  // this step's, on the device  // AdamW's bf16 copy at a world of one, or null
 
   const ShardLayout& layout_;
   cudaStream_t compute_;
@@ -166,6 +172,8 @@ class FsdpCuda final : public UnitHooks {
   std::vector<int64_t> shard_offset_;   // per unit, into the flat shard buffers
   DeviceBuffer master_, m_, v_, grad_;  // (Σ shard) fp32; grad_ only without fused_optimizer
   DeviceBuffer scalars_;                // loss sum, grad norm², clip coefficient
+  DeviceBuffer constants_;              // AdamWConstants per step parity, copied from host_constants_
+  PinnedArray<AdamWConstants> host_constants_{2};
   DeviceBuffer reduce_ws_;
   DeviceBuffer reduce_bf16_;            // reduce_bf16: one bucket's gradient in bf16
   DeviceBuffer root_param_, block_params_, root_grad_, block_grads_;
@@ -189,9 +197,9 @@ class FsdpCuda final : public UnitHooks {
   Event head_released_{};        // the reduce stream is done with the head's gradient
   bool head_gathered_ = false;   // the next step's head weights are gathered (split root, per-unit AdamW)
   Event head_grads_done_, head_ready_;  // compute finished the head's backward; its next weights gathered
-  AdamWStep adam_{};
   float grad_clip_ = 0;
   Event step_done_[2] = {Event(true), Event(true)}, compute_end_[2] = {Event(true), Event(true)};
+  Event step_begun_, gathers_done_;  // side streams fork from compute at begin_step, join at end_step
   std::deque<Probe> probes_[2];  // by step parity; a deque keeps references stable as it grows
   size_t probes_used_[2] = {0, 0};
   int parity_ = 0;

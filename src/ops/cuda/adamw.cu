@@ -1,6 +1,6 @@
 // AdamW: one elementwise pass, 4 parameters per thread step with 16-byte accesses to p, m, v, g
-// (and an 8-byte bf16 store) when the buffers are aligned; bias corrections come from the host
-// exactly as train/adamw.cpp computes them (fp64, rounded to fp32). Optionally the same pass sums
+// (and an 8-byte bf16 store) when the buffers are aligned; the step's constants (bias corrections
+// as train/adamw.cpp computes them, fp64 rounded to fp32) are read from device memory. Optionally the same pass sums
 // the gradient's squares for the grad norm (per-block fp64 partials, then add_partial_sums).
 #include <algorithm>
 #include <cmath>
@@ -21,11 +21,7 @@ int norm_blocks(int64_t n) {
   return static_cast<int>(std::clamp<int64_t>(detail::ceil_div(n, 4 * kThreads), 1, kMaxNormBlocks));
 }
 
-struct AdamWStep {
-  float beta1, beta2, eps, step_size, decay, bc2_sqrt;
-};
-
-__device__ __forceinline__ void adamw_element(float& p, float& m, float& v, float g, const AdamWStep& s) {
+__device__ __forceinline__ void adamw_element(float& p, float& m, float& v, float g, const AdamWConstants& s) {
   m = s.beta1 * m + (1.f - s.beta1) * g;
   v = s.beta2 * v + (1.f - s.beta2) * g * g;
   const float denom = sqrtf(v) / s.bc2_sqrt + s.eps;
@@ -35,7 +31,9 @@ __device__ __forceinline__ void adamw_element(float& p, float& m, float& v, floa
 // sumsq_partials (gridDim.x) or nullptr: each block's Σ g² (unscaled), fp64.
 template <int VEC>
 __global__ void adamw_kernel(float* params, float* m, float* v, const float* grads, __nv_bfloat16* params_bf16,
-                             int64_t n, AdamWStep s, const float* grad_scale, double* sumsq_partials) {
+                             int64_t n, const AdamWConstants* constants, const float* grad_scale,
+                             double* sumsq_partials) {
+  const AdamWConstants s = *constants;
   const float gs = grad_scale ? *grad_scale : 1.f;
   double sumsq = 0.0;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x * VEC;
@@ -94,16 +92,20 @@ size_t grad_sumsq_workspace_bytes(int64_t n) {
   return detail::align_up(sizeof(double) * static_cast<size_t>(norm_blocks(n)));
 }
 
-void adamw_update(float* params, float* m, float* v, const float* grads, __nv_bfloat16* params_bf16,
-                  int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
-                  int64_t step, const float* grad_scale, cudaStream_t stream, const GradSumOfSquares* norm) {
-  if (n <= 0) return;
+AdamWConstants adamw_constants(float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step) {
   const double t = static_cast<double>(step);
-  AdamWStep s{};
+  AdamWConstants s{};
   s.beta1 = beta1, s.beta2 = beta2, s.eps = eps;
   s.step_size = lr / static_cast<float>(1.0 - std::pow(static_cast<double>(beta1), t));
   s.bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(beta2), t)));
   s.decay = 1.f - lr * weight_decay;
+  return s;
+}
+
+void adamw_update(float* params, float* m, float* v, const float* grads, __nv_bfloat16* params_bf16, int64_t n,
+                  const AdamWConstants* constants, const float* grad_scale, cudaStream_t stream,
+                  const GradSumOfSquares* norm) {
+  if (n <= 0) return;
   const bool vec = detail::aligned16(params) && detail::aligned16(m) && detail::aligned16(v) &&
                    detail::aligned16(grads) && (reinterpret_cast<uintptr_t>(params_bf16) & 7) == 0;
   // With the norm, a block count fixed by n alone (so is the sum) and at most kMaxNormBlocks.
@@ -111,10 +113,10 @@ void adamw_update(float* params, float* m, float* v, const float* grads, __nv_bf
   if (vec) {
     const unsigned blocks = norm ? static_cast<unsigned>(norm_blocks(n))
                                  : detail::grid_size(detail::ceil_div(n, 4), kThreads);
-    adamw_kernel<4><<<blocks, kThreads, 0, stream>>>(params, m, v, grads, params_bf16, n, s, grad_scale, partials);
+    adamw_kernel<4><<<blocks, kThreads, 0, stream>>>(params, m, v, grads, params_bf16, n, constants, grad_scale, partials);
   } else {
     const unsigned blocks = norm ? static_cast<unsigned>(norm_blocks(n)) : detail::grid_size(n, kThreads);
-    adamw_kernel<1><<<blocks, kThreads, 0, stream>>>(params, m, v, grads, params_bf16, n, s, grad_scale, partials);
+    adamw_kernel<1><<<blocks, kThreads, 0, stream>>>(params, m, v, grads, params_bf16, n, constants, grad_scale, partials);
   }
   PYLON_CUDA_CHECK_LAUNCH();
   if (norm) add_partial_sums(norm->sumsq, partials, norm_blocks(n), stream);

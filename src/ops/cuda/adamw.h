@@ -24,14 +24,25 @@ struct GradSumOfSquares {
 };
 size_t grad_sumsq_workspace_bytes(int64_t n);
 
-// One AdamW step (1-based `step`) over n parameters, g = grads · (*grad_scale) when grad_scale is
-// given:  p -= lr·wd·p;  m = β1·m + (1−β1)·g;  v = β2·v + (1−β2)·g²;
-//         p -= lr/(1−β1ᵗ) · m / (sqrt(v)/sqrt(1−β2ᵗ) + eps);  p_bf16 = bf16(p) when given.
+// The constants of one AdamW step (1-based `step`), computed on the host exactly as
+// train/adamw.cpp does (bias corrections in fp64, rounded to fp32). adamw_update reads them from
+// device memory, so a captured graph replays the same kernel for every step.
+struct AdamWConstants {
+  float beta1, beta2, eps;
+  float step_size;  // lr / (1 − β1ᵗ)
+  float decay;      // 1 − lr·wd
+  float bc2_sqrt;   // sqrt(1 − β2ᵗ)
+};
+AdamWConstants adamw_constants(float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step);
+
+// One AdamW step over n parameters, g = grads · (*grad_scale) when grad_scale is given:
+//   p -= lr·wd·p;  m = β1·m + (1−β1)·g;  v = β2·v + (1−β2)·g²;
+//   p -= lr/(1−β1ᵗ) · m / (sqrt(v)/sqrt(1−β2ᵗ) + eps);  p_bf16 = bf16(p) when given.
 // norm (may be null): also add Σ grads² into norm->sumsq, from the same loads.
 void adamw_update(float* params /* (n) */, float* m /* (n) */, float* v /* (n) */,
                   const float* grads /* (n) */, __nv_bfloat16* params_bf16 /* (n) or nullptr */,
-                  int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
-                  int64_t step, const float* grad_scale /* (1) or nullptr */, cudaStream_t stream,
+                  int64_t n, const AdamWConstants* constants /* (1), on the device */,
+                  const float* grad_scale /* (1) or nullptr */, cudaStream_t stream,
                   const GradSumOfSquares* norm = nullptr);
 
 }  // namespace pylon::cuda

@@ -1,7 +1,9 @@
 // The GPU training loop, one for every world size and both compute types (bf16, or fp32 for
 // --dtype fp32): FsdpCuda holds the shards and runs the unit hooks, MiniLLMCuda enqueues forward
 // and backward, NCCL (world > 1) gathers and reduces. A step is enqueued without host
-// synchronisation; the host reads step t's metrics while step t + 1 runs.
+// synchronisation; the host reads step t's metrics while step t + 1 runs. With --cuda-graph the
+// second and third steps are captured as CUDA graphs (one per step parity: token and scalar
+// buffers alternate) and every later step replays its parity's graph.
 #include "train/cuda/trainer_cuda.h"
 
 #include <algorithm>
@@ -34,20 +36,6 @@
 
 namespace pylon {
 namespace {
-
-// Page-locked host memory, so copies to and from the device run asynchronously.
-template <typename T>
-class PinnedArray {
- public:
-  explicit PinnedArray(size_t n) { PYLON_CUDA_CHECK(cudaMallocHost(&p_, n * sizeof(T))); }
-  ~PinnedArray() { cudaFreeHost(p_); }
-  PinnedArray(const PinnedArray&) = delete;
-  PinnedArray& operator=(const PinnedArray&) = delete;
-  T* data() const { return p_; }
-
- private:
-  T* p_ = nullptr;
-};
 
 size_t free_device_bytes() {
   size_t free = 0, total = 0;
@@ -143,7 +131,7 @@ TrainResult train_cuda_as(const TrainOptions& o, const DistEnv& env, std::chrono
   // Without clipping and with one reduction per step, AdamW runs per unit as its gradient
   // arrives and no gradient shard is kept.
   fo.fused_optimizer = o.grad_clip <= 0 && (o.grad_accum == 1 || o.no_sync);
-  fo.measure_overlap = true;
+  fo.measure_overlap = !o.cuda_graph;  // timing probes are host-read events: not inside graphs
   fo.reduce_bf16 = o.reduce_bf16;
   fo.split_root = o.split_root;
   fo.fp32_params = kFp32;
@@ -160,9 +148,12 @@ TrainResult train_cuda_as(const TrainOptions& o, const DistEnv& env, std::chrono
   data.check_vocab(config.vocab);
   const DataLoader loader(data, o.batch, o.seq, rank, world);
   const size_t rows = static_cast<size_t>(o.batch) * o.seq;
-  PinnedArray<int32_t> host_tokens(4 * rows);  // 2 slots x (inputs, targets)
-  cuda::DeviceBuffer dev_tokens(4 * rows * sizeof(int32_t));
-  PinnedArray<float> host_scalars(4);  // per step parity: Σ losses, grad norm²
+  // One step's tokens, grad_accum x (inputs, targets), per step parity: step t's copy reads parity
+  // t % 2, which the host refills once step t − 2 has finished.
+  const size_t step_tokens = static_cast<size_t>(o.grad_accum) * 2 * rows;
+  cuda::PinnedArray<int32_t> host_tokens(2 * step_tokens);
+  cuda::DeviceBuffer dev_tokens(2 * step_tokens * sizeof(int32_t));
+  cuda::PinnedArray<float> host_scalars(4);  // per step parity: Σ losses, grad norm²
   // Validation (--val-data with --eval-every): o.eval_steps micro-batches of the validation file,
   // each rank scoring its share of the rows as in training; tokens and losses of all at once.
   std::unique_ptr<TokenFile> val;
@@ -171,11 +162,11 @@ TrainResult train_cuda_as(const TrainOptions& o, const DistEnv& env, std::chrono
     val->check_vocab(config.vocab);
   }
   const size_t eval_steps = val ? static_cast<size_t>(o.eval_steps) : 0;
-  std::unique_ptr<PinnedArray<int32_t>> val_host_tokens;
-  std::unique_ptr<PinnedArray<float>> val_host_losses;
+  std::unique_ptr<cuda::PinnedArray<int32_t>> val_host_tokens;
+  std::unique_ptr<cuda::PinnedArray<float>> val_host_losses;
   if (val) {
-    val_host_tokens = std::make_unique<PinnedArray<int32_t>>(eval_steps * 2 * rows);
-    val_host_losses = std::make_unique<PinnedArray<float>>(eval_steps);
+    val_host_tokens = std::make_unique<cuda::PinnedArray<int32_t>>(eval_steps * 2 * rows);
+    val_host_losses = std::make_unique<cuda::PinnedArray<float>>(eval_steps);
   }
   cuda::DeviceBuffer val_tokens(eval_steps * 2 * rows * sizeof(int32_t)), val_losses(eval_steps * sizeof(float));
   const int64_t tokens_per_step = loader.tokens_per_micro_step() * o.grad_accum;  // all ranks
@@ -187,7 +178,7 @@ TrainResult train_cuda_as(const TrainOptions& o, const DistEnv& env, std::chrono
   if (lead) {
     std::printf("model: %s preset, %lld parameters (V=%d D=%d L=%d H=%d) on %d GPU%s (%s compute, fp32 "
                 "master, FSDP %s%s); %d x batch %d x %d tokens x %d accum = %lld tokens/step; "
-                "allocated per rank %.2f GB (activations %.2f GB, recompute %s, reduce %s%s)%s\n",
+                "allocated per rank %.2f GB (activations %.2f GB, recompute %s, reduce %s%s)%s%s\n",
                 preset_name(config.preset), static_cast<long long>(layout.table().total), config.vocab,
                 config.dim, config.layers, config.heads, world, world > 1 ? "s" : "", kFp32 ? "fp32" : "bf16",
                 o.reshard_after_forward ? "reshard" : "no-reshard",
@@ -195,13 +186,19 @@ TrainResult train_cuda_as(const TrainOptions& o, const DistEnv& env, std::chrono
                 static_cast<long long>(tokens_per_step), static_cast<double>(allocated) / 1e9,
                 static_cast<double>(model.activation_bytes()) / 1e9, recompute_name(o.recompute),
                 o.reduce_bf16 ? "bf16" : "fp32", world > 1 && o.split_root ? ", split root" : "",
-                start_step ? (", resumed at step " + std::to_string(start_step)).c_str() : "");
+                start_step ? (", resumed at step " + std::to_string(start_step)).c_str() : "",
+                o.cuda_graph ? "; CUDA graph: steps after the first replay a captured step" : "");
     std::fflush(stdout);
   }
 
-  std::vector<cuda::Event> slot_free(2);  // the device finished reading a token slot
-  for (auto& e : slot_free) e.record(s);
+  // Per step parity: the step that used it has finished (its tokens and AdamW constants may be
+  // rewritten); when it was a graph, when it ended (timing); whether it was.
+  std::vector<cuda::Event> inputs_free(2);
+  for (auto& e : inputs_free) e.record(s);
   cuda::Event step_start[2] = {cuda::Event(true), cuda::Event(true)};
+  cuda::Event graph_done[2] = {cuda::Event(true), cuda::Event(true)};
+  bool ran_as_graph[2] = {false, false};
+  cuda::CudaGraph graphs[2];
   std::FILE* metrics = nullptr;
   if (lead && !o.metrics_path.empty()) {
     metrics = std::fopen(o.metrics_path.c_str(), start_step ? "a" : "w");
@@ -247,7 +244,7 @@ TrainResult train_cuda_as(const TrainOptions& o, const DistEnv& env, std::chrono
   size_t peak_used = 0;
   // val_loss < 0: no validation at step t.
   auto report = [&](int64_t t, double val_loss) {
-    const cuda::Event& done = fsdp.step_done(t);
+    const cuda::Event& done = ran_as_graph[t % 2] ? graph_done[t % 2] : fsdp.step_done(t);
     wait(done, t);
     const float* sc = host_scalars.data() + 2 * (t % 2);
     const double loss = static_cast<double>(sc[0]) / static_cast<double>(world * o.grad_accum);
@@ -263,7 +260,7 @@ TrainResult train_cuda_as(const TrainOptions& o, const DistEnv& env, std::chrono
                          {"peak_mem_bytes", peak_used}, {"allocated_bytes", allocated},
                          {"step_ms", ms}, {"world", world}, {"gather_ms", ov.gather_ms},
                          {"reduce_ms", ov.reduce_ms}, {"exposed_wait_ms", ov.exposed_wait_ms},
-                         {"tail_ms", ov.tail_ms}};
+                         {"tail_ms", ov.tail_ms}, {"cuda_graph", ran_as_graph[t % 2]}};
       if (val_loss >= 0) row["val_loss"] = val_loss;
       const std::string line = row.dump() + "\n";
       PYLON_CHECK(std::fputs(line.c_str(), metrics) >= 0 && std::fflush(metrics) == 0, "cannot write metrics");
@@ -287,6 +284,9 @@ TrainResult train_cuda_as(const TrainOptions& o, const DistEnv& env, std::chrono
   cuda::Event val_done;
   auto evaluate = [&](int64_t t) {
     PYLON_RANGE("eval", "eval");
+    // After a graph, the forwards' eager waits on its events are dropped (cuda::Event): the graph
+    // has finished first.
+    if (ran_as_graph[t % 2]) wait(graph_done[t % 2], t);
     const DataLoader val_loader(*val, o.batch, o.seq, rank, world);
     int32_t* h = val_host_tokens->data();
     for (size_t m = 0; m < eval_steps; ++m)
@@ -330,32 +330,57 @@ TrainResult train_cuda_as(const TrainOptions& o, const DistEnv& env, std::chrono
   auto catch_up = [&](int64_t upto) {
     while (reported < upto) report(++reported, -1);
   };
-  for (int64_t step = start_step; step < o.steps; ++step) {
-    const int64_t t = step + 1;
-    profiler.step(step - start_step);
-    PYLON_RANGE("step", "train_step");
-    inject_test_faults(rank, t);
-    step_start[t % 2].record(s);
+  // Step t's work, from the tokens at `d` (this parity's, copied from `h`).
+  auto enqueue_step = [&](int64_t t, int32_t* d, const int32_t* h) {
+    const int64_t step = t - 1;
     fsdp.begin_step({lr_at(o.schedule, step, o.steps), o.adamw.beta1, o.adamw.beta2, o.adamw.eps,
                      o.adamw.weight_decay, t},
                     o.grad_clip);
+    PYLON_CUDA_CHECK(cudaMemcpyAsync(d, h, step_tokens * sizeof(int32_t), cudaMemcpyHostToDevice, s));
     for (int a = 0; a < o.grad_accum; ++a) {
-      const int64_t micro = step * o.grad_accum + a;
-      const size_t slot = static_cast<size_t>(micro % 2);
-      wait(slot_free[slot], t - 1);  // the host may refill the slot
-      int32_t* h = host_tokens.data() + slot * 2 * rows;
-      int32_t* d = dev_tokens.as<int32_t>() + slot * 2 * rows;
-      loader.load(micro, h, h + rows);
-      PYLON_CUDA_CHECK(cudaMemcpyAsync(d, h, 2 * rows * sizeof(int32_t), cudaMemcpyHostToDevice, s));
+      const int32_t* inputs = d + static_cast<size_t>(2 * a) * rows;
       const bool accumulate = fsdp.begin_micro_step(a, o.grad_accum);
-      model.forward(device_params<Act>(fsdp), d, d + rows, fsdp.loss_sum(), s, &fsdp);
+      model.forward(device_params<Act>(fsdp), inputs, inputs + rows, fsdp.loss_sum(), s, &fsdp);
       model.backward(device_params<Act>(fsdp), fsdp.grads(), accumulate, s, &fsdp);
-      slot_free[slot].record(s);
     }
     fsdp.end_step(host_scalars.data() + 2 * (t % 2));
+  };
+  for (int64_t step = start_step; step < o.steps; ++step) {
+    const int64_t t = step + 1;
+    const size_t parity = static_cast<size_t>(t % 2);
+    profiler.step(step - start_step);
+    PYLON_RANGE("step", "train_step");
+    inject_test_faults(rank, t);
+    wait(inputs_free[parity], t - 2);  // the host may refill this parity's buffers
+    int32_t* h = host_tokens.data() + parity * step_tokens;
+    int32_t* d = dev_tokens.as<int32_t>() + parity * step_tokens;
+    for (int a = 0; a < o.grad_accum; ++a) {
+      int32_t* inputs = h + static_cast<size_t>(2 * a) * rows;
+      loader.load(step * o.grad_accum + a, inputs, inputs + rows);
+    }
+    const bool as_graph = o.cuda_graph && t > start_step + 1;  // the first step runs eagerly
+    step_start[parity].record(s);
+    if (as_graph && graphs[parity].ready()) {
+      fsdp.write_step_constants({lr_at(o.schedule, step, o.steps), o.adamw.beta1, o.adamw.beta2, o.adamw.eps,
+                                 o.adamw.weight_decay, t});
+      graphs[parity].launch(s);
+    } else if (as_graph) {  // capture this step, then run it
+      // Before the first capture every stream has finished (CudaGraph's contract); later captures
+      // follow a graph on the same stream.
+      if (!graphs[1 - parity].ready()) wait(fsdp.step_done(t - 1), t - 1);
+      cuda::CudaGraph::begin_capture(s);
+      enqueue_step(t, d, h);
+      graphs[parity].end_capture(s);
+      graphs[parity].launch(s);
+    } else {
+      enqueue_step(t, d, h);
+    }
+    if (as_graph) graph_done[parity].record(s);
+    ran_as_graph[parity] = as_graph;
+    inputs_free[parity].record(s);
     if (comms.store) comms.store->set("step/" + std::to_string(t) + "/" + std::to_string(rank), {'1'});
 #ifdef PYLON_HAVE_NCCL
-    if (watchdog) watchdog->step_enqueued(t, fsdp.reduce_stream());
+    if (watchdog) watchdog->step_enqueued(t, s);  // the compute stream joins the others at a step's end
 #endif
     catch_up(t - 1);  // step t runs meanwhile
     if (val && (t % o.eval_every == 0 || t == o.steps)) {

@@ -13,6 +13,12 @@ namespace {
 
 using namespace pylon::cuda::testing;
 
+// The step's constants where adamw_update reads them.
+DeviceArray<AdamWConstants> constants(const AdamWConfig& c, int64_t step) {
+  return DeviceArray<AdamWConstants>(
+      std::vector<AdamWConstants>{adamw_constants(c.lr, c.beta1, c.beta2, c.eps, c.weight_decay, step)});
+}
+
 // offset 1 leaves the buffers 4-byte aligned: the scalar path.
 void check_adamw(size_t n, size_t offset, int64_t step, bool scaled, bool bf16_copy, uint64_t seed) {
   std::vector<float> p = random_f32_values(n + offset, seed), m = random_f32_values(n + offset, seed + 1, 0.1f);
@@ -23,9 +29,10 @@ void check_adamw(size_t n, size_t offset, int64_t step, bool scaled, bool bf16_c
   DeviceArray<float> d_p(p), d_m(m), d_v(v), d_g(g), d_scale(std::vector<float>{grad_scale});
   DeviceArray<bf16> d_pb(n + offset);
   d_pb.poison();
+  const DeviceArray<AdamWConstants> k = constants(c, step);
   adamw_update(d_p.get() + offset, d_m.get() + offset, d_v.get() + offset, d_g.get() + offset,
-               bf16_copy ? d_pb.get() + offset : nullptr, static_cast<int64_t>(n), c.lr, c.beta1, c.beta2, c.eps,
-               c.weight_decay, step, scaled ? d_scale.get() : nullptr, nullptr);
+               bf16_copy ? d_pb.get() + offset : nullptr, static_cast<int64_t>(n), k.get(),
+               scaled ? d_scale.get() : nullptr, nullptr);
 
   if (scaled)
     for (float& x : g) x *= grad_scale;
@@ -91,11 +98,12 @@ void check_adamw_norm(size_t n, size_t offset, bool scaled, uint64_t seed) {
   DeviceArray<char> ws(grad_sumsq_workspace_bytes(ni)), sep_ws(reduce_workspace_bytes(ni));
   d_pb.poison(), d_pb2.poison();
   const float* scale = scaled ? d_scale.get() : nullptr;
+  const DeviceArray<AdamWConstants> step2 = constants(c, 2), step3 = constants(c, 3);
   adamw_update(d_p.get() + offset, d_m.get() + offset, d_v.get() + offset, d_g.get() + offset, d_pb.get() + offset,
-               ni, c.lr, c.beta1, c.beta2, c.eps, c.weight_decay, 2, scale, nullptr);
+               ni, step2.get(), scale, nullptr);
   const GradSumOfSquares norm{d_sumsq.get(), ws.get()};
   adamw_update(d_p2.get() + offset, d_m2.get() + offset, d_v2.get() + offset, d_g.get() + offset,
-               d_pb2.get() + offset, ni, c.lr, c.beta1, c.beta2, c.eps, c.weight_decay, 2, scale, nullptr, &norm);
+               d_pb2.get() + offset, ni, step2.get(), scale, nullptr, &norm);
   sum_of_squares(d_sep.get(), d_g.get() + offset, ni, sep_ws.get(), nullptr);
 
   const std::string what = " n=" + std::to_string(n) + (offset ? " unaligned" : "") + (scaled ? " scaled" : "");
@@ -109,8 +117,8 @@ void check_adamw_norm(size_t n, size_t offset, bool scaled, uint64_t seed) {
   const std::vector<float> sep = d_sep.download();
   EXPECT_TRUE(all_close(std::vector<float>{got[0] - 1.5f}, sep, kF32Tol, "adamw sumsq vs sum_of_squares" + what));
   d_sumsq.upload({1.5f});
-  adamw_update(d_p2.get() + offset, d_m2.get() + offset, d_v2.get() + offset, d_g.get() + offset, nullptr, ni, c.lr,
-               c.beta1, c.beta2, c.eps, c.weight_decay, 3, scale, nullptr, &norm);
+  adamw_update(d_p2.get() + offset, d_m2.get() + offset, d_v2.get() + offset, d_g.get() + offset, nullptr, ni,
+               step3.get(), scale, nullptr, &norm);
   EXPECT_TRUE(bitwise_equal(got, d_sumsq.download())) << "the folded sum is not deterministic" << what;
 }
 
