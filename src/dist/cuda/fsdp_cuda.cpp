@@ -37,7 +37,7 @@ FsdpCuda::FsdpCuda(const ShardLayout& layout, cudaStream_t compute, NcclComm* ga
 #endif
   const std::vector<ShardUnit>& units = layout.units();
   // The root's two parameters, embedding then head (ShardLayout's order): buckets 0 and 1.
-  split_ = options.split_root && world_ > 1 && units[0].params.size() == 2;
+  split_ = options.split_root && units[0].params.size() == 2;
   int64_t total = 0, most = 0, block_padded = 0, widest_bucket = 0;
   param_at_.assign(layout.table().params.size(), 0);
   for (const ShardUnit& u : units) {
@@ -122,7 +122,7 @@ void FsdpCuda::upload(const std::vector<UnitShards>& host) {
     const size_t off = static_cast<size_t>(shard_offset_[i]), n = static_cast<size_t>(layout_.units()[i].shard);
     const UnitShards& s = host[i];
     PYLON_ASSERT(s.param.size() == n && s.m.size() == n && s.v.size() == n);
-    if (i == 0 && split_) {
+    if (i == 0 && split_ && world_ > 1) {  // (one rank's buckets are its flat shard)
       const std::pair<const float*, float*> parts[] = {
           {s.param.data(), master_.as<float>()}, {s.m.data(), m_.as<float>()}, {s.v.data(), v_.as<float>()}};
       for (const auto& [from, to] : parts) upload_split_root(from, to + off, static_cast<int64_t>(n));
@@ -154,7 +154,7 @@ void FsdpCuda::download(std::vector<UnitShards>& host) {
     const size_t off = static_cast<size_t>(shard_offset_[i]), n = static_cast<size_t>(layout_.units()[i].shard);
     UnitShards& s = host[i];
     s.param.resize(n), s.m.resize(n), s.v.resize(n);
-    if (i == 0 && split_) {
+    if (i == 0 && split_ && world_ > 1) {
       const std::pair<const float*, float*> parts[] = {
           {master_.as<float>(), s.param.data()}, {m_.as<float>(), s.m.data()}, {v_.as<float>(), s.v.data()}};
       for (const auto& [from, to] : parts) download_split_root(from + off, to, static_cast<int64_t>(n));
@@ -398,9 +398,10 @@ void FsdpCuda::before_backward(int unit) {
     head_grads_done_.wait_on(reduce_stream_.get());
     reduce(-1, 1);
     head_reduced_ = true;
-    if (options_.fused_optimizer) {
+    if (options_.fused_optimizer && !persistent_) {
       // Its AdamW is done and compute reads the head's bf16 weights no more this step: gather the
-      // next step's now, on the reduce stream (the gather stream serves the blocks meanwhile).
+      // next step's now, on the reduce stream (the gather stream serves the blocks meanwhile). (A
+      // world of one has them already: AdamW wrote them.)
       const cudaStream_t r = reduce_stream_.get();
       Probe* p = options_.measure_overlap ? &probe(false, true) : nullptr;
       if (p) p->from.record(r);

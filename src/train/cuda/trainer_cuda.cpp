@@ -185,7 +185,7 @@ TrainResult train_cuda_as(const TrainOptions& o, const DistEnv& env, std::chrono
                 fo.fused_optimizer ? ", AdamW per unit" : "", world, o.batch, o.seq, o.grad_accum,
                 static_cast<long long>(tokens_per_step), static_cast<double>(allocated) / 1e9,
                 static_cast<double>(model.activation_bytes()) / 1e9, recompute_name(o.recompute),
-                o.reduce_bf16 ? "bf16" : "fp32", world > 1 && o.split_root ? ", split root" : "",
+                o.reduce_bf16 ? "bf16" : "fp32", o.split_root ? ", split root" : "",
                 start_step ? (", resumed at step " + std::to_string(start_step)).c_str() : "",
                 o.cuda_graph ? "; CUDA graph: steps after the first replay a captured step" : "");
     std::fflush(stdout);

@@ -226,6 +226,29 @@ TEST(CudaTrainer, ValidationLossMatchesCpu) {
   EXPECT_EQ(column(tmp.file("cuda.jsonl"), "loss"), column(tmp.file("cuda_no_eval.jsonl"), "loss"));
 }
 
+// The split root on one GPU: the head's AdamW runs as soon as the head's backward ends (during the
+// blocks' backward), the embedding's at the end, and the two gradients share one buffer. The same
+// fp32 arithmetic element by element as the whole root, so the same losses bit for bit, for both
+// optimizer paths; the grad norm's per-bucket sums are added in another order (fp32 rounding).
+TEST(CudaTrainer, SplitRootEqualsWholeRoot) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  testing::TempDir tmp;
+  TrainOptions o = small_cuda_run(tmp, Preset::seed, 23, 5);
+  o.batch = 2, o.steps = 6, o.adamw.lr = 2e-3f;
+  for (const float clip : {0.f, 1.f}) {
+    o.grad_clip = clip;
+    o.split_root = true, o.metrics_path = tmp.file("split.jsonl");
+    train(o);
+    o.split_root = false, o.metrics_path = tmp.file("whole.jsonl");
+    train(o);
+    const auto split = column(tmp.file("split.jsonl"), "loss"), whole = column(tmp.file("whole.jsonl"), "loss");
+    ASSERT_EQ(split.size(), 6u);
+    EXPECT_EQ(split, whole) << "clip " << clip;  // bitwise
+    const auto ns = column(tmp.file("split.jsonl"), "grad_norm"), nw = column(tmp.file("whole.jsonl"), "grad_norm");
+    for (size_t i = 0; i < ns.size(); ++i) EXPECT_NEAR(ns[i], nw[i], 1e-5 * nw[i]) << "clip " << clip << " step " << i + 1;
+  }
+}
+
 // --cuda-graph: steps 2 and 3 are captured (one graph per step parity) and later steps replay them,
 // with the learning rate (warmup and cosine: a new value every step) and AdamW's bias corrections
 // read from device memory. The losses, grad norms and validation losses equal the eager run's bit
