@@ -96,11 +96,18 @@ void FsdpModel::load_params(const SafetensorsReader& file) {
     const ShardUnit& u = layout_.units()[i];
     float* out = shards_[i].param.data();
     std::fill(out, out + u.shard, 0.f);
-    for_each_overlap(u, u.begin(r), u.end(r), [&](const UnitParam& p, int64_t b, int64_t e, int64_t at) {
+    for_each_piece(u, r, [&](const UnitParam& p, int64_t b, int64_t e, int64_t at) {
       const ParamInfo& info = table.params[static_cast<size_t>(p.param)];
       file.read_f32_range(info.name, info.shape, b, e, out + at);
     });
   }
+}
+
+// One all-gather per parameter: rank r's chunk of each lands after the lower ranks' chunks, so
+// every parameter comes out whole and contiguous at its unit_offset.
+void FsdpModel::all_gather_unit(const ShardUnit& u, const float* shard, float* unit) {
+  for (const UnitParam& p : u.params)
+    comm_.all_gather(shard + p.shard_offset, unit + p.unit_offset, static_cast<size_t>(p.chunk));
 }
 
 void FsdpModel::start_gather(int unit) {
@@ -112,7 +119,7 @@ void FsdpModel::start_gather(int unit) {
   profile::record_counter("fsdp_gathered_param_bytes", static_cast<double>(gathered_floats_) * sizeof(float));
   auto task = [this, i, &u] {  // every rank's (shard) -> the (padded) unit buffer
     PYLON_RANGE_SHAPES("collective", "all_gather", {u.shard, comm_.world()});
-    comm_.all_gather(shards_[i].param.data(), unit_params_[i]->data(), static_cast<size_t>(u.shard));
+    all_gather_unit(u, shards_[i].param.data(), unit_params_[i]->data());
   };
   if (queue_)
     gather_ticket_[i] = queue_->submit(task);
@@ -156,7 +163,9 @@ void FsdpModel::reduce_grads(int unit) {
   auto task = [this, i, &u] {
     {
       PYLON_RANGE_SHAPES("collective", "reduce_scatter", {u.padded});
-      comm_.reduce_scatter_sum(unit_grads_[i]->data(), reduced_.data(), static_cast<size_t>(u.shard));
+      for (const UnitParam& p : u.params)  // each parameter's dim-0 chunks
+        comm_.reduce_scatter_sum(unit_grads_[i]->data() + p.unit_offset, reduced_.data() + p.shard_offset,
+                                 static_cast<size_t>(p.chunk));
     }
     float* g = shards_[i].grad.data();
     for (int64_t k = 0; k < u.shard; ++k) g[k] += reduced_[static_cast<size_t>(k)];
@@ -237,7 +246,7 @@ std::vector<float> FsdpModel::gather_full_params(int root) {
     unit.resize(static_cast<size_t>(u.padded));
     {
       PYLON_RANGE_SHAPES("collective", "all_gather", {u.shard, comm_.world()});
-      comm_.all_gather(shards_[i].param.data(), unit.data(), static_cast<size_t>(u.shard));
+      all_gather_unit(u, shards_[i].param.data(), unit.data());
     }
     if (full.empty()) continue;
     for (const UnitParam& p : u.params)

@@ -100,6 +100,7 @@ class FsdpModel final : public UnitHooks {
   void after_backward(int unit) override;
 
  private:
+  void all_gather_unit(const ShardUnit& u, const float* shard, float* unit);  // (shard) -> (padded)
   void start_gather(int unit);  // queued when prefetching
   void gather(int unit);        // start_gather, then wait for it
   void free_params(int unit);

@@ -1,4 +1,4 @@
-// Units, padding and slices of the FSDP layout; deterministic shard initialisation.
+// Units, dim-0 chunks and padding of the FSDP layout; deterministic shard initialisation.
 #include "dist/shard_layout.h"
 
 #include <algorithm>
@@ -21,13 +21,19 @@ ShardLayout::ShardLayout(const ParamTable& table, int world) : table_(table), wo
   for (size_t i = 0; i < table_.params.size(); ++i) {
     const ParamInfo& p = table_.params[i];
     ShardUnit& u = units_[static_cast<size_t>(p.unit + 1)];
-    u.params.push_back({static_cast<int>(i), u.numel, p.offset, p.numel});
+    const int64_t rows = p.shape.empty() ? 1 : p.shape[0];
+    PYLON_ASSERT(rows > 0 && p.numel % rows == 0, p.name, ": ", p.numel, " elements in ", rows, " rows");
+    UnitParam q;
+    q.param = static_cast<int>(i), q.numel = p.numel, q.flat_offset = p.offset;
+    q.chunk = (rows + world - 1) / world * (p.numel / rows);
+    q.shard_offset = u.shard, q.unit_offset = world * u.shard;
+    u.params.push_back(q);
     u.numel += p.numel;
+    u.shard += q.chunk;
   }
   for (ShardUnit& u : units_) {
     PYLON_ASSERT(u.numel > 0, "unit ", u.name, " is empty");
-    u.padded = (u.numel + world - 1) / world * world;
-    u.shard = u.padded / world;
+    u.padded = world * u.shard;
   }
 }
 
@@ -37,20 +43,17 @@ nlohmann::json ShardLayout::to_json() const {
     nlohmann::json params = nlohmann::json::array();
     for (const UnitParam& p : u.params) {
       const ParamInfo& info = table_.params[static_cast<size_t>(p.param)];
-      params.push_back({{"name", info.name}, {"shape", info.shape}, {"offset", p.unit_offset},
-                        {"numel", p.numel}});
+      params.push_back({{"name", info.name}, {"shape", info.shape}, {"numel", p.numel}, {"chunk", p.chunk},
+                        {"shard_offset", p.shard_offset}});
     }
-    nlohmann::json ranges = nlohmann::json::array();
-    for (int r = 0; r < world_; ++r) ranges.push_back({u.begin(r), u.end(r)});
-    units.push_back({{"name", u.name}, {"params", params}, {"numel", u.numel},
-                     {"padded", u.padded}, {"shard", u.shard}, {"ranks", ranges}});
+    units.push_back({{"name", u.name}, {"params", params}, {"numel", u.numel}, {"shard", u.shard}});
   }
-  return {{"format", "pylon-fsdp-flat-v1"}, {"world", world_}, {"units", units}};
+  return {{"format", kShardFormat}, {"world", world_}, {"units", units}};
 }
 
 void init_shard(const ShardLayout& layout, const ShardUnit& u, int rank, uint64_t seed, float* out) {
   std::fill(out, out + u.shard, 0.f);
-  for_each_overlap(u, u.begin(rank), u.end(rank), [&](const UnitParam& p, int64_t b, int64_t e, int64_t at) {
+  for_each_piece(u, rank, [&](const UnitParam& p, int64_t b, int64_t e, int64_t at) {
     init_param_range(layout.table().params[static_cast<size_t>(p.param)], seed, b, e, out + at);
   });
 }

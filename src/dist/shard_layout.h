@@ -1,12 +1,12 @@
-// How FSDP cuts MiniLLM into shards. A unit is what is gathered at once: the root (embed.weight,
-// then head.weight) and one per block (its 8 parameters in table order). Each unit is one flat
-// fp32 buffer, its parameters back to back, zero-padded to a multiple of the world size W; rank r
-// owns the contiguous slice [r·S, (r+1)·S) with S = padded/W.
-//
-// DESIGN §4 says each parameter is sharded along dim 0 and leaves the memory layout to us; this
-// is the flat form of it (FSDP1's FlatParameter): one all-gather and one reduce-scatter per unit
-// land straight in a contiguous buffer, with no per-parameter copy-out as in FSDP2's per-parameter
-// dim-0 shards. A parameter may straddle two ranks' slices; only the unit buffer is padded.
+// How FSDP cuts MiniLLM into shards (DESIGN §4). A unit is what is gathered at once: the root
+// (embed.weight, then head.weight) and one per block (its 8 parameters in table order). Each
+// parameter is sharded along dim 0: its rows are padded to a multiple of the world size W and rank
+// r owns rows [r·R', (r+1)·R') with R' = ceil(rows / W), a chunk of R'·(elements per row). A rank's
+// shard of a unit is one flat buffer, its chunks of the unit's parameters back to back (padding
+// rows zero). Gathered, a unit is one buffer too: each parameter whole and contiguous (its W
+// chunks in rank order, then its padding rows), so one all-gather per parameter, grouped, lands
+// every parameter where the model reads it, with no copy-out, and one reduce-scatter per
+// parameter returns each rank its chunk of the gradient.
 #pragma once
 
 #include <algorithm>
@@ -23,9 +23,14 @@ namespace pylon {
 // One parameter's place in its unit.
 struct UnitParam {
   int param = 0;             // index into ParamTable::params
-  int64_t unit_offset = 0;   // first element inside the unit buffer
-  int64_t flat_offset = 0;   // first element inside the model's flat buffer (ParamInfo::offset)
   int64_t numel = 0;
+  int64_t flat_offset = 0;   // first element inside the model's flat buffer (ParamInfo::offset)
+  int64_t chunk = 0;         // elements per rank: ceil(rows / W) · elements per row
+  int64_t shard_offset = 0;  // where its chunk sits in every rank's shard of the unit
+  int64_t unit_offset = 0;   // first element in the gathered unit buffer: W · shard_offset
+  // Rank r's elements of the parameter (flat, row-major): [first(r), last(r)), possibly empty.
+  int64_t first(int rank) const { return std::min(numel, rank * chunk); }
+  int64_t last(int rank) const { return std::min(numel, (rank + 1) * chunk); }
 };
 
 struct ShardUnit {
@@ -33,11 +38,13 @@ struct ShardUnit {
   std::string name;          // "root", "layers.3"
   std::vector<UnitParam> params;
   int64_t numel = 0;         // Σ params' numel
-  int64_t padded = 0;        // numel rounded up to a multiple of the world size
-  int64_t shard = 0;         // padded / world: every rank's slice length
-  int64_t begin(int rank) const { return rank * shard; }
-  int64_t end(int rank) const { return (rank + 1) * shard; }
+  int64_t shard = 0;         // Σ params' chunk: every rank's shard length
+  int64_t padded = 0;        // W · shard: the gathered unit buffer's length
 };
+
+// layout.json's "format": per-parameter dim-0 chunks. ("pylon-fsdp-flat-v1", read too, sliced each
+// unit's flat buffer into W equal parts.)
+inline constexpr const char* kShardFormat = "pylon-fsdp-dim0-v1";
 
 class ShardLayout {
  public:
@@ -49,8 +56,8 @@ class ShardLayout {
   const std::vector<ShardUnit>& units() const { return units_; }
   const ShardUnit& unit(int id) const { return units_.at(static_cast<size_t>(id + 1)); }
 
-  // layout.json's description: world, and per unit its parameters (name, shape, unit offset,
-  // numel), numel, padded size, shard size and each rank's [begin, end).
+  // layout.json's description: format, world, and per unit its parameters (name, shape, numel,
+  // chunk, shard offset), numel and shard size.
   nlohmann::json to_json() const;
 
  private:
@@ -59,18 +66,16 @@ class ShardLayout {
   std::vector<ShardUnit> units_;
 };
 
-// Calls fn(p, param_begin, param_end, at) for every parameter p overlapping the unit-buffer range
-// [begin, end): p's elements [param_begin, param_end) (flat, row-major) are elements
-// [at, at + param_end − param_begin) of a buffer holding that range.
+// Calls fn(p, param_begin, param_end, at) for every parameter p of which `rank` holds elements:
+// p's elements [param_begin, param_end) (flat, row-major) are elements [at, at + param_end −
+// param_begin) of the rank's shard of the unit.
 template <typename Fn>
-void for_each_overlap(const ShardUnit& u, int64_t begin, int64_t end, Fn&& fn) {
-  for (const UnitParam& p : u.params) {
-    const int64_t lo = std::max(begin, p.unit_offset), hi = std::min(end, p.unit_offset + p.numel);
-    if (lo < hi) fn(p, lo - p.unit_offset, hi - p.unit_offset, lo - begin);
-  }
+void for_each_piece(const ShardUnit& u, int rank, Fn&& fn) {
+  for (const UnitParam& p : u.params)
+    if (p.first(rank) < p.last(rank)) fn(p, p.first(rank), p.last(rank), p.shard_offset);
 }
 
-// Rank `rank`'s slice (shard elements) of the unit's initial values, computed from the seed alone
+// Rank `rank`'s shard of the unit's initial values, computed from the seed alone
 // (init_param_range), so no rank materialises the model and every world size starts the same.
 // Padding is zero.
 void init_shard(const ShardLayout& layout, const ShardUnit& u, int rank, uint64_t seed, float* out);

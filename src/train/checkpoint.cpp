@@ -1,11 +1,12 @@
 // Sharded checkpoints: collective save through a temporary folder, and loading at any world size
-// by reading the overlapping ranges of the old shard files.
+// by reading each parameter's elements from the old shard files that hold its dim-0 chunks.
 #include "train/checkpoint.h"
 
 #include <cstdio>
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <tuple>
 
 #include "core/error.h"
 #include "io/atomic_file.h"
@@ -150,9 +151,6 @@ CheckpointInfo read_checkpoint_info(const std::string& dir) {
 void load_checkpoint_shards(const CheckpointInfo& c, const ShardLayout& to, int rank,
                             std::vector<UnitShards>& out) {
   const std::string where = c.folder + "/layout.json";
-  const nlohmann::json& units = c.layout.at("units");
-  PYLON_CHECK(units.size() == to.units().size(), c.folder, ": checkpoint has ", units.size(),
-              " units, this model ", to.units().size(), " (a different model)");
   std::map<int, std::unique_ptr<SafetensorsReader>> files;  // old rank -> its shard file
   auto file = [&](int q) -> const SafetensorsReader& {
     auto& f = files[q];
@@ -163,33 +161,68 @@ void load_checkpoint_shards(const CheckpointInfo& c, const ShardLayout& to, int 
     }
     return *f;
   };
-  out.resize(to.units().size());
-  const nlohmann::json wanted = to.to_json()["units"];
-  for (size_t i = 0; i < to.units().size(); ++i) {
-    const ShardUnit& u = to.units()[i];
-    const nlohmann::json& old = units[i];
-    // The same parameters at the same places, else the optimizer state means nothing here.
-    const nlohmann::json& want = wanted[i];
-    for (const char* key : {"name", "params", "numel"})
-      PYLON_CHECK(old.at(key) == want.at(key), where, ": unit ", i, " (", old.value("name", "?"),
-                  ") differs from this model's ", u.name, " in its ", key, " (a different model)");
-    const int64_t old_shard = old.at("shard").get<int64_t>();
-    PYLON_CHECK(old_shard > 0 && old_shard * c.world >= u.numel, where, ": unit ", u.name,
-                " has a bad shard size ", old_shard);
-    UnitShards& s = out[i];
-    for (auto* v : {&s.param, &s.m, &s.v}) v->assign(static_cast<size_t>(u.shard), 0.f);
-    const int64_t begin = u.begin(rank), end = std::min(u.end(rank), u.numel);
-    for (int64_t at = begin; at < end;) {
-      const int q = static_cast<int>(at / old_shard);
-      const int64_t stop = std::min(end, (q + 1) * old_shard);
-      const SafetensorsReader& f = file(q);
+  try {
+    const nlohmann::json& units = c.layout.at("units");
+    PYLON_CHECK(units.size() == to.units().size(), c.folder, ": checkpoint has ", units.size(),
+                " units, this model ", to.units().size(), " (a different model)");
+    const std::string format = c.layout.value("format", std::string("?"));
+    PYLON_CHECK(format == kShardFormat, where, ": shard format '", format, "', not ", kShardFormat,
+                " (an earlier Pylon's flat shards?); start from its weights with --init-from ", c.folder,
+                "/model.safetensors");
+    out.resize(to.units().size());
+    for (size_t i = 0; i < to.units().size(); ++i) {
+      const ShardUnit& u = to.units()[i];
+      const nlohmann::json& old = units[i];
+      const nlohmann::json& old_params = old.at("params");
+      // The same parameters in the same order, else the optimizer state means nothing here.
+      PYLON_CHECK(old.at("name") == nlohmann::json(u.name) && old.at("numel") == nlohmann::json(u.numel) &&
+                      old_params.size() == u.params.size(),
+                  where, ": unit ", i, " (", old.value("name", "?"), ") differs from this model's ", u.name,
+                  " (a different model)");
+      const int64_t old_shard = old.at("shard").get<int64_t>();
+      PYLON_CHECK(old_shard > 0 && old_shard * c.world >= u.numel, where, ": unit ", u.name,
+                  " has a bad shard size ", old_shard);
+      UnitShards& s = out[i];
+      for (auto* v : {&s.param, &s.m, &s.v}) v->assign(static_cast<size_t>(u.shard), 0.f);
+      for (size_t j = 0; j < u.params.size(); ++j) {
+        const UnitParam& p = u.params[j];
+        const ParamInfo& info = to.table().params[static_cast<size_t>(p.param)];
+        const nlohmann::json& q = old_params[j];
+        PYLON_CHECK(q.at("name") == nlohmann::json(info.name) && q.at("shape") == nlohmann::json(info.shape) &&
+                        q.at("numel") == nlohmann::json(p.numel),
+                    where, ": unit ", u.name, " parameter ", j, " (", q.value("name", "?"),
+                    ") differs from this model's ", info.name, " (a different model)");
+      }
+      // Where element k of the unit's parameter j lies in the old shards: old rank, offset in its
+      // shard tensor, and the first element after k that lies elsewhere.
+      auto locate = [&](size_t j, int64_t k) -> std::tuple<int, int64_t, int64_t> {
+        const nlohmann::json& q = old_params[j];
+        const int64_t numel = q.at("numel").get<int64_t>();
+        const int64_t chunk = q.at("chunk").get<int64_t>(), at = q.at("shard_offset").get<int64_t>();
+        PYLON_CHECK(chunk > 0 && chunk * c.world >= numel && at >= 0 && at + chunk <= old_shard, where, ": unit ",
+                    u.name, " parameter ", j, " has a bad chunk ", chunk, " at ", at);
+        const int64_t r = k / chunk;
+        return {static_cast<int>(r), at + (k - r * chunk), std::min(numel, (r + 1) * chunk)};
+      };
       const std::vector<int64_t> shape{old_shard};
-      const int64_t b = at - q * old_shard, e = stop - q * old_shard;
-      f.read_f32_range(tensor_name(u, "param"), shape, b, e, s.param.data() + (at - begin));
-      f.read_f32_range(tensor_name(u, "exp_avg"), shape, b, e, s.m.data() + (at - begin));
-      f.read_f32_range(tensor_name(u, "exp_avg_sq"), shape, b, e, s.v.data() + (at - begin));
-      at = stop;
+      for (size_t j = 0; j < u.params.size(); ++j) {
+        const UnitParam& p = u.params[j];
+        for (int64_t k = p.first(rank); k < p.last(rank);) {
+          const auto [q, b, end] = locate(j, k);
+          PYLON_CHECK(q >= 0 && q < c.world && end > k, where, ": unit ", u.name, " parameter ", j,
+                      ": element ", k, " lies in no shard");
+          const int64_t stop = std::min(p.last(rank), end), e = b + (stop - k);
+          const size_t to_at = static_cast<size_t>(p.shard_offset + (k - p.first(rank)));
+          const SafetensorsReader& f = file(q);
+          f.read_f32_range(tensor_name(u, "param"), shape, b, e, s.param.data() + to_at);
+          f.read_f32_range(tensor_name(u, "exp_avg"), shape, b, e, s.m.data() + to_at);
+          f.read_f32_range(tensor_name(u, "exp_avg_sq"), shape, b, e, s.v.data() + to_at);
+          k = stop;
+        }
+      }
     }
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(where + ": missing or malformed field: " + e.what());
   }
 }
 

@@ -129,8 +129,18 @@ TEST(Fsdp, PrefetchChangesNoBitAndPoisonCatchesStaleReads) {
   EXPECT_EQ(results[1], results[3]) << "rank 1: prefetch changed the step";
 }
 
-// A shard element's value in the test checkpoint: unit u, element i of the unit buffer.
+// A value for the test checkpoint: unit u, element i of its parameters back to back.
 float marker(int unit, int64_t i, int what) { return static_cast<float>(what * 100000 + unit * 10000) + static_cast<float>(i) * 0.5f; }
+
+// Element k of the unit's parameter p, counted over its parameters back to back.
+int64_t unit_element(const ShardUnit& u, const UnitParam& p, int64_t k) {
+  int64_t before = 0;
+  for (const UnitParam& q : u.params) {
+    if (q.param == p.param) break;
+    before += q.numel;
+  }
+  return before + k;
+}
 
 TEST(Fsdp, CheckpointsReloadExactlyAtAnyWorldSize) {
   testing::TempDir tmp;
@@ -142,13 +152,13 @@ TEST(Fsdp, CheckpointsReloadExactlyAtAnyWorldSize) {
     FsdpModel fsdp(layout, comm, {});
     for (const ShardUnit& u : layout.units()) {
       UnitShards& s = fsdp.shards()[u.id + 1];
-      for (int64_t k = 0; k < u.shard; ++k) {
-        const int64_t i = u.begin(comm.rank()) + k;
-        const bool pad = i >= u.numel;
-        s.param[k] = pad ? 0.f : marker(u.id, i, 0);
-        s.m[k] = pad ? 0.f : marker(u.id, i, 1);
-        s.v[k] = pad ? 0.f : marker(u.id, i, 2);
-      }
+      for_each_piece(u, comm.rank(), [&](const UnitParam& p, int64_t b, int64_t e, int64_t at) {
+        for (int64_t k = b; k < e; ++k) {
+          const size_t x = static_cast<size_t>(at + k - b);
+          const int64_t i = unit_element(u, p, k);
+          s.param[x] = marker(u.id, i, 0), s.m[x] = marker(u.id, i, 1), s.v[x] = marker(u.id, i, 2);
+        }
+      });
     }
     save_checkpoint(dir, {config, 5, {{"note", "test"}}, ""}, fsdp);
   });
@@ -167,22 +177,32 @@ TEST(Fsdp, CheckpointsReloadExactlyAtAnyWorldSize) {
   for (const ShardUnit& u : three.units())
     for (const UnitParam& p : u.params)
       for (int64_t i = 0; i < p.numel; ++i)
-        ASSERT_EQ(full[p.flat_offset + i], marker(u.id, p.unit_offset + i, 0));
+        ASSERT_EQ(full[p.flat_offset + i], marker(u.id, unit_element(u, p, i), 0));
 
   for (int world : {1, 2, 3, 4, 5, 7}) {
     const ShardLayout layout(table, world);
     for (int r = 0; r < world; ++r) {
       std::vector<UnitShards> shards;
       load_checkpoint_shards(info, layout, r, shards);
-      for (const ShardUnit& u : layout.units())
-        for (int64_t k = 0; k < u.shard; ++k) {
-          const int64_t i = u.begin(r) + k;
-          const UnitShards& s = shards[u.id + 1];
-          const bool pad = i >= u.numel;
-          ASSERT_EQ(s.param[k], pad ? 0.f : marker(u.id, i, 0)) << world << " " << r << " " << u.name;
-          ASSERT_EQ(s.m[k], pad ? 0.f : marker(u.id, i, 1));
-          ASSERT_EQ(s.v[k], pad ? 0.f : marker(u.id, i, 2));
-        }
+      for (const ShardUnit& u : layout.units()) {
+        const UnitShards& s = shards[u.id + 1];
+        ASSERT_EQ(s.param.size(), static_cast<size_t>(u.shard));
+        std::vector<bool> held(static_cast<size_t>(u.shard), false);
+        for_each_piece(u, r, [&](const UnitParam& p, int64_t b, int64_t e, int64_t at) {
+          for (int64_t k = b; k < e; ++k) {
+            const size_t x = static_cast<size_t>(at + k - b);
+            const int64_t i = unit_element(u, p, k);
+            held[x] = true;
+            ASSERT_EQ(s.param[x], marker(u.id, i, 0)) << world << " " << r << " " << u.name;
+            ASSERT_EQ(s.m[x], marker(u.id, i, 1));
+            ASSERT_EQ(s.v[x], marker(u.id, i, 2));
+          }
+        });
+        for (size_t x = 0; x < held.size(); ++x)  // padding rows
+          if (!held[x]) {
+            ASSERT_EQ(s.param[x], 0.f) << world << " " << r << " " << u.name << " padding " << x;
+          }
+      }
     }
   }
 
@@ -198,6 +218,14 @@ TEST(Fsdp, CheckpointsReloadExactlyAtAnyWorldSize) {
     FAIL() << "a different vocab loaded";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("a different model"), std::string::npos) << e.what();
+  }
+  CheckpointInfo flat = info;  // an earlier Pylon's flat shards: a clear error, and the way out
+  flat.layout["format"] = "pylon-fsdp-flat-v1";
+  try {
+    load_checkpoint_shards(flat, ShardLayout(table, 2), 0, shards);
+    FAIL() << "flat shards loaded as dim-0 chunks";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--init-from"), std::string::npos) << e.what();
   }
   std::filesystem::remove(info.folder + "/" + shard_file_name(1, 3));
   EXPECT_THROW(read_checkpoint_info(dir), Error);

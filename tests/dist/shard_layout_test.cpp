@@ -1,8 +1,9 @@
-// The FSDP layout: units in forward order, padding to the world size, slices that tile the unit
-// buffer, and initialisation straight into shards that reassembles to the single-process model
-// at every world size.
+// The FSDP layout: units in forward order, every parameter cut along dim 0 with padding rows, and
+// initialisation straight into shards that reassembles to the single-process model at every world
+// size.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "dist/shard_layout.h"
@@ -20,7 +21,10 @@ ModelConfig uneven_model() {
   return c;
 }
 
-TEST(ShardLayout, UnitsPaddingAndSlices) {
+// Every parameter is cut along dim 0: rank r's chunk holds rows [r·R', (r+1)·R'), R' = ceil(rows / W);
+// a rank's shard is its chunks back to back; the gathered unit holds each parameter whole, at W times
+// its shard offset.
+TEST(ShardLayout, UnitsAndDim0Chunks) {
   const ParamTable table = param_table(uneven_model());
   for (int world : {1, 2, 3, 4, 7}) {
     const ShardLayout layout(table, world);
@@ -30,33 +34,49 @@ TEST(ShardLayout, UnitsPaddingAndSlices) {
     ASSERT_EQ(root.params.size(), 2u);
     EXPECT_EQ(table.params[root.params[0].param].name, "embed.weight");
     EXPECT_EQ(table.params[root.params[1].param].name, "head.weight");
-    EXPECT_EQ(root.params[1].unit_offset, 53 * 25);
+    const int64_t vocab_rows = (53 + world - 1) / world;  // embed and head: 53 rows of 25
+    EXPECT_EQ(root.params[0].chunk, vocab_rows * 25);
+    EXPECT_EQ(root.params[1].shard_offset, vocab_rows * 25);
+    EXPECT_EQ(root.params[1].unit_offset, world * vocab_rows * 25);
     EXPECT_EQ(layout.unit(1).name, "layers.1");
     EXPECT_EQ(layout.unit(1).params.size(), 8u);
     int64_t total = 0;
     for (const ShardUnit& u : layout.units()) {
       total += u.numel;
-      EXPECT_EQ(u.padded % world, 0);
-      EXPECT_GE(u.padded, u.numel);
-      EXPECT_LT(u.padded - u.numel, world);
-      EXPECT_EQ(u.shard * world, u.padded);
-      EXPECT_EQ(u.begin(0), 0);
-      EXPECT_EQ(u.end(world - 1), u.padded);
-      int64_t offset = 0;
+      int64_t shard = 0, numel = 0;
       for (const UnitParam& p : u.params) {
-        EXPECT_EQ(p.unit_offset, offset) << u.name;
-        EXPECT_EQ(p.flat_offset, table.params[p.param].offset);
-        offset += p.numel;
+        const ParamInfo& info = table.params[p.param];
+        const int64_t rows = info.shape[0], row = info.numel / rows;
+        EXPECT_EQ(p.chunk, (rows + world - 1) / world * row) << info.name;
+        EXPECT_EQ(p.shard_offset, shard) << info.name;
+        EXPECT_EQ(p.unit_offset, world * shard) << info.name;
+        EXPECT_EQ(p.flat_offset, info.offset);
+        EXPECT_EQ(p.numel, info.numel);
+        // The ranks' pieces tile the parameter in order; each starts on a row.
+        int64_t next = 0;
+        for (int r = 0; r < world; ++r) {
+          EXPECT_EQ(p.first(r), std::min(next, p.numel));
+          EXPECT_EQ(p.first(r) % row, 0) << info.name << " rank " << r;
+          EXPECT_LE(p.last(r) - p.first(r), p.chunk);
+          next = p.last(r);
+        }
+        EXPECT_EQ(next, p.numel);
+        shard += p.chunk, numel += p.numel;
       }
+      EXPECT_EQ(u.shard, shard);
+      EXPECT_EQ(u.numel, numel);
+      EXPECT_EQ(u.padded, world * u.shard);
     }
     EXPECT_EQ(total, table.total);
     const auto j = layout.to_json();
+    EXPECT_EQ(j["format"], kShardFormat);
     EXPECT_EQ(j["world"], world);
     EXPECT_EQ(j["units"][0]["params"][1]["name"], "head.weight");
-    EXPECT_EQ(j["units"][0]["ranks"].size(), static_cast<size_t>(world));
+    EXPECT_EQ(j["units"][0]["params"][1]["chunk"], vocab_rows * 25);
   }
-  EXPECT_EQ(ShardLayout(table, 3).unit(-1).padded, 2652);
-  EXPECT_EQ(ShardLayout(table, 4).unit(0).padded, 7652);
+  // 53 vocabulary rows over 4 ranks: 14 each, the last 11 and three rows of padding.
+  EXPECT_EQ(ShardLayout(table, 4).unit(-1).shard, 2 * 14 * 25);
+  EXPECT_EQ(ShardLayout(table, 4).unit(-1).params[1].last(3), 53 * 25);
 }
 
 TEST(ShardLayout, ShardInitialisationReassemblesTheModel) {
@@ -67,12 +87,16 @@ TEST(ShardLayout, ShardInitialisationReassemblesTheModel) {
     const ShardLayout layout(table, world);
     std::vector<float> got(table.total, -1.f);
     for (const ShardUnit& u : layout.units()) {
-      std::vector<float> unit(u.padded);
-      for (int r = 0; r < world; ++r) init_shard(layout, u, r, 7, unit.data() + u.begin(r));
-      for (int64_t i = u.numel; i < u.padded; ++i) EXPECT_EQ(unit[i], 0.f) << "padding";
-      for (const UnitParam& p : u.params)
-        std::copy(unit.begin() + p.unit_offset, unit.begin() + p.unit_offset + p.numel,
-                  got.begin() + p.flat_offset);
+      for (int r = 0; r < world; ++r) {
+        std::vector<float> shard(u.shard, -1.f);
+        init_shard(layout, u, r, 7, shard.data());
+        for (const UnitParam& p : u.params) {
+          const int64_t n = p.last(r) - p.first(r);  // then padding
+          std::copy(shard.begin() + p.shard_offset, shard.begin() + p.shard_offset + n,
+                    got.begin() + p.flat_offset + p.first(r));
+          for (int64_t k = std::max<int64_t>(n, 0); k < p.chunk; ++k) EXPECT_EQ(shard[p.shard_offset + k], 0.f) << "padding";
+        }
+      }
     }
     EXPECT_EQ(got, want) << "world " << world;  // bitwise: every world size starts the same
   }

@@ -1,5 +1,5 @@
 // The GPU FSDP unit runtime: gathers into rotating slots with one-unit prefetch, reduce-scatters as
-// each unit's backward ends (the split root's head bucket as the head's ends), and the optimizer on
+// each unit's backward ends (the split root's head as the head's ends), and the optimizer on
 // shards; three streams ordered by events.
 #include "dist/cuda/fsdp_cuda.h"
 
@@ -36,23 +36,19 @@ FsdpCuda::FsdpCuda(const ShardLayout& layout, cudaStream_t compute, NcclComm* ga
   PYLON_CHECK(world_ == 1, "FSDP over ", world_, " GPUs needs NCCL: this build has none (apt install libnccl-dev)");
 #endif
   const std::vector<ShardUnit>& units = layout.units();
-  // The root's two parameters, embedding then head (ShardLayout's order): buckets 0 and 1.
+  // The root's two parameters, embedding then head (ShardLayout's order).
   split_ = options.split_root && units[0].params.size() == 2;
-  int64_t total = 0, most = 0, block_padded = 0, widest_bucket = 0;
+  int64_t total = 0, most = 0, block_padded = 0, widest = 0;
   param_at_.assign(layout.table().params.size(), 0);
   for (const ShardUnit& u : units) {
-    buckets_.push_back(make_shard_buckets(u, world_, split_ && u.id < 0));
-    const std::vector<ShardBucket>& bs = buckets_.back();
     for (const UnitParam& q : u.params) {
-      const ShardBucket& b = bucket_of(bs, q.unit_offset);
-      param_at_[static_cast<size_t>(q.param)] = b.begin + (q.unit_offset - b.flat_begin);
+      param_at_[static_cast<size_t>(q.param)] = q.unit_offset;
+      widest = std::max(widest, world_ * q.chunk);
     }
-    const int64_t shard = device_shard_numel(bs);
     shard_offset_.push_back(total);
-    total += shard;
-    most = std::max(most, shard);
-    for (const ShardBucket& b : bs) widest_bucket = std::max(widest_bucket, world_ * b.shard);
-    if (u.id >= 0) block_padded = std::max(block_padded, gathered_numel(bs, world_));
+    total += u.shard;
+    most = std::max(most, u.shard);
+    if (u.id >= 0) block_padded = std::max(block_padded, u.padded);
   }
   const int L = layers_;
   PYLON_CHECK(L >= 1, "FSDP needs at least one block");
@@ -75,13 +71,13 @@ FsdpCuda::FsdpCuda(const ShardLayout& layout, cudaStream_t compute, NcclComm* ga
   alloc(constants_, 2 * sizeof(AdamWConstants));
   const int64_t summed = options.fused_optimizer ? most : total;  // the longest sum of squares
   alloc(reduce_ws_, std::max(reduce_workspace_bytes(summed), grad_sumsq_workspace_bytes(summed)));
-  if (options.reduce_bf16 && world_ > 1) alloc(reduce_bf16_, static_cast<size_t>(widest_bucket) * h);
-  const int64_t root_padded = gathered_numel(buckets_[0], world_);
+  if (options.reduce_bf16 && world_ > 1) alloc(reduce_bf16_, static_cast<size_t>(widest) * h);
+  const int64_t root_padded = units[0].padded;
   shared_root_grad_ = split_ && !options.no_sync;
   int64_t root_grad_numel = root_padded;
   if (shared_root_grad_) {
     root_grad_numel = 0;
-    for (const ShardBucket& b : buckets_[0]) root_grad_numel = std::max(root_grad_numel, world_ * b.shard);
+    for (const UnitParam& q : units[0].params) root_grad_numel = std::max(root_grad_numel, world_ * q.chunk);
   }
   if (persistent_) {
     if (!options.fp32_params) alloc(block_params_, static_cast<size_t>(total) * h);  // the shard layout, in bf16
@@ -122,12 +118,6 @@ void FsdpCuda::upload(const std::vector<UnitShards>& host) {
     const size_t off = static_cast<size_t>(shard_offset_[i]), n = static_cast<size_t>(layout_.units()[i].shard);
     const UnitShards& s = host[i];
     PYLON_ASSERT(s.param.size() == n && s.m.size() == n && s.v.size() == n);
-    if (i == 0 && split_ && world_ > 1) {  // (one rank's buckets are its flat shard)
-      const std::pair<const float*, float*> parts[] = {
-          {s.param.data(), master_.as<float>()}, {s.m.data(), m_.as<float>()}, {s.v.data(), v_.as<float>()}};
-      for (const auto& [from, to] : parts) upload_split_root(from, to + off, static_cast<int64_t>(n));
-      continue;
-    }
     PYLON_CUDA_CHECK(cudaMemcpy(master_.as<float>() + off, s.param.data(), n * sizeof(float), cudaMemcpyHostToDevice));
     PYLON_CUDA_CHECK(cudaMemcpy(m_.as<float>() + off, s.m.data(), n * sizeof(float), cudaMemcpyHostToDevice));
     PYLON_CUDA_CHECK(cudaMemcpy(v_.as<float>() + off, s.v.data(), n * sizeof(float), cudaMemcpyHostToDevice));
@@ -154,69 +144,10 @@ void FsdpCuda::download(std::vector<UnitShards>& host) {
     const size_t off = static_cast<size_t>(shard_offset_[i]), n = static_cast<size_t>(layout_.units()[i].shard);
     UnitShards& s = host[i];
     s.param.resize(n), s.m.resize(n), s.v.resize(n);
-    if (i == 0 && split_ && world_ > 1) {
-      const std::pair<const float*, float*> parts[] = {
-          {master_.as<float>(), s.param.data()}, {m_.as<float>(), s.m.data()}, {v_.as<float>(), s.v.data()}};
-      for (const auto& [from, to] : parts) download_split_root(from + off, to, static_cast<int64_t>(n));
-      continue;
-    }
     PYLON_CUDA_CHECK(cudaMemcpy(s.param.data(), master_.as<float>() + off, n * sizeof(float), cudaMemcpyDeviceToHost));
     PYLON_CUDA_CHECK(cudaMemcpy(s.m.data(), m_.as<float>() + off, n * sizeof(float), cudaMemcpyDeviceToHost));
     PYLON_CUDA_CHECK(cudaMemcpy(s.v.data(), v_.as<float>() + off, n * sizeof(float), cudaMemcpyDeviceToHost));
   }
-}
-
-// Chunks of 16 MB per rank: the all-gathered scratch stays small next to the shards.
-constexpr int64_t kConvertChunk = int64_t{1} << 22;
-
-void FsdpCuda::upload_split_root(const float* host, float* device, int64_t S) {
-#ifdef PYLON_HAVE_NCCL
-  const std::vector<ShardBucket>& bs = buckets(-1);
-  const cudaStream_t st = gather_stream_.get();
-  const int64_t chunk = std::min(S, kConvertChunk);
-  DeviceBuffer scratch(static_cast<size_t>(world_ * chunk) * sizeof(float));
-  float* g = scratch.as<float>();
-  PYLON_CUDA_CHECK(cudaMemsetAsync(device, 0, static_cast<size_t>(device_shard_numel(bs)) * sizeof(float), st));
-  for (int64_t a = 0; a < S; a += chunk) {
-    const int64_t n = std::min(chunk, S - a);
-    PYLON_CUDA_CHECK(cudaMemcpyAsync(g + rank_ * n, host + a, static_cast<size_t>(n) * sizeof(float),
-                                     cudaMemcpyHostToDevice, st));
-    gather_comm_->all_gather(g + rank_ * n, g, static_cast<size_t>(n), ncclFloat32, st);
-    for_each_flat_to_bucket(bs, world_, rank_, S, a, n, [&](int64_t src, int64_t dst, int64_t count) {
-      PYLON_CUDA_CHECK(cudaMemcpyAsync(device + dst, g + src, static_cast<size_t>(count) * sizeof(float),
-                                       cudaMemcpyDeviceToDevice, st));
-    });
-  }
-  gather_stream_.synchronize();  // the scratch is freed on return
-#else
-  (void)host, (void)device, (void)S;
-  PYLON_ASSERT(false, "a split root needs NCCL");
-#endif
-}
-
-void FsdpCuda::download_split_root(const float* device, float* host, int64_t S) {
-#ifdef PYLON_HAVE_NCCL
-  const std::vector<ShardBucket>& bs = buckets(-1);
-  const cudaStream_t st = gather_stream_.get();
-  const int64_t T = device_shard_numel(bs), chunk = std::min(T, kConvertChunk);
-  DeviceBuffer scratch(static_cast<size_t>(world_ * chunk) * sizeof(float));
-  float* g = scratch.as<float>();
-  std::fill(host, host + S, 0.f);  // the flat shard's padding
-  for (int64_t a = 0; a < T; a += chunk) {
-    const int64_t n = std::min(chunk, T - a);
-    PYLON_CUDA_CHECK(cudaMemcpyAsync(g + rank_ * n, device + a, static_cast<size_t>(n) * sizeof(float),
-                                     cudaMemcpyDeviceToDevice, st));
-    gather_comm_->all_gather(g + rank_ * n, g, static_cast<size_t>(n), ncclFloat32, st);
-    for_each_bucket_to_flat(bs, world_, rank_, S, a, n, [&](int64_t src, int64_t dst, int64_t count) {
-      PYLON_CUDA_CHECK(cudaMemcpyAsync(host + dst, g + src, static_cast<size_t>(count) * sizeof(float),
-                                       cudaMemcpyDeviceToHost, st));
-    });
-  }
-  gather_stream_.synchronize();
-#else
-  (void)device, (void)host, (void)S;
-  PYLON_ASSERT(false, "a split root needs NCCL");
-#endif
 }
 
 FsdpCuda::Probe& FsdpCuda::probe(bool wait, bool gather) {
@@ -308,27 +239,46 @@ void FsdpCuda::gather(int unit) {
   head_gathered_ = head_gathered_ && !head_done;
   Probe* p = options_.measure_overlap && !forward_only_ ? &probe(false, true) : nullptr;
   if (p) p->from.record(g);
-  for (size_t b = 0; b < buckets(unit).size(); ++b)
+  // One all-gather per parameter (its dim-0 chunks), launched together.
+  group_start(gather_comm_);
+  for (size_t b = 0; b < params(unit).size(); ++b)
     if (!(head_done && b == 1)) gather_bucket(unit, b, s.data, gather_comm_, g);
+  group_end(gather_comm_);
   if (p) p->to.record(g);
   gathered_[i].record(g);
   point_params(unit, s.data);
 }
 
 void FsdpCuda::gather_bucket(int unit, size_t b, char* slot, NcclComm* comm, cudaStream_t stream) {
-  const ShardBucket& k = buckets(unit)[b];
+  const UnitParam& k = params(unit)[b];
   const auto elem = static_cast<int64_t>(param_bytes_);
-  char* mine = slot + (k.begin + rank_ * k.shard) * elem;
-  const float* master = master_.as<float>() + offset(unit) + k.at;
+  char* mine = slot + (k.unit_offset + rank_ * k.chunk) * elem;
+  const float* master = master_.as<float>() + offset(unit) + k.shard_offset;
   if (options_.fp32_params)
-    PYLON_CUDA_CHECK(cudaMemcpyAsync(mine, master, static_cast<size_t>(k.shard) * sizeof(float),
+    PYLON_CUDA_CHECK(cudaMemcpyAsync(mine, master, static_cast<size_t>(k.chunk) * sizeof(float),
                                      cudaMemcpyDeviceToDevice, stream));
   else
-    cast_f32_to_bf16(reinterpret_cast<bf16*>(mine), master, k.shard, stream);
+    cast_f32_to_bf16(reinterpret_cast<bf16*>(mine), master, k.chunk, stream);
 #ifdef PYLON_HAVE_NCCL
   if (world_ > 1)
-    comm->all_gather(mine, slot + k.begin * elem, static_cast<size_t>(k.shard),
+    comm->all_gather(mine, slot + k.unit_offset * elem, static_cast<size_t>(k.chunk),
                      options_.fp32_params ? ncclFloat32 : ncclBfloat16, stream);
+#else
+  (void)comm;
+#endif
+}
+
+void FsdpCuda::group_start(NcclComm* comm) {
+#ifdef PYLON_HAVE_NCCL
+  if (world_ > 1) comm->group_start();
+#else
+  (void)comm;
+#endif
+}
+
+void FsdpCuda::group_end(NcclComm* comm) {
+#ifdef PYLON_HAVE_NCCL
+  if (world_ > 1) comm->group_end();
 #else
   (void)comm;
 #endif
@@ -396,7 +346,7 @@ void FsdpCuda::before_backward(int unit) {
     // Backward has passed the head (the root's first use in backward): its gradient is final.
     head_grads_done_.record(compute_);
     head_grads_done_.wait_on(reduce_stream_.get());
-    reduce(-1, 1);
+    reduce(-1, 1, 2);
     head_reduced_ = true;
     if (options_.fused_optimizer && !persistent_) {
       // Its AdamW is done and compute reads the head's bf16 weights no more this step: gather the
@@ -432,45 +382,60 @@ void FsdpCuda::after_backward(int unit) {
   prefetch();
   if (!reduce_now_) return;
   grads_done_[i].wait_on(reduce_stream_.get());
-  for (size_t b = 0; b < buckets(unit).size(); ++b)
-    if (!(unit < 0 && head_reduced_ && b == 1)) reduce(unit, b);
+  reduce(unit, 0, unit < 0 && head_reduced_ ? 1 : params(unit).size());  // the head's may be done
   if (unit < 0) head_reduced_ = false;
 }
 
-void FsdpCuda::reduce(int unit, size_t b) {
+void FsdpCuda::reduce(int unit, size_t first, size_t last) {
   const size_t i = index(unit);
-  const ShardBucket& k = buckets(unit)[b];
-  const size_t n = static_cast<size_t>(k.shard);
+  const std::vector<UnitParam>& ps = params(unit);
   const cudaStream_t r = reduce_stream_.get();
   GradSlot& slot = grad_slot(unit);
+  // Parameter b's gradient (W·chunk) in the slot, and this rank's chunk of it (in place).
+  auto full = [&](size_t b) { return slot.data + (shared_root_grad_ && unit < 0 ? 0 : ps[b].unit_offset); };
+  auto mine = [&](size_t b) { return full(b) + rank_ * ps[b].chunk; };
   Probe* p = options_.measure_overlap ? &probe(false, false) : nullptr;
   if (p) p->from.record(r);
-  float* full = slot.data + (shared_root_grad_ && unit < 0 ? 0 : k.begin);  // (W·shard): this bucket's gradient
-  float* mine = full + rank_ * k.shard;      // -> this rank's (shard), in place
 #ifdef PYLON_HAVE_NCCL
-  if (world_ > 1 && options_.reduce_bf16) {  // cast, reduce in bf16, widen into the fp32 shard
-    bf16* narrow = reduce_bf16_.as<bf16>();
-    cast_f32_to_bf16(narrow, full, world_ * k.shard, r);
-    reduce_comm_->reduce_scatter(narrow, narrow + rank_ * k.shard, n, ncclBfloat16, r);
-    cast_bf16_to_f32(mine, narrow + rank_ * k.shard, k.shard, r);
-  } else if (world_ > 1) {
-    reduce_comm_->reduce_scatter(full, mine, n, ncclFloat32, r);
+  if (world_ > 1 && options_.reduce_bf16) {  // cast, reduce in bf16, widen into the fp32 chunk
+    for (size_t b = first; b < last; ++b) {    // one bf16 buffer, so one parameter at a time
+      const int64_t n = ps[b].chunk;
+      bf16* narrow = reduce_bf16_.as<bf16>();
+      cast_f32_to_bf16(narrow, full(b), world_ * n, r);
+      reduce_comm_->reduce_scatter(narrow, narrow + rank_ * n, static_cast<size_t>(n), ncclBfloat16, r);
+      cast_bf16_to_f32(mine(b), narrow + rank_ * n, n, r);
+    }
+  } else if (world_ > 1) {  // one reduce-scatter per parameter, launched together
+    reduce_comm_->group_start();
+    for (size_t b = first; b < last; ++b)
+      reduce_comm_->reduce_scatter(full(b), mine(b), static_cast<size_t>(ps[b].chunk), ncclFloat32, r);
+    reduce_comm_->group_end();
   }
 #endif
   if (p) p->to.record(r);
-  const int64_t at = offset(unit) + k.at;  // into the flat shard buffers
-  if (options_.fused_optimizer) {
-    const GradSumOfSquares norm{scalars_.as<float>() + 1, reduce_ws_.get()};  // AdamW adds the bucket's Σ g²
-    adamw_update(master_.as<float>() + at, m_.as<float>() + at, v_.as<float>() + at, mine,
-                 persistent_bf16(at), k.shard, constants(), nullptr, r, &norm);
-    if (!(unit < 0 && split_ && b == 1)) shard_ready_[i].record(r);  // the head has head_ready_
-  } else if (first_reduce_) {
-    PYLON_CUDA_CHECK(cudaMemcpyAsync(grad_.as<float>() + at, mine, n * sizeof(float), cudaMemcpyDeviceToDevice, r));
-  } else {
-    accumulate_f32(grad_.as<float>() + at, mine, k.shard, r);
+  // Then per run of parameters whose chunks lie back to back both in the slot and in the shard
+  // (all of a unit's at a world of one; one at a time otherwise): AdamW, or keep the gradient.
+  for (size_t b = first; b < last;) {
+    size_t e = b + 1;
+    while (e < last && mine(e) == mine(e - 1) + ps[e - 1].chunk) ++e;
+    const int64_t at = offset(unit) + ps[b].shard_offset;  // into the flat shard buffers
+    const int64_t n = ps[e - 1].shard_offset + ps[e - 1].chunk - ps[b].shard_offset;
+    if (options_.fused_optimizer) {
+      const GradSumOfSquares norm{scalars_.as<float>() + 1, reduce_ws_.get()};  // AdamW adds Σ g²
+      adamw_update(master_.as<float>() + at, m_.as<float>() + at, v_.as<float>() + at, mine(b), persistent_bf16(at),
+                   n, constants(), nullptr, r, &norm);
+    } else if (first_reduce_) {
+      PYLON_CUDA_CHECK(cudaMemcpyAsync(grad_.as<float>() + at, mine(b), static_cast<size_t>(n) * sizeof(float),
+                                       cudaMemcpyDeviceToDevice, r));
+    } else {
+      accumulate_f32(grad_.as<float>() + at, mine(b), n, r);
+    }
+    b = e;
   }
+  const bool head = unit < 0 && split_ && first == 1;
+  if (options_.fused_optimizer && !head) shard_ready_[i].record(r);  // the head has head_ready_
   slot.released.record(r);
-  if (unit < 0 && split_ && b == 1) head_released_.record(r);
+  if (head) head_released_.record(r);
 }
 
 void FsdpCuda::end_step(float* host_scalars) {

@@ -1,12 +1,12 @@
 // FSDP on one GPU rank: the unit runtime behind MiniLLMCuda's UnitHooks. Per unit it keeps only
 // this rank's fp32 shards of the master parameters, AdamW m and v, and, when the optimizer step
-// needs the whole gradient first (clipping, accumulation), of the gradients. A unit's device shard
-// is one or more buckets (shard_buckets.h): a block is one, ShardLayout's flat shard; the root is
-// two (embedding, head) on more than one GPU.
+// needs the whole gradient first (clipping, accumulation), of the gradients: ShardLayout's shards,
+// each parameter's dim-0 chunk back to back, the same on the device as on the host.
 // Parameters are gathered in bf16 into a few rotating slots just in time, one unit ahead, on a
-// gather stream and communicator; gradients are reduce-scattered (fp32, or bf16 on request) on a
-// reduce stream and communicator as each unit's backward ends. The streams meet only through
-// events: the host never waits inside a step.
+// gather stream and communicator (one all-gather per parameter, grouped, so every parameter lands
+// whole); gradients are reduce-scattered (fp32, or bf16 on request) per parameter on a reduce
+// stream and communicator as each unit's backward ends. The streams meet only through events: the
+// host never waits inside a step.
 //
 // Per micro-step the units are used in the order root, 0..L−1 (forward), L−1..0 (backward); the
 // root (embedding and head, its own slot) stays gathered from the start of forward to the end of
@@ -16,10 +16,11 @@
 // (AdamW writes them); nothing is gathered or reduced there. With fp32_params (--dtype fp32) the
 // weights are gathered in fp32 instead, and a world of one reads the fp32 master shards themselves.
 //
-// The split root (FsdpCudaOptions::split_root): the head's gradient is final once backward reaches the last block (the head's
-// backward comes first), so its bucket is reduce-scattered then, and with the per-unit optimizer
-// its AdamW and the gather of its next weights follow on the reduce stream during the blocks'
-// backward. Only the embedding's bucket is left for the end of the step and the start of the next.
+// The split root (FsdpCudaOptions::split_root): the head's gradient is final once backward reaches
+// the last block (the head's backward comes first), so it is reduce-scattered then, and with the
+// per-unit optimizer its AdamW and the gather of its next weights follow on the reduce stream
+// during the blocks' backward. Only the embedding is left for the end of the step and the start of
+// the next; the two gradients share one buffer.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -29,7 +30,6 @@
 #include <deque>
 #include <vector>
 
-#include "dist/cuda/shard_buckets.h"
 #include "dist/fsdp.h"
 #include "dist/shard_layout.h"
 #include "model/unit_hooks.h"
@@ -50,10 +50,11 @@ struct FsdpCudaOptions {
   bool fused_optimizer = false;
   // Timing events around every collective and wait (FsdpCuda::overlap()); costs a few µs a unit.
   bool measure_overlap = false;
-  // Reduce-scatter in bf16: each gradient bucket is cast to bf16, reduced in bf16 and widened back
+  // Reduce-scatter in bf16: each parameter's gradient is cast to bf16, reduced in bf16 and widened back
   // into the fp32 shard (half the bytes; each rank's part and the sum are rounded to bf16).
   bool reduce_bf16 = false;
-  // More than one GPU: the root as two buckets, embedding and head (see above); off: one, as a block.
+  // The head reduced (and, with the per-unit optimizer, updated and gathered) as its backward ends
+  // (see above); off: the root's two parameters together at the end of backward.
   bool split_root = true;
   // Parameters in fp32 (params_f32()) rather than bf16 (params()): the --dtype fp32 model.
   bool fp32_params = false;
@@ -86,9 +87,7 @@ class FsdpCuda final : public UnitHooks {
   float* loss_sum() const { return scalars_.as<float>(); }  // the model adds each micro-step's mean loss
   size_t device_bytes() const { return device_bytes_; }   // everything this object allocated
 
-  // Host copies of the parameter and AdamW shards, in ShardLayout's flat form (UnitShards::grad is
-  // not touched). Collective over the ranks when the root is split (its buckets travel through
-  // all-gathers); synchronise.
+  // Host copies of the parameter and AdamW shards (UnitShards::grad is not touched); synchronise.
   void upload(const std::vector<UnitShards>& host);
   void download(std::vector<UnitShards>& host);
 
@@ -138,19 +137,19 @@ class FsdpCuda final : public UnitHooks {
 
   static size_t index(int unit) { return static_cast<size_t>(unit + 1); }
   int64_t offset(int unit) const { return shard_offset_[index(unit)]; }
-  const std::vector<ShardBucket>& buckets(int unit) const { return buckets_[index(unit)]; }
+  const std::vector<UnitParam>& params(int unit) const { return layout_.units()[index(unit)].params; }
   GradSlot& grad_slot(int unit);
   int64_t grad_at(const UnitParam& q) const;  // parameter q's first element in its gradient slot
-  // Bucket b of the unit: this rank's fp32 chunk cast to bf16 (copied, with fp32_params) into the
+  // Parameter b of the unit: this rank's fp32 chunk cast to bf16 (copied, with fp32_params) into the
   // slot, then all-gathered.
   void gather_bucket(int unit, size_t b, char* slot, NcclComm* comm, cudaStream_t stream);
   void gather(int unit);
   void release(int unit);  // compute is done with the unit's gathered parameters
   void prefetch();         // gathers ahead in use order while a slot is free
-  void reduce(int unit, size_t b);  // reduce-scatter bucket b; then AdamW or keep the gradient shard
-  // The root's flat host shard (S) <-> its bucketed device shard, through chunked all-gathers.
-  void upload_split_root(const float* host, float* device, int64_t S);
-  void download_split_root(const float* device, float* host, int64_t S);
+  // Reduce-scatter the unit's parameters [first, last); then AdamW or keep the gradient shard.
+  void reduce(int unit, size_t first, size_t last);
+  void group_start(NcclComm* comm);  // NCCL calls until group_end launch together (world > 1)
+  void group_end(NcclComm* comm);
   Probe& probe(bool wait, bool gather);
   void wait_for(const Event& producer, cudaStream_t consumer, bool gather_wait);
   // Points the unit's entries of params_ (or params_f32_) into its gathered weights at `base`, or
@@ -166,16 +165,15 @@ class FsdpCuda final : public UnitHooks {
   int rank_, world_, layers_;
   Stream gather_stream_, reduce_stream_;
 
-  std::vector<std::vector<ShardBucket>> buckets_;  // per unit
   std::vector<int64_t> param_at_;       // per parameter: first element in its unit's gathered buffer
-  bool split_ = false;                  // the root is two buckets
+  bool split_ = false;                  // the head is reduced early (split_root)
   std::vector<int64_t> shard_offset_;   // per unit, into the flat shard buffers
   DeviceBuffer master_, m_, v_, grad_;  // (Σ shard) fp32; grad_ only without fused_optimizer
   DeviceBuffer scalars_;                // loss sum, grad norm², clip coefficient
   DeviceBuffer constants_;              // AdamWConstants per step parity, copied from host_constants_
   PinnedArray<AdamWConstants> host_constants_{2};
   DeviceBuffer reduce_ws_;
-  DeviceBuffer reduce_bf16_;            // reduce_bf16: one bucket's gradient in bf16
+  DeviceBuffer reduce_bf16_;            // reduce_bf16: one parameter's gradient in bf16
   DeviceBuffer root_param_, block_params_, root_grad_, block_grads_;
   std::vector<Slot> slots_;           // [0]: the root's; then the blocks'
   std::vector<GradSlot> grad_slots_;  // [0]: the root's; then the blocks' (fixed by unit % count)
@@ -190,7 +188,7 @@ class FsdpCuda final : public UnitHooks {
   bool persistent_ = false;  // world of one: weights stay gathered, AdamW writes their bf16 copy
   bool reduce_now_ = true, first_reduce_ = true;
   bool forward_only_ = false;
-  bool head_reduced_ = false;    // this micro-step's head bucket is reduced (split root)
+  bool head_reduced_ = false;    // this micro-step's head gradient is reduced (split root)
   // Split root reduced every micro-step: the head's and the embedding's gradients take turns in
   // one buffer (the embedding's is written only after the last block's backward, unit_hooks.h).
   bool shared_root_grad_ = false;

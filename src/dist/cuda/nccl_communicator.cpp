@@ -93,6 +93,13 @@ void NcclComm::broadcast(void* data, size_t bytes, int root, cudaStream_t s) {
   finish(ncclBroadcast(data, data, bytes, ncclInt8, root, comm_, s), "ncclBroadcast");
 }
 
+void NcclComm::group_start() { finish(ncclGroupStart(), "ncclGroupStart"); }
+
+void NcclComm::group_end() {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  finish(ncclGroupEnd(), "ncclGroupEnd");
+}
+
 void NcclComm::check_async() const {
   if (aborted_) return;
   const std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);

@@ -44,6 +44,10 @@ class NcclComm {
   void all_reduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
                   cudaStream_t s);
   void broadcast(void* data, size_t bytes, int root, cudaStream_t s);  // in place
+  // The calls between group_start and group_end (on this thread) are launched as one
+  // (ncclGroupStart / ncclGroupEnd).
+  void group_start();
+  void group_end();
 
   // Throws pylon::Error when NCCL reported an asynchronous error (a peer failed, a network error).
   // Safe from another thread (the watchdog's): it skips the check while a call of this object's
