@@ -84,8 +84,8 @@ int run_train(int argc, char** argv) {
   args.add_choice("reduce-dtype", &reduce_dtype, {"fp32", "bf16"},
                   "cuda: dtype of the gradient reduce-scatter (bf16: half the bytes, bf16 rounding)");
   args.add_switch("whole-root", &whole_root,
-                  "cuda: reduce and gather the root (embedding + head) as one bucket, not two (by default "
-                  "the head's gradient is reduced, and its next weights gathered, as its backward ends)");
+                  "cuda: reduce the root's embedding and head gradients together at the end of backward (by "
+                  "default the head's is reduced, and its next weights gathered, as its backward ends)");
   args.add_switch("cuda-graph", &o.cuda_graph,
                   "cuda: capture the second and third steps as CUDA graphs and replay them for every later "
                   "step (one launch a step; collective timings are then not measured)");
