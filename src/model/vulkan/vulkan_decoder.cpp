@@ -1,7 +1,7 @@
 // The MiniLLM forward on Vulkan, recorded op by op into one command buffer per call (DESIGN §1):
 // embedding -> L x [RMSNorm, qkv, RoPE and KV append (causal), attention, out_proj + residual,
 // RMSNorm, ffn.0 and SiLU, ffn.2 + residual] -> head. One token: each RMSNorm is fused into the
-// GEMV after it and attention splits the keys over workgroups. A causal decode step is recorded
+// GEMV after it (on GPUs) and attention splits the keys over workgroups. A causal decode step is recorded
 // once and replayed: its token and position are read from buffers, so the commands never change.
 #include "model/vulkan/vulkan_decoder.h"
 
@@ -133,7 +133,9 @@ struct VulkanDecoder::Impl {
     ops.embedding(r, X, {&tokens}, n, w("embed.weight"));
     for (int l = 0; l < cfg.layers; ++l) {
       const std::string p = "layers." + std::to_string(l) + ".";
-      if (n == 1) {  // one token: the RMSNorm fused into the GEMV
+      // One token on a GPU: the RMSNorm fused into the GEMV. (A CPU device runs it apart: on llvmpipe
+      // the fused GEMV is 1.8x slower, its norm loads costing even where unused; vulkan_notes.md.)
+      if (n == 1 && !ops.gemv_rows()) {
         ops.normed_gemv(r, QKV, 3 * D, X, 0, w(p + "norm1.weight"), cfg.norm_eps, w(p + "attn.in_proj_weight"),
                         &w(p + "attn.in_proj_bias"), false);
       } else {
@@ -157,7 +159,7 @@ struct VulkanDecoder::Impl {
         ops.attention(r, QKV, QKV, QKV, S, ATT, P, a);
       }
       ops.matmul(r, X, D, ATT, 0, n, w(p + "attn.out_proj.weight"), &w(p + "attn.out_proj.bias"), true);
-      if (n == 1) {  // RMSNorm and SiLU fused
+      if (n == 1 && !ops.gemv_rows()) {  // RMSNorm and SiLU fused
         ops.normed_gemv(r, F1, 4 * D, X, 0, w(p + "norm2.weight"), cfg.norm_eps, w(p + "ffn.0.weight"), nullptr,
                         false, true);
       } else {

@@ -80,7 +80,7 @@ void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint
                       float eps) {
   PYLON_ASSERT(!bias || bias->chunks.size() == 1, "a bias is one chunk");
   const bool gemv = std::string(kernel) == "gemv";  // either GEMV, as set_gemv_rows says
-  if (gemv) kernel = gemv_rows_ ? "gemv_rows" : "gemv_subgroup";
+  if (gemv) kernel = !gemv_rows_ ? "gemv_subgroup" : norm ? "gemv_rows_norm" : "gemv_rows";
   const Kernel& k = kernels_.get(kernel, 7, sizeof(MatmulPush));
   const BufferView none{&dummy_, 0, 0};
   const uint32_t rows_per_gemv_group = std::max<uint32_t>(1, 128 / std::max<uint32_t>(ctx_.info().subgroup_size, 1));
@@ -106,7 +106,7 @@ void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint
     const std::vector<BufferView> views{x, c.values, c.values, scales, b, y, g};
     r.label_next(std::string(kernel) + " " + std::to_string(c.rows) + "x" + std::to_string(w.cols) + " " +
                  edge_dtype_name(w.dtype));
-    if (gemv && gemv_rows_)  // one row per invocation, 64 a workgroup
+    if (gemv && gemv_rows_)  // one row per invocation, 64 a workgroup (gemv_rows.glsl)
       r.dispatch(k, views, p, groups_for(static_cast<uint64_t>(c.rows), 64, 65535));
     else if (gemv)  // one row per subgroup
       r.dispatch(k, views, p, groups_for(static_cast<uint64_t>(c.rows), rows_per_gemv_group, 65535));

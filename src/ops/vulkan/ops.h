@@ -55,6 +55,7 @@ class Ops {
   // The one-token GEMV: a row per invocation (gemv_rows; the default on CPU devices) or a row per
   // subgroup (gemv_subgroup; the default on GPUs). Tests run both on any device.
   void set_gemv_rows(bool on) { gemv_rows_ = on; }
+  bool gemv_rows() const { return gemv_rows_; }
   // x (n, D) = embed[tokens] (tokens: n uint32)
   void embedding(Recorder& r, const BufferView& x, const BufferView& tokens, uint32_t n,
                  const DeviceMatrix& embed);

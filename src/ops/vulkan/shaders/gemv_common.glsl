@@ -13,13 +13,19 @@ vec4 norm4(uint c) {  // c a multiple of 4
   return uintBitsToFloat(uvec4(NormW[c], NormW[c + 1u], NormW[c + 2u], NormW[c + 3u]));
 }
 
-// x[c .. c + 3] (c relative to x_off, a multiple of 4), times the norm weights when fused.
+// x[c .. c + 3] (c relative to x_off; both multiples of 4: row_dot checks), times the norm weights
+// when fused. One load: llvmpipe ran both sides of a select between a vec4 load and four scalar
+// ones, and the norm's loads behind a branch (the lanes masked off, the loads still looped over),
+// so a shader that never fuses the norm defines NO_NORM (gemv_rows, bench/vulkan_notes.md).
 vec4 x4(uint c) {
-  const uint o = pc.x_off + c;
-  const vec4 x = (pc.x_off & 3u) == 0u ? X4[o >> 2] : vec4(X[o], X[o + 1u], X[o + 2u], X[o + 3u]);
+  const vec4 x = X4[(pc.x_off + c) >> 2];
+#ifdef NO_NORM
+  return x;
+#else
   if (pc.norm == 0u) return x;
   sum_sq += dot(x, x);
   return x * norm4(c);
+#endif
 }
 float x_at(uint c) {
   const float x = X[pc.x_off + c];
@@ -66,7 +72,8 @@ uint row_bytes() {
 // This invocation's share of row r: columns (or 16-byte words) lane, lane + S, lane + 2S, ...
 float row_dot(uint r, uint lane, uint S) {
   float acc = 0.0;
-  const bool words = row_bytes() % 16u == 0u && (pc.wtype != WT_INT4 || pc.group % 32u == 0u);
+  const bool words = row_bytes() % 16u == 0u && (pc.wtype != WT_INT4 || pc.group % 32u == 0u) &&
+                     (pc.x_off & 3u) == 0u;
   if (!words) {
     for (uint c = lane; c < pc.cols; c += S) acc += x_at(c) * w_at(r, c);
     return acc;
