@@ -168,6 +168,17 @@ Context::Context(const ContextOptions& options) {
     info_.storage_offset_alignment = props.properties.limits.minStorageBufferOffsetAlignment;
     info_.import_alignment = info_.host_import ? host_props.minImportedHostPointerAlignment : 0;
     info_.max_buffer_bytes = std::min(info_.max_storage_range, info_.max_allocation);
+    if (info_.type == VK_PHYSICAL_DEVICE_TYPE_CPU) {
+      bool formats = true;
+      for (const VkFormat f : {VK_FORMAT_R32G32B32A32_UINT, VK_FORMAT_R32G32B32A32_SFLOAT}) {
+        VkFormatProperties fp{};
+        vkGetPhysicalDeviceFormatProperties(physical_, f, &fp);
+        formats = formats && (fp.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT);
+      }
+      info_.texel_reads = formats;
+      info_.texel_offset_alignment = props.properties.limits.minTexelBufferOffsetAlignment;
+      info_.max_texels = props.properties.limits.maxTexelBufferElements;
+    }
     if (options.max_buffer_bytes) info_.max_buffer_bytes = std::min(info_.max_buffer_bytes, options.max_buffer_bytes);
     const VkSubgroupFeatureFlags need = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT;
     PYLON_CHECK((subgroup.supportedOperations & need) == need &&
@@ -298,9 +309,9 @@ Buffer Context::make_buffer(VkDeviceSize size, MemoryKind kind) {
   b.device_ = device_;
   b.size_ = size;
   VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
-  bci.size = std::max<VkDeviceSize>(size, 4);
+  bci.size = (std::max<VkDeviceSize>(size, 4) + 15) / 16 * 16;  // whole 16-byte texels (texel_reads)
   bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-              VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+              VK_BUFFER_USAGE_TRANSFER_DST_BIT | texel_usage();
   PYLON_VK_CHECK(vkCreateBuffer(device_, &bci, nullptr, &b.buffer_));
   VkMemoryRequirements req;
   vkGetBufferMemoryRequirements(device_, b.buffer_, &req);
@@ -335,7 +346,7 @@ Buffer Context::import_host(const void* ptr, VkDeviceSize size) {
   VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   bci.pNext = &ext;
   bci.size = size;
-  bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT;
+  bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | texel_usage();
   PYLON_VK_CHECK(vkCreateBuffer(device_, &bci, nullptr, &b.buffer_));
   VkMemoryHostPointerPropertiesEXT hp{VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT};
   PYLON_VK_CHECK(get_host_pointer_properties_(device_, handle, ptr, &hp));

@@ -65,6 +65,11 @@ struct DeviceInfo {
   uint64_t max_storage_range = 0, max_allocation = 0, max_buffer_bytes = 0;  // last: min of limits
   uint64_t storage_offset_alignment = 0, import_alignment = 0;
   bool host_import = false;  // VK_EXT_external_memory_host
+  // CPU devices: every buffer is also bindable as a uniform texel buffer of 16-byte texels (RGBA32
+  // uint / float), which llvmpipe reads through its sampler's gathers, several times faster than
+  // its storage-buffer loads (vulkan_notes.md).
+  bool texel_reads = false;
+  uint64_t texel_offset_alignment = 0, max_texels = 0;
   bool coopmat = false;      // VK_KHR_cooperative_matrix fp16 16x16x16 -> fp32, and a shader for it
   double timestamp_ns = 0;   // nanoseconds per timestamp tick on the compute queue; 0: no timestamps
   uint32_t timestamp_bits = 0;  // valid bits of a timestamp
@@ -90,6 +95,10 @@ class Context {
   VkPipelineCache pipeline_cache() const { return VK_NULL_HANDLE; }
 
   Buffer make_buffer(VkDeviceSize size, MemoryKind kind);
+  // The usage bit that lets a buffer be bound as a uniform texel buffer where info().texel_reads.
+  VkBufferUsageFlags texel_usage() const {
+    return info_.texel_reads ? VkBufferUsageFlags{VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT} : VkBufferUsageFlags{0};
+  }
   // Wraps host memory [ptr, ptr + size) without copying (VK_EXT_external_memory_host); ptr and
   // size must be multiples of info().import_alignment. Throws if the driver refuses it.
   Buffer import_host(const void* ptr, VkDeviceSize size);

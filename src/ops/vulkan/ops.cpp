@@ -43,6 +43,7 @@ Ops::Ops(Context& ctx)
     : ctx_(ctx),
       kernels_(ctx),
       gemv_rows_(ctx.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU),
+      gemv_texel_(ctx.info().texel_reads),
       dummy_(ctx.make_buffer(16, MemoryKind::device)),
       zero_(ctx.make_buffer(16, MemoryKind::device)) {
   const uint32_t zeros[4] = {0, 0, 0, 0};
@@ -80,8 +81,11 @@ void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint
                       float eps) {
   PYLON_ASSERT(!bias || bias->chunks.size() == 1, "a bias is one chunk");
   const bool gemv = std::string(kernel) == "gemv";  // either GEMV, as set_gemv_rows says
-  if (gemv) kernel = !gemv_rows_ ? "gemv_subgroup" : norm ? "gemv_rows_norm" : "gemv_rows";
-  const Kernel& k = kernels_.get(kernel, 7, sizeof(MatmulPush));
+  if (gemv) kernel = !gemv_rows_ ? "gemv_subgroup" : norm ? "gemv_rows_norm" : gemv_texel_ ? "gemv_rows_texel" : "gemv_rows";
+  const bool texel = std::string(kernel) == "gemv_rows_texel";  // x (binding 0) and W's words (2) as texels
+  const Kernel& k = texel ? kernels_.get(kernel, 7, sizeof(MatmulPush),
+                                         {VK_FORMAT_R32G32B32A32_SFLOAT, VK_FORMAT_UNDEFINED, VK_FORMAT_R32G32B32A32_UINT})
+                          : kernels_.get(kernel, 7, sizeof(MatmulPush));
   const BufferView none{&dummy_, 0, 0};
   const uint32_t rows_per_gemv_group = std::max<uint32_t>(1, 128 / std::max<uint32_t>(ctx_.info().subgroup_size, 1));
   for (const DeviceMatrix::Chunk& c : w.chunks) {

@@ -56,6 +56,9 @@ class Ops {
   // subgroup (gemv_subgroup; the default on GPUs). Tests run both on any device.
   void set_gemv_rows(bool on) { gemv_rows_ = on; }
   bool gemv_rows() const { return gemv_rows_; }
+  // The row-per-invocation GEMV without a fused norm reads through texel buffers where the device
+  // offers them (DeviceInfo::texel_reads: CPU devices); off: storage buffers. Tests run both.
+  void set_gemv_texel(bool on) { gemv_texel_ = on && ctx_.info().texel_reads; }
   // x (n, D) = embed[tokens] (tokens: n uint32)
   void embedding(Recorder& r, const BufferView& x, const BufferView& tokens, uint32_t n,
                  const DeviceMatrix& embed);
@@ -99,7 +102,7 @@ class Ops {
   Context& ctx_;
   KernelCache kernels_;
   bool coopmat_on_ = true;
-  bool gemv_rows_;
+  bool gemv_rows_, gemv_texel_;
   Buffer dummy_;  // bound where a shader's optional buffer is absent
   Buffer zero_;   // 16 bytes of zeros: zero_position()
 };

@@ -1,5 +1,6 @@
 #include "ops/vulkan/pipeline.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "ops/vulkan/check.h"
@@ -9,17 +10,22 @@ namespace pylon::vk {
 namespace {
 constexpr uint32_t kSetsPerPool = 512, kBindingsPerSet = 8;
 constexpr uint32_t kMaxTimestamps = 4096;  // per command buffer; later commands go untimed
-}
 
-Kernel::Kernel(const Context& ctx, const std::string& name, uint32_t bindings, uint32_t push_bytes)
-    : device_(ctx.device()), name_(name), bindings_(bindings), push_bytes_(push_bytes) {
+VkDescriptorType descriptor_type(VkFormat texel) {
+  return texel == VK_FORMAT_UNDEFINED ? VK_DESCRIPTOR_TYPE_STORAGE_BUFFER : VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
+}
+}  // namespace
+
+Kernel::Kernel(const Context& ctx, const std::string& name, uint32_t bindings, uint32_t push_bytes,
+               std::vector<VkFormat> texels)
+    : device_(ctx.device()), name_(name), bindings_(bindings), push_bytes_(push_bytes), texels_(std::move(texels)) {
   const auto code = spirv_module(name);
   PYLON_ASSERT(!code.empty(), "no SPIR-V module named ", name);
-  PYLON_ASSERT(bindings <= kBindingsPerSet);
+  PYLON_ASSERT(bindings <= kBindingsPerSet && texels_.size() <= bindings);
   try {
     std::vector<VkDescriptorSetLayoutBinding> b(bindings);
     for (uint32_t i = 0; i < bindings; ++i)
-      b[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+      b[i] = {i, descriptor_type(texel_format(i)), 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
     VkDescriptorSetLayoutCreateInfo dl{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
     dl.bindingCount = bindings;
     dl.pBindings = b.data();
@@ -58,11 +64,14 @@ void Kernel::destroy() {
   pipeline_ = VK_NULL_HANDLE, module_ = VK_NULL_HANDLE, layout_ = VK_NULL_HANDLE, set_layout_ = VK_NULL_HANDLE;
 }
 
-const Kernel& KernelCache::get(const std::string& name, uint32_t bindings, uint32_t push_bytes) {
+const Kernel& KernelCache::get(const std::string& name, uint32_t bindings, uint32_t push_bytes,
+                               const std::vector<VkFormat>& texels) {
   auto& k = kernels_[name];
-  if (!k) k = std::make_unique<Kernel>(ctx_, name, bindings, push_bytes);
-  PYLON_ASSERT(k->bindings() == bindings && k->push_bytes() == push_bytes, "kernel ", name,
-               " asked for with another signature");
+  if (!k) k = std::make_unique<Kernel>(ctx_, name, bindings, push_bytes, texels);
+  bool same = k->bindings() == bindings && k->push_bytes() == push_bytes;
+  for (size_t i = 0; i < bindings; ++i)
+    same = same && k->texel_format(i) == (i < texels.size() ? texels[i] : VK_FORMAT_UNDEFINED);
+  PYLON_ASSERT(same, "kernel ", name, " asked for with another signature");
   return *k;
 }
 
@@ -79,6 +88,7 @@ Recorder::Recorder(Context& ctx, GpuTimes* times, bool reusable) : ctx_(ctx), re
 
 Recorder::~Recorder() {
   if (cb_) vkFreeCommandBuffers(ctx_.device(), ctx_.command_pool(), 1, &cb_);
+  for (VkBufferView v : views_) vkDestroyBufferView(ctx_.device(), v, nullptr);
   if (queries_) vkDestroyQueryPool(ctx_.device(), queries_, nullptr);
   for (VkDescriptorPool p : pools_) vkDestroyDescriptorPool(ctx_.device(), p, nullptr);
 }
@@ -86,6 +96,8 @@ Recorder::~Recorder() {
 void Recorder::begin() {
   cb_ = ctx_.begin_commands(!reusable_);
   for (VkDescriptorPool p : pools_) PYLON_VK_CHECK(vkResetDescriptorPool(ctx_.device(), p, 0));
+  for (VkBufferView v : views_) vkDestroyBufferView(ctx_.device(), v, nullptr);  // the last run has ended
+  views_.clear();
   pool_ = 0;
   labels_.clear();
   if (times_) {
@@ -120,11 +132,12 @@ void Recorder::collect_times() {
 VkDescriptorSet Recorder::allocate_set(const Kernel& k) {
   for (;; ++pool_) {
     if (pool_ == pools_.size()) {
-      const VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kSetsPerPool * kBindingsPerSet};
+      const VkDescriptorPoolSize sizes[2] = {{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kSetsPerPool * kBindingsPerSet},
+                                             {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, kSetsPerPool * 2}};
       VkDescriptorPoolCreateInfo ci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
       ci.maxSets = kSetsPerPool;
-      ci.poolSizeCount = 1;
-      ci.pPoolSizes = &size;
+      ci.poolSizeCount = ctx_.info().texel_reads ? 2 : 1;
+      ci.pPoolSizes = sizes;
       VkDescriptorPool p;
       PYLON_VK_CHECK(vkCreateDescriptorPool(ctx_.device(), &ci, nullptr, &p));
       pools_.push_back(p);
@@ -149,17 +162,23 @@ void Recorder::dispatch(const Kernel& k, const std::vector<BufferView>& buffers,
   if (gx == 0 || gy == 0 || gz == 0) return;
   const VkDescriptorSet set = allocate_set(k);
   std::vector<VkDescriptorBufferInfo> infos(buffers.size());
+  std::vector<VkBufferView> views(buffers.size(), VK_NULL_HANDLE);
   std::vector<VkWriteDescriptorSet> writes(buffers.size());
   for (size_t i = 0; i < buffers.size(); ++i) {
     const BufferView& v = buffers[i];
     PYLON_ASSERT(v.buffer && *v.buffer, k.name(), ": binding ", i, " has no buffer");
-    infos[i] = {v.buffer->handle(), v.offset, v.size ? v.size : VK_WHOLE_SIZE};
     writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
     writes[i].dstSet = set;
     writes[i].dstBinding = static_cast<uint32_t>(i);
     writes[i].descriptorCount = 1;
-    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    writes[i].pBufferInfo = &infos[i];
+    writes[i].descriptorType = descriptor_type(k.texel_format(i));
+    if (k.texel_format(i) != VK_FORMAT_UNDEFINED) {
+      views[i] = texel_view(v, k.texel_format(i));
+      writes[i].pTexelBufferView = &views[i];
+    } else {
+      infos[i] = {v.buffer->handle(), v.offset, v.size ? v.size : VK_WHOLE_SIZE};
+      writes[i].pBufferInfo = &infos[i];
+    }
   }
   vkUpdateDescriptorSets(ctx_.device(), static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
   vkCmdBindPipeline(cb_, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipeline());
@@ -170,6 +189,30 @@ void Recorder::dispatch(const Kernel& k, const std::vector<BufferView>& buffers,
   compute_barrier();
   stamp(next_label_.empty() ? k.name() : next_label_);
   next_label_.clear();
+}
+
+// A view of the 16-byte texels that cover v (its last one may reach past v: buffers are allocated
+// in whole texels, Context::make_buffer; imported ones in whole pages), kept until the recording is
+// begun again or destroyed.
+VkBufferView Recorder::texel_view(const BufferView& v, VkFormat format) {
+  const DeviceInfo& info = ctx_.info();
+  PYLON_ASSERT(info.texel_reads, "texel reads on ", info.name, ", which does not offer them");
+  const VkDeviceSize size = v.size ? v.size : v.buffer->size() - v.offset;
+  const VkDeviceSize texels = std::max<VkDeviceSize>((size + 15) / 16, 1);
+  PYLON_CHECK(texels <= info.max_texels, "Vulkan: a texel view of ", texels, " texels exceeds ", info.name,
+              "'s maxTexelBufferElements ", info.max_texels);
+  PYLON_ASSERT(v.offset % std::max<uint64_t>(info.texel_offset_alignment, 1) == 0 &&
+                   v.offset + texels * 16 <= (v.buffer->size() + 15) / 16 * 16,
+               "a texel view at byte ", v.offset, " of a ", v.buffer->size(), "-byte buffer");
+  VkBufferViewCreateInfo ci{VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO};
+  ci.buffer = v.buffer->handle();
+  ci.format = format;
+  ci.offset = v.offset;
+  ci.range = texels * 16;
+  VkBufferView view;
+  PYLON_VK_CHECK(vkCreateBufferView(ctx_.device(), &ci, nullptr, &view));
+  views_.push_back(view);
+  return view;
 }
 
 void Recorder::compute_barrier() {

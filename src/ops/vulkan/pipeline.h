@@ -16,11 +16,13 @@
 
 namespace pylon::vk {
 
-// One shader: `bindings` storage buffers at binding 0..bindings-1 and `push_bytes` of push
-// constants. Move-only owner of the layouts and the pipeline.
+// One shader: `bindings` buffers at binding 0..bindings-1, storage buffers except where `texels`
+// gives a format (a uniform texel buffer of that format; texels may be shorter than bindings), and
+// `push_bytes` of push constants. Move-only owner of the layouts and the pipeline.
 class Kernel {
  public:
-  Kernel(const Context& ctx, const std::string& name, uint32_t bindings, uint32_t push_bytes);
+  Kernel(const Context& ctx, const std::string& name, uint32_t bindings, uint32_t push_bytes,
+         std::vector<VkFormat> texels = {});
   ~Kernel();
   Kernel(const Kernel&) = delete;
   Kernel& operator=(const Kernel&) = delete;
@@ -28,6 +30,8 @@ class Kernel {
   const std::string& name() const { return name_; }
   uint32_t bindings() const { return bindings_; }
   uint32_t push_bytes() const { return push_bytes_; }
+  // Binding i's texel format, or VK_FORMAT_UNDEFINED for a storage buffer.
+  VkFormat texel_format(size_t i) const { return i < texels_.size() ? texels_[i] : VK_FORMAT_UNDEFINED; }
   VkPipeline pipeline() const { return pipeline_; }
   VkPipelineLayout layout() const { return layout_; }
   VkDescriptorSetLayout set_layout() const { return set_layout_; }
@@ -37,6 +41,7 @@ class Kernel {
   VkDevice device_;
   std::string name_;
   uint32_t bindings_, push_bytes_;
+  std::vector<VkFormat> texels_;
   VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
   VkPipelineLayout layout_ = VK_NULL_HANDLE;
   VkShaderModule module_ = VK_NULL_HANDLE;
@@ -47,7 +52,8 @@ class Kernel {
 class KernelCache {
  public:
   explicit KernelCache(const Context& ctx) : ctx_(ctx) {}
-  const Kernel& get(const std::string& name, uint32_t bindings, uint32_t push_bytes);
+  const Kernel& get(const std::string& name, uint32_t bindings, uint32_t push_bytes,
+                    const std::vector<VkFormat>& texels = {});
 
  private:
   const Context& ctx_;
@@ -91,6 +97,7 @@ class Recorder {
   void stamp(const std::string& label);  // a timestamp after the last command, when timing
   void collect_times();                  // after a run: the timestamps into times_
   VkDescriptorSet allocate_set(const Kernel& k);
+  VkBufferView texel_view(const BufferView& v, VkFormat format);  // kept until the next begin()
   Context& ctx_;
   GpuTimes* times_ = nullptr;
   bool reusable_ = false, ended_ = false;
@@ -100,6 +107,7 @@ class Recorder {
   VkCommandBuffer cb_ = VK_NULL_HANDLE;
   std::vector<VkDescriptorPool> pools_;
   size_t pool_ = 0;  // the pool being allocated from
+  std::vector<VkBufferView> views_;  // texel views of this recording
   int dispatches_ = 0;
 };
 

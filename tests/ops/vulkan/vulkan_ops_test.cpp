@@ -150,9 +150,14 @@ void check_matmul(vk::Context& ctx, const MatmulCase& c, bool with_bias, bool ac
       if (silu) cpu::silu_forward(&acc, &acc, 1);
       ref[i * c.rows + r] = accumulate ? y0[i * c.rows + r] + acc : acc;
     }
-  for (const bool rows : {false, true}) {  // one token: both GEMVs (a subgroup / an invocation per row)
+  // One token: both GEMVs (a subgroup / an invocation per row), the latter through storage
+  // buffers and, where the device offers them, texel buffers.
+  for (const int variant : {0, 1, 2}) {
+    const bool rows = variant > 0, texel = variant == 2;
     if (rows && c.n != 1) break;
+    if (texel && !ctx.info().texel_reads) break;
     ops.set_gemv_rows(rows);
+    ops.set_gemv_texel(texel);
     vk::Buffer xb = device_vector(ctx, x), yb = device_vector(ctx, y0);
     vk::Recorder rec(ctx);
     ops.matmul(rec, {&yb}, static_cast<uint32_t>(c.rows), {&xb}, x_off, c.n, w, with_bias ? &b : nullptr,
@@ -163,7 +168,7 @@ void check_matmul(vk::Context& ctx, const MatmulCase& c, bool with_bias, bool ac
                      std::to_string(c.cols) + " n " + std::to_string(c.n) + " chunks " +
                      std::to_string(w.chunks.size()) + " x_off " + std::to_string(x_off) +
                      (silu ? " silu" : "") + (coopmat ? " coopmat" : "") +
-                     (c.n == 1 ? (rows ? " gemv_rows" : " gemv_subgroup") : ""),
+                     (c.n == 1 ? (texel ? " gemv_rows_texel" : rows ? " gemv_rows" : " gemv_subgroup") : ""),
                  slack);
   }
 }

@@ -1,7 +1,20 @@
 // Shared by the decode GEMVs (gemv_subgroup: a subgroup per row; gemv_rows: an invocation per
 // row), after matmul_common.glsl: x as vec4, the norm fused in front, whole-word decoding of f32 /
 // f16 / int8 / int4 and row_dot, the dot of x with a share of one row.
-layout(std430, binding = 0) readonly buffer X4Buf { vec4 X4[]; };  // X seen as vec4 (x_off % 4 == 0)
+// X seen as vec4 (x_off % 4 == 0) and W as 16-byte words: storage buffers, or with TEXEL_LOADS
+// uniform texel buffers (RGBA32F, RGBA32UI), which llvmpipe reads far faster (vulkan_notes.md).
+#ifdef TEXEL_LOADS
+layout(binding = 0) uniform samplerBuffer X4;
+layout(binding = 2) uniform usamplerBuffer W4;
+#define LOAD_X4(i) texelFetch(X4, int(i))
+#define LOAD_X(i) texelFetch(X4, int((i) >> 2))[(i) & 3u]
+#define LOAD_W4(i) texelFetch(W4, int(i))
+#else
+layout(std430, binding = 0) readonly buffer X4Buf { vec4 X4[]; };
+#define LOAD_X4(i) X4[i]
+#define LOAD_X(i) X[i]
+#define LOAD_W4(i) W4[i]
+#endif
 
 vec4 f16x4(uint a, uint b) { return vec4(unpackHalf2x16(a), unpackHalf2x16(b)); }
 
@@ -18,7 +31,7 @@ vec4 norm4(uint c) {  // c a multiple of 4
 // ones, and the norm's loads behind a branch (the lanes masked off, the loads still looped over),
 // so a shader that never fuses the norm defines NO_NORM (gemv_rows, bench/vulkan_notes.md).
 vec4 x4(uint c) {
-  const vec4 x = X4[(pc.x_off + c) >> 2];
+  const vec4 x = LOAD_X4((pc.x_off + c) >> 2);
 #ifdef NO_NORM
   return x;
 #else
@@ -28,7 +41,7 @@ vec4 x4(uint c) {
 #endif
 }
 float x_at(uint c) {
-  const float x = X[pc.x_off + c];
+  const float x = LOAD_X(pc.x_off + c);
   if (pc.norm == 0u) return x;
   sum_sq += x * x;
   return x * norm_at(c);
@@ -60,7 +73,7 @@ float dot_i4(uvec4 w, uint v) {
 // This lane's share of a row of `per_row` words from word `base`: DOT(w, v) for its words. (Four
 // loads issued before their use measured no faster on the H200 and 4x slower on llvmpipe.)
 #define ROW_WORDS(DOT) \
-  for (uint v = lane; v < per_row; v += S) acc += DOT(W4[base + v], v);
+  for (uint v = lane; v < per_row; v += S) acc += DOT(LOAD_W4(base + v), v);
 
 uint row_bytes() {
   if (pc.wtype == WT_F32) return pc.cols * 4u;

@@ -24,9 +24,13 @@ layout(push_constant) uniform Push {
   float norm_eps;
 } pc;
 
+#ifndef TEXEL_LOADS  // else gemv_common.glsl binds X and W4 as texel buffers
 layout(std430, binding = 0) readonly buffer XBuf { float X[]; };
+#endif
 layout(std430, binding = 1) readonly buffer WBuf { uint W[]; };
+#ifndef TEXEL_LOADS
 layout(std430, binding = 2) readonly buffer W4Buf { uvec4 W4[]; };
+#endif
 layout(std430, binding = 3) readonly buffer SBuf { uint S[]; };
 layout(std430, binding = 4) readonly buffer BBuf { uint Bias[]; };
 layout(std430, binding = 5) buffer YBuf { float Y[]; };
