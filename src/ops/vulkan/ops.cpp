@@ -110,8 +110,8 @@ void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint
     const std::vector<BufferView> views{x, c.values, c.values, scales, b, y, g};
     r.label_next(std::string(kernel) + " " + std::to_string(c.rows) + "x" + std::to_string(w.cols) + " " +
                  edge_dtype_name(w.dtype));
-    if (gemv && gemv_rows_)  // one row per invocation, 64 a workgroup (gemv_rows.glsl)
-      r.dispatch(k, views, p, groups_for(static_cast<uint64_t>(c.rows), 64, 65535));
+    if (gemv && gemv_rows_)  // one row per invocation (four with texels), 64 a workgroup (gemv_rows.glsl)
+      r.dispatch(k, views, p, groups_for(texel ? (static_cast<uint64_t>(c.rows) + 3) / 4 : c.rows, 64, 65535));
     else if (gemv)  // one row per subgroup
       r.dispatch(k, views, p, groups_for(static_cast<uint64_t>(c.rows), rows_per_gemv_group, 65535));
     else
