@@ -113,10 +113,12 @@ void adamw_update(float* params, float* m, float* v, const float* grads, __nv_bf
   if (vec) {
     const unsigned blocks = norm ? static_cast<unsigned>(norm_blocks(n))
                                  : detail::grid_size(detail::ceil_div(n, 4), kThreads);
-    adamw_kernel<4><<<blocks, kThreads, 0, stream>>>(params, m, v, grads, params_bf16, n, constants, grad_scale, partials);
+    adamw_kernel<4><<<blocks, kThreads, 0, stream>>>(params, m, v, grads, params_bf16, n, constants, grad_scale,
+                                                     partials);
   } else {
     const unsigned blocks = norm ? static_cast<unsigned>(norm_blocks(n)) : detail::grid_size(n, kThreads);
-    adamw_kernel<1><<<blocks, kThreads, 0, stream>>>(params, m, v, grads, params_bf16, n, constants, grad_scale, partials);
+    adamw_kernel<1><<<blocks, kThreads, 0, stream>>>(params, m, v, grads, params_bf16, n, constants, grad_scale,
+                                                     partials);
   }
   PYLON_CUDA_CHECK_LAUNCH();
   if (norm) add_partial_sums(norm->sumsq, partials, norm_blocks(n), stream);

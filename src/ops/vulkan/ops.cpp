@@ -81,11 +81,15 @@ void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint
                       float eps) {
   PYLON_ASSERT(!bias || bias->chunks.size() == 1, "a bias is one chunk");
   const bool gemv = std::string(kernel) == "gemv";  // either GEMV, as set_gemv_rows says
-  if (gemv) kernel = !gemv_rows_ ? "gemv_subgroup" : norm ? "gemv_rows_norm" : gemv_texel_ ? "gemv_rows_texel" : "gemv_rows";
+  if (gemv)
+    kernel = !gemv_rows_ ? "gemv_subgroup"
+             : norm      ? "gemv_rows_norm"
+             : gemv_texel_ ? "gemv_rows_texel"
+                           : "gemv_rows";
   const bool texel = std::string(kernel) == "gemv_rows_texel";  // x (binding 0) and W's words (2) as texels
-  const Kernel& k = texel ? kernels_.get(kernel, 7, sizeof(MatmulPush),
-                                         {VK_FORMAT_R32G32B32A32_SFLOAT, VK_FORMAT_UNDEFINED, VK_FORMAT_R32G32B32A32_UINT})
-                          : kernels_.get(kernel, 7, sizeof(MatmulPush));
+  const std::vector<VkFormat> texels = {VK_FORMAT_R32G32B32A32_SFLOAT, VK_FORMAT_UNDEFINED,
+                                        VK_FORMAT_R32G32B32A32_UINT};
+  const Kernel& k = kernels_.get(kernel, 7, sizeof(MatmulPush), texel ? texels : std::vector<VkFormat>{});
   const BufferView none{&dummy_, 0, 0};
   const uint32_t rows_per_gemv_group = std::max<uint32_t>(1, 128 / std::max<uint32_t>(ctx_.info().subgroup_size, 1));
   for (const DeviceMatrix::Chunk& c : w.chunks) {
@@ -110,8 +114,8 @@ void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint
     const std::vector<BufferView> views{x, c.values, c.values, scales, b, y, g};
     r.label_next(std::string(kernel) + " " + std::to_string(c.rows) + "x" + std::to_string(w.cols) + " " +
                  edge_dtype_name(w.dtype));
-    if (gemv && gemv_rows_)  // one row per invocation (four with texels), 64 a workgroup (gemv_rows.glsl)
-      r.dispatch(k, views, p, groups_for(texel ? (static_cast<uint64_t>(c.rows) + 3) / 4 : c.rows, 64, 65535));
+    if (gemv && gemv_rows_)  // a row per invocation (eight with texels), 64 a workgroup (gemv_rows.glsl)
+      r.dispatch(k, views, p, groups_for(texel ? (static_cast<uint64_t>(c.rows) + 7) / 8 : c.rows, 64, 65535));
     else if (gemv)  // one row per subgroup
       r.dispatch(k, views, p, groups_for(static_cast<uint64_t>(c.rows), rows_per_gemv_group, 65535));
     else

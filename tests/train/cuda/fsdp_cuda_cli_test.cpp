@@ -156,7 +156,8 @@ TEST_F(CudaFsdp, CudaGraphReplayEqualsEager) {
       std::ifstream in(tmp_.file(k ? "graph.jsonl" : "eager.jsonl"));
       for (std::string line; std::getline(in, line);) {
         const auto j = nlohmann::json::parse(line);
-        rows[k].push_back({j["loss"].get<double>(), j.value("val_loss", -1.0), j["cuda_graph"].get<bool>() ? 1.0 : 0.0});
+        rows[k].push_back(
+            {j["loss"].get<double>(), j.value("val_loss", -1.0), j["cuda_graph"].get<bool>() ? 1.0 : 0.0});
       }
     }
     ASSERT_EQ(rows[0].size(), 10u) << "clip " << clip;

@@ -9,72 +9,72 @@ layout(local_size_x = 64) in;
 #include "matmul_common.glsl"
 #include "gemv_common.glsl"
 
-#ifdef ROWS4
-// Four rows per invocation, x's values for each word loaded once for all four: llvmpipe gathers
-// even a load that is the same for every lane, so x's fetches outnumbered the weights' two (f16)
-// to eight (int4) times. The word path only (row_dot's condition); else four row_dot calls.
-#define W4_OF(k) LOAD_W4(base.k + v)
-vec4 rows4_dot(uvec4 rs) {
+#ifdef ROWS_PER_INVOCATION
+// ROWS_PER_INVOCATION rows per invocation, x's values for each word loaded once for all of them:
+// llvmpipe gathers even a load that is the same for every lane, so x's fetches outnumbered the
+// weights' two (f16) to eight (int4) times. The word path only (row_dot's condition); else one
+// row_dot per row.
+#define N ROWS_PER_INVOCATION
+void rows_dot(uint r0, inout float acc[N]) {
+  uint rs[N];
+  for (uint i = 0u; i < N; ++i) rs[i] = min(r0 + i, pc.rows - 1u), acc[i] = 0.0;
   const bool words = row_bytes() % 16u == 0u && (pc.wtype != WT_INT4 || pc.group % 32u == 0u) &&
                      (pc.x_off & 3u) == 0u;
-  if (!words) return vec4(row_dot(rs.x, 0u, 1u), row_dot(rs.y, 0u, 1u), row_dot(rs.z, 0u, 1u), row_dot(rs.w, 0u, 1u));
+  if (!words) {
+    for (uint i = 0u; i < N; ++i) acc[i] = row_dot(rs[i], 0u, 1u);
+    return;
+  }
   const uint per_row = row_bytes() / 16u;
-  const uvec4 base = rs * per_row;
-  vec4 acc = vec4(0.0);
   if (pc.wtype == WT_F32) {
     for (uint v = 0u; v < per_row; ++v) {
       const vec4 x = x4(v * 4u);
-#define DOT_F32(k) acc.k += dot(uintBitsToFloat(W4_OF(k)), x);
-      DOT_F32(x) DOT_F32(y) DOT_F32(z) DOT_F32(w)
+      for (uint i = 0u; i < N; ++i) acc[i] += dot(uintBitsToFloat(LOAD_W4(rs[i] * per_row + v)), x);
     }
   } else if (pc.wtype == WT_F16) {
     for (uint v = 0u; v < per_row; ++v) {
       const vec4 xa = x4(v * 8u), xb = x4(v * 8u + 4u);
-#define DOT_F16(k) { const uvec4 q = W4_OF(k); acc.k += dot(f16x4(q.x, q.y), xa) + dot(f16x4(q.z, q.w), xb); }
-      DOT_F16(x) DOT_F16(y) DOT_F16(z) DOT_F16(w)
+      for (uint i = 0u; i < N; ++i) {
+        const uvec4 q = LOAD_W4(rs[i] * per_row + v);
+        acc[i] += dot(f16x4(q.x, q.y), xa) + dot(f16x4(q.z, q.w), xb);
+      }
     }
   } else if (pc.wtype == WT_INT8) {
     for (uint v = 0u; v < per_row; ++v) {
       const uint c = v * 16u;
       const vec4 x0 = x4(c), x1 = x4(c + 4u), x2 = x4(c + 8u), x3 = x4(c + 12u);
-#define DOT_I8(k) \
-  { const uvec4 q = W4_OF(k); acc.k += dot(i8x4(q.x), x0) + dot(i8x4(q.y), x1) + dot(i8x4(q.z), x2) + dot(i8x4(q.w), x3); }
-      DOT_I8(x) DOT_I8(y) DOT_I8(z) DOT_I8(w)
+      for (uint i = 0u; i < N; ++i) {
+        const uvec4 q = LOAD_W4(rs[i] * per_row + v);
+        acc[i] += dot(i8x4(q.x), x0) + dot(i8x4(q.y), x1) + dot(i8x4(q.z), x2) + dot(i8x4(q.w), x3);
+      }
     }
-    acc *= vec4(scale_at(pc.row_base + rs.x), scale_at(pc.row_base + rs.y), scale_at(pc.row_base + rs.z),
-                scale_at(pc.row_base + rs.w));
+    for (uint i = 0u; i < N; ++i) acc[i] *= scale_at(pc.row_base + rs[i]);
   } else {  // int4: a word's 32 columns lie in one group (group % 32 == 0)
-    const uvec4 srow = (uvec4(pc.row_base) + rs) * int4_groups();
-    const uint words_per_group = pc.group / 32u, shift = uint(findLSB(words_per_group));
+    const uint groups = int4_groups(), words_per_group = pc.group / 32u, shift = uint(findLSB(words_per_group));
     const bool pow2 = (words_per_group & (words_per_group - 1u)) == 0u;
     for (uint v = 0u; v < per_row; ++v) {
       const uint c = v * 32u, g = pow2 ? v >> shift : v / words_per_group;
       const vec4 x0 = x4(c), x1 = x4(c + 4u), x2 = x4(c + 8u), x3 = x4(c + 12u);
       const vec4 x4_ = x4(c + 16u), x5 = x4(c + 20u), x6 = x4(c + 24u), x7 = x4(c + 28u);
-#define DOT_I4(k)                                                                               \
-  {                                                                                             \
-    const uvec4 q = W4_OF(k);                                                                   \
-    acc.k += (dot(i4lo(q.x), x0) + dot(i4hi(q.x), x1) + dot(i4lo(q.y), x2) + dot(i4hi(q.y), x3) + \
-              dot(i4lo(q.z), x4_) + dot(i4hi(q.z), x5) + dot(i4lo(q.w), x6) + dot(i4hi(q.w), x7)) * \
-             scale_at(srow.k + g);                                                              \
-  }
-      DOT_I4(x) DOT_I4(y) DOT_I4(z) DOT_I4(w)
+      for (uint i = 0u; i < N; ++i) {
+        const uvec4 q = LOAD_W4(rs[i] * per_row + v);
+        acc[i] += (dot(i4lo(q.x), x0) + dot(i4hi(q.x), x1) + dot(i4lo(q.y), x2) + dot(i4hi(q.y), x3) +
+                   dot(i4lo(q.z), x4_) + dot(i4hi(q.z), x5) + dot(i4lo(q.w), x6) + dot(i4hi(q.w), x7)) *
+                  scale_at((pc.row_base + rs[i]) * groups + g);
+      }
     }
   }
-  return acc;
 }
 
 void main() {
   const uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-  const uint quads = (pc.rows + 3u) / 4u, rounds = (quads + stride - 1u) / stride;
+  const uint sets = (pc.rows + N - 1u) / N, rounds = (sets + stride - 1u) / stride;
   for (uint k = 0u; k < rounds; ++k) {
-    const uint q = gl_GlobalInvocationID.x + k * stride, r0 = min(q, quads - 1u) * 4u;
-    const vec4 sum = rows4_dot(min(uvec4(r0, r0 + 1u, r0 + 2u, r0 + 3u), uvec4(pc.rows - 1u)));
-    if (q >= quads) continue;
-    store_y(0u, r0, sum.x);
-    if (r0 + 1u < pc.rows) store_y(0u, r0 + 1u, sum.y);
-    if (r0 + 2u < pc.rows) store_y(0u, r0 + 2u, sum.z);
-    if (r0 + 3u < pc.rows) store_y(0u, r0 + 3u, sum.w);
+    const uint q = gl_GlobalInvocationID.x + k * stride, r0 = min(q, sets - 1u) * N;
+    float acc[N];
+    rows_dot(r0, acc);
+    if (q < sets)
+      for (uint i = 0u; i < N; ++i)
+        if (r0 + i < pc.rows) store_y(0u, r0 + i, acc[i]);
   }
 }
 #else
