@@ -39,12 +39,8 @@ FsdpCuda::FsdpCuda(const ShardLayout& layout, cudaStream_t compute, NcclComm* ga
   // The root's two parameters, embedding then head (ShardLayout's order).
   split_ = options.split_root && units[0].params.size() == 2;
   int64_t total = 0, most = 0, block_padded = 0, widest = 0;
-  param_at_.assign(layout.table().params.size(), 0);
   for (const ShardUnit& u : units) {
-    for (const UnitParam& q : u.params) {
-      param_at_[static_cast<size_t>(q.param)] = q.unit_offset;
-      widest = std::max(widest, world_ * q.chunk);
-    }
+    for (const UnitParam& q : u.params) widest = std::max(widest, world_ * q.chunk);
     shard_offset_.push_back(total);
     total += u.shard;
     most = std::max(most, u.shard);
@@ -242,14 +238,14 @@ void FsdpCuda::gather(int unit) {
   // One all-gather per parameter (its dim-0 chunks), launched together.
   group_start(gather_comm_);
   for (size_t b = 0; b < params(unit).size(); ++b)
-    if (!(head_done && b == 1)) gather_bucket(unit, b, s.data, gather_comm_, g);
+    if (!(head_done && b == 1)) gather_param(unit, b, s.data, gather_comm_, g);
   group_end(gather_comm_);
   if (p) p->to.record(g);
   gathered_[i].record(g);
   point_params(unit, s.data);
 }
 
-void FsdpCuda::gather_bucket(int unit, size_t b, char* slot, NcclComm* comm, cudaStream_t stream) {
+void FsdpCuda::gather_param(int unit, size_t b, char* slot, NcclComm* comm, cudaStream_t stream) {
   const UnitParam& k = params(unit)[b];
   const auto elem = static_cast<int64_t>(param_bytes_);
   char* mine = slot + (k.unit_offset + rank_ * k.chunk) * elem;
@@ -287,7 +283,7 @@ void FsdpCuda::group_end(NcclComm* comm) {
 void FsdpCuda::point_params(int unit, const char* base) {
   for (const UnitParam& q : layout_.units()[index(unit)].params) {
     const size_t i = static_cast<size_t>(q.param);
-    const char* p = base ? base + param_at_[i] * static_cast<int64_t>(param_bytes_) : nullptr;
+    const char* p = base ? base + q.unit_offset * static_cast<int64_t>(param_bytes_) : nullptr;
     if (options_.fp32_params)
       params_f32_[i] = reinterpret_cast<const float*>(p);
     else
@@ -355,7 +351,7 @@ void FsdpCuda::before_backward(int unit) {
       const cudaStream_t r = reduce_stream_.get();
       Probe* p = options_.measure_overlap ? &probe(false, true) : nullptr;
       if (p) p->from.record(r);
-      gather_bucket(-1, 1, slots_[0].data, reduce_comm_, r);
+      gather_param(-1, 1, slots_[0].data, reduce_comm_, r);
       if (p) p->to.record(r);
       head_ready_.record(r);
       head_gathered_ = true;
@@ -369,8 +365,8 @@ void FsdpCuda::before_backward(int unit) {
 
 int64_t FsdpCuda::grad_at(const UnitParam& q) const {
   if (!shared_root_grad_ || layout_.table().params[static_cast<size_t>(q.param)].unit >= 0)
-    return param_at_[static_cast<size_t>(q.param)];
-  return 0;  // each root bucket holds one parameter, at the start of the shared buffer
+    return q.unit_offset;
+  return 0;  // the embedding's and the head's gradients each start the shared buffer
 }
 
 void FsdpCuda::after_backward(int unit) {

@@ -142,7 +142,7 @@ class FsdpCuda final : public UnitHooks {
   int64_t grad_at(const UnitParam& q) const;  // parameter q's first element in its gradient slot
   // Parameter b of the unit: this rank's fp32 chunk cast to bf16 (copied, with fp32_params) into the
   // slot, then all-gathered.
-  void gather_bucket(int unit, size_t b, char* slot, NcclComm* comm, cudaStream_t stream);
+  void gather_param(int unit, size_t b, char* slot, NcclComm* comm, cudaStream_t stream);
   void gather(int unit);
   void release(int unit);  // compute is done with the unit's gathered parameters
   void prefetch();         // gathers ahead in use order while a slot is free
@@ -165,7 +165,6 @@ class FsdpCuda final : public UnitHooks {
   int rank_, world_, layers_;
   Stream gather_stream_, reduce_stream_;
 
-  std::vector<int64_t> param_at_;       // per parameter: first element in its unit's gathered buffer
   bool split_ = false;                  // the head is reduced early (split_root)
   std::vector<int64_t> shard_offset_;   // per unit, into the flat shard buffers
   DeviceBuffer master_, m_, v_, grad_;  // (Σ shard) fp32; grad_ only without fused_optimizer

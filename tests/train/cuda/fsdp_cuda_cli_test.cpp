@@ -78,8 +78,8 @@ TEST_F(CudaFsdp, TwoGpusFollowOneGpu) {
   }
 }
 
-// The split root (embedding and head reduced and gathered as buckets of their own, the head's
-// early) against the whole root: the same fp32 sums element by element, so the same losses bit for
+// The split root (the head's gradient reduced, and its next weights gathered, as the head's
+// backward ends) against the whole root: the same fp32 sums element by element, so the same losses bit for
 // bit. bf16 reduce-scatter against fp32: each rank's gradient and their sum rounded to bf16 (8
 // bits), which AdamW's normalised step mostly absorbs; torch.testing's bf16 rtol bounds the curve.
 TEST_F(CudaFsdp, SplitRootEqualsWholeRootAndBf16ReduceFollowsFp32) {
@@ -171,8 +171,8 @@ TEST_F(CudaFsdp, CudaGraphReplayEqualsEager) {
   }
 }
 
-// The split root (the default) keeps its device shards in buckets and converts at save and load:
-// the same checks with the whole root (the checkpoint is ShardLayout's flat form either way).
+// With the split root (the default) and the whole root: the checkpoint holds the same dim-0
+// shards either way, and both resume.
 TEST_F(CudaFsdp, ResumesBitIdenticallyAndAtAnotherWorldSize) {
   for (const std::string root : {"", "--whole-root "}) {
     const std::string tag = std::to_string(root.size());  // own files per root: resumed runs append metrics

@@ -229,7 +229,7 @@ TEST(CudaTrainer, ValidationLossMatchesCpu) {
 // The split root on one GPU: the head's AdamW runs as soon as the head's backward ends (during the
 // blocks' backward), the embedding's at the end, and the two gradients share one buffer. The same
 // fp32 arithmetic element by element as the whole root, so the same losses bit for bit, for both
-// optimizer paths; the grad norm's per-bucket sums are added in another order (fp32 rounding).
+// optimizer paths; the grad norm's per-parameter sums are added in another order (fp32 rounding).
 TEST(CudaTrainer, SplitRootEqualsWholeRoot) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
   testing::TempDir tmp;
