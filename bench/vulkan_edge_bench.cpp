@@ -8,8 +8,11 @@
 // with device timestamps after every dispatch: device time per token against host time per token,
 // and the device time per kind of dispatch; prefill tokens/s on the plain tiled GEMM and on the coopmat GEMM where it runs,
 // and the coopmat GEMM's own throughput on a large fp16 GEMM (the prefill ceiling of this kernel).
+// --gemv-sweep 1 first times the subgroup GEMV on each of the model's matrix shapes in every
+// (rows per subgroup, subgroups per row set) shape, dispatched back to back with barriers as in
+// a decode step (device timestamps, mean of 30 dispatches after a warm-up run).
 //   pylon_bench_vulkan [--dim 2048 --layers 12 --heads 16 --vocab 32000] [--quant f16,int8,int4]
-//                      [--prefill 128] [--decode 32] [--dir /tmp] [--device N]
+//                      [--prefill 128] [--decode 32] [--dir /tmp] [--device N] [--gemv-sweep 0|1]
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -25,7 +28,9 @@
 #include "model/params.h"
 #include "model/vulkan/vulkan_decoder.h"
 #include "ops/vulkan/context.h"
+#include "ops/vulkan/ops.h"
 #include "ops/vulkan/pipeline.h"
+#include "ops/vulkan/weights.h"
 
 namespace pylon {
 namespace {
@@ -110,10 +115,64 @@ std::string make_model(const ModelConfig& c, const std::string& quant, const std
   return path;
 }
 
+// The subgroup GEMV on layer 0's matrices and the head (the fused RMSNorm where decode fuses it),
+// every shape against the automatic one: µs per dispatch and the weight bytes it moves per second.
+void gemv_sweep(const std::string& path, int device) {
+  vk::ContextOptions co;
+  co.device_index = device;
+  vk::Context ctx(co);
+  vk::Ops ops(ctx);
+  ops.set_gemv_rows(false);  // the subgroup GEMV on any device (CPU devices decode with gemv_rows)
+  const EdgeFile file(path);
+  const vk::DeviceWeights weights(ctx, file);
+  const int64_t D = file.config().dim;
+  vk::Buffer x = ctx.make_buffer(static_cast<uint64_t>(8 * D) * 4, vk::MemoryKind::device);
+  vk::Buffer y = ctx.make_buffer(static_cast<uint64_t>(file.config().vocab) * 4, vk::MemoryKind::device);
+  std::vector<float> ones(static_cast<size_t>(8 * D), 0.01f);
+  ctx.upload(x, 0, ones.data(), ones.size() * 4);
+  struct Matrix {
+    const char* name;
+    const char* norm;
+  };
+  const vk::Ops::GemvShape shapes[] = {{0, 0}, {1, 1}, {2, 1}, {4, 1}, {1, 2}, {2, 2}, {4, 2}, {1, 4}, {2, 4}, {8, 1}};
+  for (const Matrix m : {Matrix{"layers.0.attn.in_proj_weight", "layers.0.norm1.weight"},
+                         Matrix{"layers.0.attn.out_proj.weight", nullptr},
+                         Matrix{"layers.0.ffn.0.weight", "layers.0.norm2.weight"},
+                         Matrix{"layers.0.ffn.2.weight", nullptr}, Matrix{"head.weight", nullptr}}) {
+    const vk::DeviceMatrix& w = weights.get(m.name);
+    const double bytes = static_cast<double>(vk::row_bytes(w.dtype, w.cols)) * static_cast<double>(w.rows);
+    std::printf("  gemv sweep %s %lldx%lld %s%s:", m.name, static_cast<long long>(w.rows),
+                static_cast<long long>(w.cols), edge_dtype_name(w.dtype), m.norm ? " +norm" : "");
+    for (const vk::Ops::GemvShape s : shapes) {
+      ops.set_gemv_shape(s);
+      const vk::Ops::GemvShape used = ops.gemv_shape_for(w);
+      vk::GpuTimes times;
+      vk::Recorder r(ctx, &times, true);
+      for (int i = 0; i < 30; ++i) {
+        if (m.norm) ops.normed_gemv(r, {&y}, static_cast<uint32_t>(w.rows), {&x}, 0, weights.get(m.norm), 1e-5f, w,
+                                    nullptr, false);
+        else ops.matmul(r, {&y}, static_cast<uint32_t>(w.rows), {&x}, 0, 1, w, nullptr, false);
+      }
+      r.replay();
+      times.clear();
+      r.replay();
+      if (times.runs == 0) return;
+      double sec = 0;
+      long count = 0;
+      for (const auto& [name, e] : times.by_kernel) sec += e.seconds, count += e.count;
+      const double each = sec / static_cast<double>(count);
+      std::printf(" %s%ux%u %.2f us (%.0f GB/s)", s.rows == 0 ? "auto=" : "", used.rows, used.split, each * 1e6,
+                  bytes / each / 1e9);
+    }
+    std::printf("\n");
+  }
+  ops.set_gemv_shape({});
+}
+
 int run(int argc, char** argv) {
   ModelConfig c = preset_config(Preset::causal);  // seed size: V 32000, D 2048, L 12, H 16
   std::string quants = "f16,int8,int4", dir = "/tmp";
-  int prefill = 128, decode = 32, device = -1;
+  int prefill = 128, decode = 32, device = -1, sweep = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--dim") c.dim = std::stoi(v);
@@ -125,6 +184,7 @@ int run(int argc, char** argv) {
     else if (k == "--decode") decode = std::stoi(v);
     else if (k == "--dir") dir = v;
     else if (k == "--device") device = std::stoi(v);
+    else if (k == "--gemv-sweep") sweep = std::stoi(v);
     else PYLON_CHECK(false, "unknown flag ", k);
   }
   vk::ContextOptions co;
@@ -159,6 +219,7 @@ int run(int argc, char** argv) {
     const auto t0 = Clock::now();
     const std::string path = make_model(c, q, dir, flat);
     const double bytes = static_cast<double>(edge_bytes_per_token(EdgeFile(path)));
+    if (sweep) gemv_sweep(path, device);
     VulkanOptions o;
     o.device_index = device;
     VulkanDecoder d(path, o, prefill + decode);

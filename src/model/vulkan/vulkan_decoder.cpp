@@ -1,7 +1,8 @@
 // The MiniLLM forward on Vulkan, recorded op by op into one command buffer per call (DESIGN §1):
 // embedding -> L x [RMSNorm, qkv, RoPE and KV append (causal), attention, out_proj + residual,
-// RMSNorm, ffn.0 and SiLU, ffn.2 + residual] -> head. One token: each RMSNorm is fused into the
-// GEMV after it (on GPUs) and attention splits the keys over workgroups. A causal decode step is recorded
+// RMSNorm, ffn.0 and SiLU, ffn.2 + residual] -> head. One token on a GPU: each RMSNorm is fused
+// into the GEMV after it, RoPE and the KV append into the qkv GEMV's store; attention splits the
+// keys over workgroups. A causal decode step is recorded
 // once and replayed: its token and position are read from buffers, so the commands never change.
 #include "model/vulkan/vulkan_decoder.h"
 
@@ -72,6 +73,9 @@ struct VulkanDecoder::Impl {
       : file(path), cfg(file.config()), max_tokens(max_tokens_), ctx(context_options(o)), ops(ctx),
         weights(ctx, file, weight_path(o.weights)) {
     PYLON_CHECK(max_tokens > 0, "context length must be positive");
+    PYLON_CHECK(o.gemv == "auto" || o.gemv == "subgroup" || o.gemv == "rows", "Vulkan GEMV ", o.gemv,
+                " is not auto, subgroup or rows");
+    if (o.gemv != "auto") ops.set_gemv_rows(o.gemv == "rows");
     const uint64_t T = static_cast<uint64_t>(max_tokens), D = static_cast<uint64_t>(cfg.dim);
     const uint64_t V = static_cast<uint64_t>(cfg.vocab), H = static_cast<uint64_t>(cfg.heads);
     const auto make = [&](uint64_t floats, vk::MemoryKind kind, const char* what) {
@@ -135,9 +139,17 @@ struct VulkanDecoder::Impl {
       const std::string p = "layers." + std::to_string(l) + ".";
       // One token on a GPU: the RMSNorm fused into the GEMV. (A CPU device runs it apart: on llvmpipe
       // the fused GEMV is 1.8x slower, its norm loads costing even where unused; vulkan_notes.md.)
-      if (n == 1 && !ops.gemv_rows()) {
-        ops.normed_gemv(r, QKV, 3 * D, X, 0, w(p + "norm1.weight"), cfg.norm_eps, w(p + "attn.in_proj_weight"),
-                        &w(p + "attn.in_proj_bias"), false);
+      const vk::DeviceMatrix& in_proj = w(p + "attn.in_proj_weight");
+      const vk::BufferView K{&k_cache, static_cast<uint64_t>(l) * T * D * 4, static_cast<uint64_t>(T) * D * 4};
+      const vk::Ops::KvCache cache{K, {&v_cache, K.offset, K.size}};
+      // One causal token on a GPU: RoPE and the KV append in the qkv GEMV's store too.
+      const bool fused_rope = n == 1 && cfg.causal() && ops.fuses_rope(in_proj);
+      if (fused_rope) {
+        ops.qkv_rope_gemv(r, QKV, X, w(p + "norm1.weight"), cfg.norm_eps, in_proj, w(p + "attn.in_proj_bias"),
+                          {{&rope_table}, P, H, cache});
+      } else if (n == 1 && !ops.gemv_rows()) {
+        ops.normed_gemv(r, QKV, 3 * D, X, 0, w(p + "norm1.weight"), cfg.norm_eps, in_proj, &w(p + "attn.in_proj_bias"),
+                        false);
       } else {
         ops.rmsnorm(r, Hb, X, w(p + "norm1.weight"), n, cfg.norm_eps);
         ops.matmul(r, QKV, 3 * D, Hb, 0, n, w(p + "attn.in_proj_weight"), &w(p + "attn.in_proj_bias"), false);
@@ -147,13 +159,10 @@ struct VulkanDecoder::Impl {
       a.q_off = 0, a.q_stride = 3 * D;
       a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
       if (cfg.causal()) {
-        const vk::BufferView K{&k_cache, static_cast<uint64_t>(l) * T * D * 4, static_cast<uint64_t>(T) * D * 4};
-        const vk::BufferView Vv{&v_cache, K.offset, K.size};
-        const vk::Ops::KvCache cache{K, Vv};
-        ops.rope(r, QKV, {&rope_table}, P, n, D, H, 0, &cache);
+        if (!fused_rope) ops.rope(r, QKV, {&rope_table}, P, n, D, H, 0, &cache);
         a.causal = 1, a.keys = 0, a.k_off = 0, a.k_stride = D, a.v_off = 0, a.v_stride = D;
-        if (n == 1) ops.attention_decode(r, QKV, K, Vv, {&partials}, ATT, P, a);  // keys split over workgroups
-        else ops.attention(r, QKV, K, Vv, S, ATT, P, a);
+        if (n == 1) ops.attention_decode(r, QKV, cache.k, cache.v, {&partials}, ATT, P, a);  // keys over workgroups
+        else ops.attention(r, QKV, cache.k, cache.v, S, ATT, P, a);
       } else {
         a.causal = 0, a.keys = n, a.k_off = D, a.k_stride = 3 * D, a.v_off = 2 * D, a.v_stride = 3 * D;
         ops.attention(r, QKV, QKV, QKV, S, ATT, P, a);

@@ -21,6 +21,9 @@ struct VulkanOptions {
   bool allow_coopmat = true;       // false: the plain tiled GEMM even where coopmat runs
   uint64_t max_buffer_bytes = 0;   // test hook: a smaller storage-binding cap (0 = the device's)
   std::string weights = "auto";    // auto | import | upload
+  // Test hook: the one-token GEMV, "auto" (the device type's), "subgroup" (the GPU decode path:
+  // fused RMSNorm, RoPE and KV append) or "rows" (the CPU devices' path).
+  std::string gemv = "auto";
 };
 
 // The options of --device vulkan|vulkan:N (throws pylon::Error for another spelling), --no-coopmat

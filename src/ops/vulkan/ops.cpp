@@ -8,9 +8,13 @@
 namespace pylon::vk {
 namespace {
 
+constexpr uint32_t kAttentionChunk = 32;  // shaders/attention_decode.comp CHUNK
+constexpr uint32_t kMaxHeads = 1024;       // counters_ holds one per head
+
 struct MatmulPush {  // shaders/matmul_common.glsl
   uint32_t n, rows, cols, row_base, ldy, x_off, wtype, group, scale_f16, bias, accumulate, silu, norm;
   float norm_eps;
+  uint32_t rope_heads;
 };
 
 uint32_t wtype(EdgeDType d) {
@@ -45,9 +49,11 @@ Ops::Ops(Context& ctx)
       gemv_rows_(ctx.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU),
       gemv_texel_(ctx.info().texel_reads),
       dummy_(ctx.make_buffer(16, MemoryKind::device)),
-      zero_(ctx.make_buffer(16, MemoryKind::device)) {
-  const uint32_t zeros[4] = {0, 0, 0, 0};
-  ctx.upload(zero_, 0, zeros, sizeof(zeros));
+      zero_(ctx.make_buffer(16, MemoryKind::device)),
+      counters_(ctx.make_buffer(4 * kMaxHeads, MemoryKind::device)) {
+  const std::vector<uint32_t> zeros(kMaxHeads, 0);
+  ctx.upload(zero_, 0, zeros.data(), 16);
+  ctx.upload(counters_, 0, zeros.data(), 4 * kMaxHeads);
 }
 
 bool Ops::uses_coopmat(uint32_t n) const {
@@ -55,30 +61,52 @@ bool Ops::uses_coopmat(uint32_t n) const {
   return coopmat_on_ && ctx_.info().coopmat && ctx_.info().subgroup_size == 32 && n >= 16;
 }
 
+Ops::GemvShape Ops::gemv_shape_for(const DeviceMatrix& w) const {
+  const uint32_t subgroups = std::max<uint32_t>(1, 128 / std::max<uint32_t>(ctx_.info().subgroup_size, 1));
+  GemvShape s = gemv_shape_;
+  if (s.rows == 0) s.rows = w.rows >= 8192 ? 2 : 1;
+  if (s.split == 0) s.split = w.cols >= 4096 ? 2 : 1;
+  s.split = std::clamp<uint32_t>(s.split, 1, subgroups);
+  while (subgroups % s.split) --s.split;  // a divisor of the workgroup's subgroups
+  return s;
+}
+
 void Ops::matmul(Recorder& r, const BufferView& y, uint32_t ldy, const BufferView& x, uint32_t x_off,
                  uint32_t n, const DeviceMatrix& w, const DeviceMatrix* bias, bool accumulate, bool silu) {
   const char* kernel = n == 1 ? "gemv" : uses_coopmat(n) ? "gemm_coopmat" : "gemm_tiled";
-  matmul_with(kernel, r, y, ldy, x, x_off, n, w, bias, accumulate, silu, nullptr, 0.f);
+  matmul_with(kernel, r, y, ldy, x, x_off, n, w, bias, accumulate, silu, nullptr, 0.f, nullptr);
 }
 
 void Ops::normed_gemv(Recorder& r, const BufferView& y, uint32_t ldy, const BufferView& x, uint32_t x_off,
                       const DeviceMatrix& norm, float eps, const DeviceMatrix& w, const DeviceMatrix* bias,
                       bool accumulate, bool silu) {
   PYLON_ASSERT(norm.chunks.size() == 1 && norm.cols == w.cols, "RMSNorm weights of ", w.cols, " columns");
-  matmul_with("gemv", r, y, ldy, x, x_off, 1, w, bias, accumulate, silu, &norm, eps);
+  matmul_with("gemv", r, y, ldy, x, x_off, 1, w, bias, accumulate, silu, &norm, eps, nullptr);
+}
+
+bool Ops::fuses_rope(const DeviceMatrix& w) const {
+  return !gemv_rows_ && w.chunks.size() == 1 && w.rows % 3 == 0;
+}
+
+void Ops::qkv_rope_gemv(Recorder& r, const BufferView& qkv, const BufferView& x, const DeviceMatrix& norm, float eps,
+                        const DeviceMatrix& w, const DeviceMatrix& bias, const RopeArgs& rope) {
+  PYLON_ASSERT(fuses_rope(w) && norm.chunks.size() == 1 && norm.cols == w.cols && rope.heads > 0 &&
+                   (w.rows / 3) % (2 * rope.heads) == 0,
+               "qkv_rope_gemv on a ", w.rows, "x", w.cols, " weight in ", w.chunks.size(), " chunks");
+  matmul_with("gemv", r, qkv, static_cast<uint32_t>(w.rows), x, 0, 1, w, &bias, false, false, &norm, eps, &rope);
 }
 
 void Ops::matmul_plain(Recorder& r, const BufferView& y, uint32_t ldy, const BufferView& x,
                        uint32_t x_off, uint32_t n, const DeviceMatrix& w, const DeviceMatrix* bias,
                        bool accumulate, bool silu) {
   matmul_with(n == 1 ? "gemv" : "gemm_tiled", r, y, ldy, x, x_off, n, w, bias, accumulate, silu, nullptr,
-              0.f);
+              0.f, nullptr);
 }
 
 void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint32_t ldy,
                       const BufferView& x, uint32_t x_off, uint32_t n, const DeviceMatrix& w,
                       const DeviceMatrix* bias, bool accumulate, bool silu, const DeviceMatrix* norm,
-                      float eps) {
+                      float eps, const RopeArgs* rope) {
   PYLON_ASSERT(!bias || bias->chunks.size() == 1, "a bias is one chunk");
   const bool gemv = std::string(kernel) == "gemv";  // either GEMV, as set_gemv_rows says
   if (gemv)
@@ -89,9 +117,15 @@ void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint
   const bool texel = std::string(kernel) == "gemv_rows_texel";  // x (binding 0) and W's words (2) as texels
   const std::vector<VkFormat> texels = {VK_FORMAT_R32G32B32A32_SFLOAT, VK_FORMAT_UNDEFINED,
                                         VK_FORMAT_R32G32B32A32_UINT};
-  const Kernel& k = kernels_.get(kernel, 7, sizeof(MatmulPush), texel ? texels : std::vector<VkFormat>{});
+  const bool subgroup_gemv = gemv && !gemv_rows_;
+  GemvShape shape = subgroup_gemv ? gemv_shape_for(w) : GemvShape{1, 1};
+  if (rope) shape.rows = std::max<uint32_t>(2, shape.rows + shape.rows % 2);  // whole rotation pairs
+  const Kernel& k = kernels_.get(kernel, subgroup_gemv ? 11 : 7, sizeof(MatmulPush),
+                                 texel ? texels : std::vector<VkFormat>{},
+                                 subgroup_gemv ? std::vector<uint32_t>{shape.rows, shape.split} : std::vector<uint32_t>{});
   const BufferView none{&dummy_, 0, 0};
-  const uint32_t rows_per_gemv_group = std::max<uint32_t>(1, 128 / std::max<uint32_t>(ctx_.info().subgroup_size, 1));
+  const uint32_t subgroups = std::max<uint32_t>(1, 128 / std::max<uint32_t>(ctx_.info().subgroup_size, 1));
+  const uint32_t rows_per_gemv_group = subgroups / shape.split * shape.rows;
   for (const DeviceMatrix::Chunk& c : w.chunks) {
     MatmulPush p{};
     p.n = n;
@@ -108,15 +142,20 @@ void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint
     p.silu = silu ? 1 : 0;
     p.norm = norm ? (norm->dtype == EdgeDType::f16 ? 2 : 1) : 0;
     p.norm_eps = eps;
+    p.rope_heads = rope ? rope->heads : 0;
     const BufferView scales = w.scales.buffer ? w.scales : none;
     const BufferView b = bias ? bias->chunks[0].values : none;
     const BufferView g = norm ? norm->chunks[0].values : none;
-    const std::vector<BufferView> views{x, c.values, c.values, scales, b, y, g};
-    r.label_next(std::string(kernel) + " " + std::to_string(c.rows) + "x" + std::to_string(w.cols) + " " +
+    std::vector<BufferView> views{x, c.values, c.values, scales, b, y, g};
+    if (subgroup_gemv) {  // the RoPE and KV append bindings (gemv_subgroup.comp)
+      views.insert(views.end(), {rope ? rope->table : none, rope ? rope->position : none,
+                                 rope ? rope->cache.k : none, rope ? rope->cache.v : none});
+    }
+    r.label_next(std::string(kernel) + (rope ? "+rope " : " ") + std::to_string(c.rows) + "x" + std::to_string(w.cols) + " " +
                  edge_dtype_name(w.dtype));
     if (gemv && gemv_rows_)  // a row per invocation (eight with texels), 64 a workgroup (gemv_rows.glsl)
       r.dispatch(k, views, p, groups_for(texel ? (static_cast<uint64_t>(c.rows) + 7) / 8 : c.rows, 64, 65535));
-    else if (gemv)  // one row per subgroup
+    else if (gemv)  // shape.rows rows per `shape.split` subgroups
       r.dispatch(k, views, p, groups_for(static_cast<uint64_t>(c.rows), rows_per_gemv_group, 65535));
     else
       r.dispatch(k, views, p, groups_for(static_cast<uint64_t>(c.rows), 64), groups_for(n, 64));
@@ -168,10 +207,6 @@ void Ops::attention(Recorder& r, const BufferView& q, const BufferView& k, const
   r.dispatch(kernels_.get("attention", 6, sizeof(a)), {q, k, v, scores, out, position}, a, a.n, a.heads);
 }
 
-namespace {
-constexpr uint32_t kAttentionChunk = 32;  // shaders/attention_decode.comp CHUNK
-}
-
 uint64_t Ops::attention_partials(uint32_t heads, uint32_t hd, uint32_t max_keys) {
   return static_cast<uint64_t>(heads) * ((max_keys + kAttentionChunk - 1) / kAttentionChunk) * (hd + 2);
 }
@@ -181,12 +216,10 @@ void Ops::attention_decode(Recorder& r, const BufferView& q, const BufferView& k
                            const AttentionArgs& a) {
   PYLON_ASSERT(a.n == 1, "attention_decode takes one query");
   PYLON_CHECK(a.hd <= 256, "Vulkan attention: head dim ", a.hd, " > 256");
+  PYLON_CHECK(a.heads <= kMaxHeads, "Vulkan attention: ", a.heads, " heads > ", kMaxHeads);
   const uint32_t chunks = (a.max_keys + kAttentionChunk - 1) / kAttentionChunk;
-  r.dispatch(kernels_.get("attention_decode", 5, sizeof(a)), {q, k, v, partials, position}, a, chunks, a.heads);
-  const struct {
-    uint32_t hd, chunks;
-  } c{a.hd, chunks};
-  r.dispatch(kernels_.get("attention_combine", 2, sizeof(c)), {partials, out}, c, a.heads);
+  r.dispatch(kernels_.get("attention_decode", 7, sizeof(a)),
+             {q, k, v, partials, position, {&counters_, 0, 4ull * kMaxHeads}, out}, a, chunks, a.heads);
 }
 
 }  // namespace pylon::vk

@@ -50,6 +50,14 @@ class Ops {
   void normed_gemv(Recorder& r, const BufferView& y, uint32_t ldy, const BufferView& x, uint32_t x_off,
                    const DeviceMatrix& norm, float eps, const DeviceMatrix& w, const DeviceMatrix* bias,
                    bool accumulate, bool silu = false);
+  // One token's q, k, v: qkv (3D) = (rmsnorm(x)·norm)·wᵀ + bias, q and k rotated at p = position[0]
+  // (rope() below, with its table), and k, v written to row p of the cache: normed_gemv, rope and
+  // the KV append in one dispatch. Where fuses_rope(w) (the subgroup GEMV, w in one chunk).
+  struct KvCache;
+  struct RopeArgs;
+  void qkv_rope_gemv(Recorder& r, const BufferView& qkv, const BufferView& x, const DeviceMatrix& norm, float eps,
+                     const DeviceMatrix& w, const DeviceMatrix& bias, const RopeArgs& rope);
+  bool fuses_rope(const DeviceMatrix& w) const;
   bool uses_coopmat(uint32_t n) const;  // whether matmul with n tokens takes the coopmat GEMM
   void set_coopmat(bool on) { coopmat_on_ = on; }  // off: matmul == matmul_plain
   // The one-token GEMV: a row per invocation (gemv_rows; the default on CPU devices) or a row per
@@ -59,6 +67,14 @@ class Ops {
   // The row-per-invocation GEMV without a fused norm reads through texel buffers where the device
   // offers them (DeviceInfo::texel_reads: CPU devices); off: storage buffers. Tests run both.
   void set_gemv_texel(bool on) { gemv_texel_ = on && ctx_.info().texel_reads; }
+  // The subgroup GEMV's shape (gemv_subgroup.comp): `rows` weight rows per subgroup, read by
+  // `split` subgroups together. Zero fields: chosen per matrix (gemv_shape_for); tests and the
+  // benchmark's sweep force one.
+  struct GemvShape {
+    uint32_t rows = 0, split = 0;
+  };
+  void set_gemv_shape(GemvShape s) { gemv_shape_ = s; }
+  GemvShape gemv_shape_for(const DeviceMatrix& w) const;
   // x (n, D) = embed[tokens] (tokens: n uint32)
   void embedding(Recorder& r, const BufferView& x, const BufferView& tokens, uint32_t n,
                  const DeviceMatrix& embed);
@@ -72,6 +88,11 @@ class Ops {
   // One layer's KV cache: (positions, dim) keys and values.
   struct KvCache {
     BufferView k, v;
+  };
+  struct RopeArgs {
+    BufferView table, position;
+    uint32_t heads;
+    KvCache cache;
   };
   // qkv (n, 3D) rotated at positions p + i; table: (positions, hd/2) vec2 {cos, sin}. With a cache,
   // token i's rotated k and its v are also written to row p + i of it (the KV append).
@@ -87,8 +108,9 @@ class Ops {
   void attention(Recorder& r, const BufferView& q, const BufferView& k, const BufferView& v,
                  const BufferView& scores, const BufferView& out, const BufferView& position,
                  const AttentionArgs& a);
-  // One query (a.n == 1): the same result from two passes, the keys split into chunks of 32 over
-  // heads x chunks workgroups, then combined per head. partials: attention_partials(a) floats.
+  // One query (a.n == 1): the same result, the keys split into chunks of 32 over heads x chunks
+  // workgroups, combined per head by the last of its workgroups (one dispatch; heads <= 1024).
+  // partials: attention_partials(a) floats of scratch.
   void attention_decode(Recorder& r, const BufferView& q, const BufferView& k, const BufferView& v,
                         const BufferView& partials, const BufferView& out, const BufferView& position,
                         const AttentionArgs& a);
@@ -98,13 +120,15 @@ class Ops {
   void matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint32_t ldy,
                    const BufferView& x, uint32_t x_off, uint32_t n, const DeviceMatrix& w,
                    const DeviceMatrix* bias, bool accumulate, bool silu, const DeviceMatrix* norm,
-                   float eps);
+                   float eps, const RopeArgs* rope);
   Context& ctx_;
   KernelCache kernels_;
   bool coopmat_on_ = true;
   bool gemv_rows_, gemv_texel_;
+  GemvShape gemv_shape_;
   Buffer dummy_;  // bound where a shader's optional buffer is absent
   Buffer zero_;   // 16 bytes of zeros: zero_position()
+  Buffer counters_;  // attention_decode's per-head counts of finished chunks, zero between dispatches
 };
 
 }  // namespace pylon::vk

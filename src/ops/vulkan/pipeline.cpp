@@ -8,7 +8,7 @@
 
 namespace pylon::vk {
 namespace {
-constexpr uint32_t kSetsPerPool = 512, kBindingsPerSet = 8;
+constexpr uint32_t kSetsPerPool = 512, kBindingsPerSet = 12;
 constexpr uint32_t kMaxTimestamps = 4096;  // per command buffer; later commands go untimed
 
 VkDescriptorType descriptor_type(VkFormat texel) {
@@ -17,7 +17,7 @@ VkDescriptorType descriptor_type(VkFormat texel) {
 }  // namespace
 
 Kernel::Kernel(const Context& ctx, const std::string& name, uint32_t bindings, uint32_t push_bytes,
-               std::vector<VkFormat> texels)
+               std::vector<VkFormat> texels, const std::vector<uint32_t>& spec)
     : device_(ctx.device()), name_(name), bindings_(bindings), push_bytes_(push_bytes), texels_(std::move(texels)) {
   const auto code = spirv_module(name);
   PYLON_ASSERT(!code.empty(), "no SPIR-V module named ", name);
@@ -46,6 +46,10 @@ Kernel::Kernel(const Context& ctx, const std::string& name, uint32_t bindings, u
     cp.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
     cp.stage.module = module_;
     cp.stage.pName = "main";
+    std::vector<VkSpecializationMapEntry> entries(spec.size());
+    for (uint32_t i = 0; i < spec.size(); ++i) entries[i] = {i, i * 4, 4};
+    const VkSpecializationInfo si{static_cast<uint32_t>(spec.size()), entries.data(), spec.size() * 4, spec.data()};
+    if (!spec.empty()) cp.stage.pSpecializationInfo = &si;
     cp.layout = layout_;
     PYLON_VK_CHECK(vkCreateComputePipelines(device_, ctx.pipeline_cache(), 1, &cp, nullptr, &pipeline_));
   } catch (...) {
@@ -65,9 +69,11 @@ void Kernel::destroy() {
 }
 
 const Kernel& KernelCache::get(const std::string& name, uint32_t bindings, uint32_t push_bytes,
-                               const std::vector<VkFormat>& texels) {
-  auto& k = kernels_[name];
-  if (!k) k = std::make_unique<Kernel>(ctx_, name, bindings, push_bytes, texels);
+                               const std::vector<VkFormat>& texels, const std::vector<uint32_t>& spec) {
+  std::string key = name;
+  for (uint32_t v : spec) key += " " + std::to_string(v);
+  auto& k = kernels_[key];
+  if (!k) k = std::make_unique<Kernel>(ctx_, name, bindings, push_bytes, texels, spec);
   bool same = k->bindings() == bindings && k->push_bytes() == push_bytes;
   for (size_t i = 0; i < bindings; ++i)
     same = same && k->texel_format(i) == (i < texels.size() ? texels[i] : VK_FORMAT_UNDEFINED);

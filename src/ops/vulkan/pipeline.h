@@ -17,12 +17,13 @@
 namespace pylon::vk {
 
 // One shader: `bindings` buffers at binding 0..bindings-1, storage buffers except where `texels`
-// gives a format (a uniform texel buffer of that format; texels may be shorter than bindings), and
-// `push_bytes` of push constants. Move-only owner of the layouts and the pipeline.
+// gives a format (a uniform texel buffer of that format; texels may be shorter than bindings),
+// `push_bytes` of push constants, and `spec[i]` for its specialization constant i (constant_id).
+// Move-only owner of the layouts and the pipeline.
 class Kernel {
  public:
   Kernel(const Context& ctx, const std::string& name, uint32_t bindings, uint32_t push_bytes,
-         std::vector<VkFormat> texels = {});
+         std::vector<VkFormat> texels = {}, const std::vector<uint32_t>& spec = {});
   ~Kernel();
   Kernel(const Kernel&) = delete;
   Kernel& operator=(const Kernel&) = delete;
@@ -48,12 +49,12 @@ class Kernel {
   VkPipeline pipeline_ = VK_NULL_HANDLE;
 };
 
-// The kernels of one context, built on first use.
+// The kernels of one context, built on first use: one pipeline per (name, specialization).
 class KernelCache {
  public:
   explicit KernelCache(const Context& ctx) : ctx_(ctx) {}
   const Kernel& get(const std::string& name, uint32_t bindings, uint32_t push_bytes,
-                    const std::vector<VkFormat>& texels = {});
+                    const std::vector<VkFormat>& texels = {}, const std::vector<uint32_t>& spec = {});
 
  private:
   const Context& ctx_;

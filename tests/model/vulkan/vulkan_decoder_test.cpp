@@ -83,15 +83,19 @@ TEST(VulkanDecoder, GreedyIdenticalToCpuAndLogitsClose) {
       // The plain kernels (fp32 activations): summation order only, 1e-3. The coopmat GEMM (prefill
       // of 16+ tokens, where the device has it) rounds activations and weights to fp16: 1e-1
       // (measured on the H200: 1.2e-2 f16, 3.0e-2 int8, 2.2e-2 int4, seed preset).
-      for (const bool coopmat : {false, true}) {
+      // Decode with both one-token GEMVs on any device: the subgroup one (GPUs' default; fused
+      // RMSNorm, RoPE and KV append) and the row-per-invocation one (CPU devices' default).
+      for (const bool coopmat : {false, true})
+        for (const std::string gemv : {"subgroup", "rows"}) {
         VulkanOptions o;
         o.allow_coopmat = coopmat;
+        o.gemv = gemv;
         VulkanDecoder gpu(path, o, 64);
         if (coopmat && gpu.describe().find("cooperative") == std::string::npos) continue;
         std::vector<std::vector<float>> lg;
         const auto b = greedy([&](const int32_t* t, int n) { return gpu.feed(t, n); }, c.vocab, 20, &lg);
         const std::string what = std::string(preset_name(p)) + " " + edge_dtype_name(q) +
-                                 (coopmat ? " coopmat" : " plain");
+                                 (coopmat ? " coopmat" : " plain") + " gemv_" + gemv;
         if (q == EdgeDType::f16) {
           EXPECT_EQ(a, b) << what;  // the contract: identical greedy text in f16
         }

@@ -150,25 +150,33 @@ void check_matmul(vk::Context& ctx, const MatmulCase& c, bool with_bias, bool ac
       if (silu) cpu::silu_forward(&acc, &acc, 1);
       ref[i * c.rows + r] = accumulate ? y0[i * c.rows + r] + acc : acc;
     }
-  // One token: both GEMVs (a subgroup / an invocation per row), the latter through storage
-  // buffers and, where the device offers them, texel buffers.
-  for (const int variant : {0, 1, 2}) {
-    const bool rows = variant > 0, texel = variant == 2;
-    if (rows && c.n != 1) break;
-    if (texel && !ctx.info().texel_reads) break;
-    ops.set_gemv_rows(rows);
-    ops.set_gemv_texel(texel);
+  // One token: both GEMVs: a subgroup per row set in three shapes (gemv_subgroup: rows per
+  // subgroup x subgroups per set; 3 rows leave a partial set at most sizes), an invocation per row
+  // through storage buffers and, where the device offers them, texel buffers.
+  struct Variant {
+    bool rows, texel;
+    vk::Ops::GemvShape shape;
+  };
+  for (const Variant& v : {Variant{false, false, {1, 1}}, Variant{false, false, {3, 1}}, Variant{false, false, {2, 4}},
+                           Variant{true, false, {}}, Variant{true, true, {}}}) {
+    if ((v.rows || v.shape.rows > 1) && c.n != 1) break;
+    if (v.texel && !ctx.info().texel_reads) break;
+    ops.set_gemv_rows(v.rows);
+    ops.set_gemv_texel(v.texel);
+    ops.set_gemv_shape(v.shape);
     vk::Buffer xb = device_vector(ctx, x), yb = device_vector(ctx, y0);
     vk::Recorder rec(ctx);
     ops.matmul(rec, {&yb}, static_cast<uint32_t>(c.rows), {&xb}, x_off, c.n, w, with_bias ? &b : nullptr,
                accumulate, silu);
     rec.run();
+    const std::string gemv = v.texel ? " gemv_rows_texel"
+                             : v.rows ? " gemv_rows"
+                                      : " gemv_subgroup " + std::to_string(v.shape.rows) + "x" + std::to_string(v.shape.split);
     expect_close(read_floats(ctx, yb, y0.size()), ref, 1e-4f, 1e-4f,
                  std::string(edge_dtype_name(c.dtype)) + " rows " + std::to_string(c.rows) + " cols " +
                      std::to_string(c.cols) + " n " + std::to_string(c.n) + " chunks " +
                      std::to_string(w.chunks.size()) + " x_off " + std::to_string(x_off) +
-                     (silu ? " silu" : "") + (coopmat ? " coopmat" : "") +
-                     (c.n == 1 ? (texel ? " gemv_rows_texel" : rows ? " gemv_rows" : " gemv_subgroup") : ""),
+                     (silu ? " silu" : "") + (coopmat ? " coopmat" : "") + (c.n == 1 ? gemv : ""),
                  slack);
   }
 }
@@ -235,8 +243,10 @@ TEST(VulkanOps, GemvWithFusedRmsnorm) {
       ref[r] = t.accumulate ? y0[r] + acc : acc;
       slack[r] = magnitude / 1048576.f;
     }
-    for (const bool rows : {false, true}) {
+    for (const vk::Ops::GemvShape shape : {vk::Ops::GemvShape{1, 1}, vk::Ops::GemvShape{3, 2}, vk::Ops::GemvShape{}}) {
+      const bool rows = shape.rows == 0;  // last: the row-per-invocation GEMV
       ops.set_gemv_rows(rows);
+      ops.set_gemv_shape(shape);
       vk::Buffer xb = device_vector(*ctx, x), yb = device_vector(*ctx, y0);
       vk::Recorder rec(*ctx);
       ops.normed_gemv(rec, {&yb}, static_cast<uint32_t>(c.rows), {&xb}, t.x_off, g, 1e-5f, w, &b, t.accumulate,
@@ -245,7 +255,8 @@ TEST(VulkanOps, GemvWithFusedRmsnorm) {
       expect_close(read_floats(*ctx, yb, ref.size()), ref, 1e-4f, 1e-4f,
                    std::string("normed gemv ") + edge_dtype_name(c.dtype) + " cols " + std::to_string(c.cols) +
                        " norm " + edge_dtype_name(t.norm) + " x_off " + std::to_string(t.x_off) +
-                       (rows ? " gemv_rows" : " gemv_subgroup"),
+                       (rows ? " gemv_rows" : " gemv_subgroup " + std::to_string(shape.rows) + "x" +
+                                                  std::to_string(shape.split)),
                    slack);
     }
   }

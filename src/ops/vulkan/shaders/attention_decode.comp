@@ -1,10 +1,13 @@
-// Decode attention (one query), pass 1 of 2: the keys are split into chunks of CHUNK so that
-// heads x chunks workgroups share them (one workgroup per head alone leaves most of a GPU idle).
+// Decode attention (one query), the keys split into chunks of CHUNK so that heads x chunks
+// workgroups share them (one workgroup per head alone leaves most of a GPU idle), and the chunks
+// combined by the last of a head's workgroups to finish, in the same dispatch.
 // Workgroup (chunk, h) scores its keys (each subgroup a key at a time, its lanes splitting the head
 // dim, a subgroup sum), then writes to partials[(h * chunks + chunk) * (hd + 2) ..]: its max m, its
-// sum l = Σ exp(s - m) and o = Σ exp(s - m)·v (hd floats). A chunk past the last key writes
-// m = -FLT_MAX, l = 0, o = 0. attention_combine.comp is pass 2. Layout and positions as in
-// attention.comp (query 0 only; causal: keys 0 .. pos0 + position[0]).
+// sum l = Σ exp(s - m) and o = Σ exp(s - m)·v (hd floats). It then counts itself done on
+// counters[h]; the workgroup that brings the count to the head's number of non-empty chunks
+// combines them exactly as one softmax (M = max m, out = Σ o·exp(m - M) / Σ l·exp(m - M)) and sets
+// the count back to zero for the next dispatch. Chunks past the last key do nothing. Layout and
+// positions as in attention.comp (query 0 only; causal: keys 0 .. pos0 + position[0]).
 #version 450
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -19,21 +22,21 @@ layout(std430, binding = 1) readonly buffer K { float k[]; };
 layout(std430, binding = 1) readonly buffer K4 { vec4 k4[]; };
 layout(std430, binding = 2) readonly buffer V { float v[]; };
 layout(std430, binding = 2) readonly buffer V4 { vec4 v4[]; };
-layout(std430, binding = 3) writeonly buffer Partials { float partials[]; };
+layout(std430, binding = 3) coherent buffer Partials { float partials[]; };  // read by another workgroup
 layout(std430, binding = 4) readonly buffer Position { uint position[]; };
+layout(std430, binding = 5) coherent buffer Counters { uint counters[]; };   // per head, zero between dispatches
+layout(std430, binding = 6) writeonly buffer O { float o[]; };
 const uint THREADS = 128u, CHUNK = 32u;
 shared float qs[256];
 shared float ps[CHUNK];   // scores, then exp(s - m)
 shared vec4 pv[THREADS];  // p·V of each (vec4 column, key slice)
+shared bool last;         // this workgroup combines the head
 
 void main() {
   const uint chunk = gl_WorkGroupID.x, h = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
   const uint keys = pc.causal != 0u ? pc.pos0 + position[0] + 1u : pc.keys;
-  const uint first = chunk * CHUNK, dst = (h * gl_NumWorkGroups.x + chunk) * (pc.hd + 2u);
-  if (first >= keys) {  // the whole workgroup: nothing here
-    for (uint c = tid; c < pc.hd + 2u; c += THREADS) partials[dst + c] = c == 0u ? -3.402823e38 : 0.0;
-    return;
-  }
+  const uint first = chunk * CHUNK, row = pc.hd + 2u, dst = (h * gl_NumWorkGroups.x + chunk) * row;
+  if (first >= keys) return;  // the whole workgroup: not one of the head's chunks
   const uint count = min(CHUNK, keys - first);
   const bool vec = pc.hd % 4u == 0u && pc.k_off % 4u == 0u && pc.k_stride % 4u == 0u &&
                    pc.v_off % 4u == 0u && pc.v_stride % 4u == 0u && pc.hd / 4u <= THREADS;
@@ -82,4 +85,24 @@ void main() {
       partials[dst + 2u + c] = acc;
     }
   }
+  // Done: this workgroup's partials visible to the device, then counted.
+  memoryBarrierBuffer();
+  barrier();
+  const uint chunks = (keys + CHUNK - 1u) / CHUNK;
+  if (tid == 0u) last = atomicAdd(counters[h], 1u) == chunks - 1u;
+  barrier();
+  if (!last) return;
+  memoryBarrierBuffer();  // the other workgroups' partials, seen after their counts
+  const uint base = h * gl_NumWorkGroups.x * row;
+  float mx = -3.402823e38;
+  for (uint c = 0u; c < chunks; ++c) mx = max(mx, partials[base + c * row]);
+  float total = 0.0;
+  for (uint c = 0u; c < chunks; ++c) total += partials[base + c * row + 1u] * exp(partials[base + c * row] - mx);
+  const float inv = 1.0 / total;
+  for (uint e = tid; e < pc.hd; e += THREADS) {
+    float acc = 0.0;
+    for (uint c = 0u; c < chunks; ++c) acc += partials[base + c * row + 2u + e] * exp(partials[base + c * row] - mx);
+    o[h * pc.hd + e] = acc * inv;
+  }
+  if (tid == 0u) counters[h] = 0u;
 }

@@ -1,6 +1,7 @@
-// Shared by the decode GEMVs (gemv_subgroup: a subgroup per row; gemv_rows: an invocation per
-// row), after matmul_common.glsl: x as vec4, the norm fused in front, whole-word decoding of f32 /
-// f16 / int8 / int4 and row_dot, the dot of x with a share of one row.
+// Shared by the decode GEMVs (gemv_subgroup: a subgroup per GEMV_N rows; gemv_rows: an invocation
+// per row or per GEMV_N rows), after matmul_common.glsl: x as vec4, the norm fused in front,
+// whole-word decoding of f32 / f16 / int8 / int4, row_dot (the dot of x with a share of one row)
+// and, where the includer defines GEMV_N, rows_dot (the same for GEMV_N rows at once).
 // X seen as vec4 (x_off % 4 == 0) and W as 16-byte words: storage buffers, or with TEXEL_LOADS
 // uniform texel buffers (RGBA32F, RGBA32UI), which llvmpipe reads far faster (vulkan_notes.md).
 #ifdef TEXEL_LOADS
@@ -112,3 +113,67 @@ float row_dot(uint r, uint lane, uint S) {
   }
   return acc;
 }
+
+#ifdef GEMV_N
+// rows_dot's rows (in) and sums (out): globals, as arrays sized by a specialization constant.
+uint g_rows[GEMV_N];
+float g_acc[GEMV_N];
+
+// g_acc[i] = this invocation's share (16-byte words lane, lane + S, ...) of the dot of x with row
+// g_rows[i], for GEMV_N rows at once: x's values for each word are loaded (with the norm fused:
+// squared into sum_sq and scaled by g) once for all the rows, and the rows' words are independent
+// loads in flight together. Rows that are not whole words take row_dot, one at a time.
+void rows_dot(uint lane, uint S) {
+  for (uint i = 0u; i < GEMV_N; ++i) g_acc[i] = 0.0;
+  const bool words = row_bytes() % 16u == 0u && (pc.wtype != WT_INT4 || pc.group % 32u == 0u) &&
+                     (pc.x_off & 3u) == 0u;
+  if (!words) {
+    const float before = sum_sq;  // Σx² over this invocation's columns: counted for one row only
+    for (uint i = 0u; i < GEMV_N; ++i) {
+      const float first = sum_sq;
+      g_acc[i] = row_dot(g_rows[i], lane, S);
+      if (i > 0u) sum_sq = first;
+    }
+    return;
+  }
+  const uint per_row = row_bytes() / 16u;
+  if (pc.wtype == WT_F32) {
+    for (uint v = lane; v < per_row; v += S) {
+      const vec4 x = x4(v * 4u);
+      for (uint i = 0u; i < GEMV_N; ++i) g_acc[i] += dot(uintBitsToFloat(LOAD_W4(g_rows[i] * per_row + v)), x);
+    }
+  } else if (pc.wtype == WT_F16) {
+    for (uint v = lane; v < per_row; v += S) {
+      const vec4 xa = x4(v * 8u), xb = x4(v * 8u + 4u);
+      for (uint i = 0u; i < GEMV_N; ++i) {
+        const uvec4 q = LOAD_W4(g_rows[i] * per_row + v);
+        g_acc[i] += dot(f16x4(q.x, q.y), xa) + dot(f16x4(q.z, q.w), xb);
+      }
+    }
+  } else if (pc.wtype == WT_INT8) {
+    for (uint v = lane; v < per_row; v += S) {
+      const uint c = v * 16u;
+      const vec4 x0 = x4(c), x1 = x4(c + 4u), x2 = x4(c + 8u), x3 = x4(c + 12u);
+      for (uint i = 0u; i < GEMV_N; ++i) {
+        const uvec4 q = LOAD_W4(g_rows[i] * per_row + v);
+        g_acc[i] += dot(i8x4(q.x), x0) + dot(i8x4(q.y), x1) + dot(i8x4(q.z), x2) + dot(i8x4(q.w), x3);
+      }
+    }
+    for (uint i = 0u; i < GEMV_N; ++i) g_acc[i] *= scale_at(pc.row_base + g_rows[i]);
+  } else {  // int4: a word's 32 columns lie in one group (group % 32 == 0)
+    const uint groups = int4_groups(), words_per_group = pc.group / 32u, shift = uint(findLSB(words_per_group));
+    const bool pow2 = (words_per_group & (words_per_group - 1u)) == 0u;
+    for (uint v = lane; v < per_row; v += S) {
+      const uint c = v * 32u, g = pow2 ? v >> shift : v / words_per_group;
+      const vec4 x0 = x4(c), x1 = x4(c + 4u), x2 = x4(c + 8u), x3 = x4(c + 12u);
+      const vec4 x4_ = x4(c + 16u), x5 = x4(c + 20u), x6 = x4(c + 24u), x7 = x4(c + 28u);
+      for (uint i = 0u; i < GEMV_N; ++i) {
+        const uvec4 q = LOAD_W4(g_rows[i] * per_row + v);
+        g_acc[i] += (dot(i4lo(q.x), x0) + dot(i4hi(q.x), x1) + dot(i4lo(q.y), x2) + dot(i4hi(q.y), x3) +
+                     dot(i4lo(q.z), x4_) + dot(i4hi(q.z), x5) + dot(i4lo(q.w), x6) + dot(i4hi(q.w), x7)) *
+                    scale_at((pc.row_base + g_rows[i]) * groups + g);
+      }
+    }
+  }
+}
+#endif

@@ -1,10 +1,10 @@
 // Decode GEMV for CPU devices (gemv_rows.glsl) without a fused RMSNorm: eight rows per invocation
-// (ROWS_PER_INVOCATION; 4 and 16 measured slower on llvmpipe), x and the weights' 16-byte words read
+// (GEMV_N; 4 and 16 measured slower on llvmpipe), x and the weights' 16-byte words read
 // through uniform texel buffers, which llvmpipe serves with its sampler's gathers (its
 // storage-buffer loads go lane by lane).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #define NO_NORM
 #define TEXEL_LOADS
-#define ROWS_PER_INVOCATION 8u
+#define GEMV_N 8u
 #include "gemv_rows.glsl"

@@ -22,6 +22,8 @@ layout(push_constant) uniform Push {
   uint silu;        // 1: act = SiLU (a fused activation), else none
   uint norm;        // GEMV only: 0, or X is RMSNorm'd with weights NormW, 1: f32, 2: f16
   float norm_eps;
+  uint rope_heads;  // gemv_subgroup only: 0, or W is a qkv projection of this many heads, its output
+                    // rotated (RoPE) and its k and v appended to the KV cache (gemv_subgroup.comp)
 } pc;
 
 #ifndef TEXEL_LOADS  // else gemv_common.glsl binds X and W4 as texel buffers
