@@ -8,8 +8,8 @@
 // with device timestamps after every dispatch: device time per token against host time per token,
 // and the device time per kind of dispatch; prefill tokens/s on the plain tiled GEMM and on the coopmat GEMM where it runs,
 // and the coopmat GEMM's own throughput on a large fp16 GEMM (the prefill ceiling of this kernel).
-// --gemv-sweep 1 first times the subgroup GEMV on each of the model's matrix shapes in every
-// (rows per subgroup, subgroups per row set) shape, dispatched back to back with barriers as in
+// --gemv-sweep 1 first times the subgroup GEMV on each of the model's matrix shapes in several
+// (rows per subgroup, subgroups per row set, words a lane loads at once) shapes, dispatched back to back with barriers as in
 // a decode step (device timestamps, mean of 30 dispatches after a warm-up run).
 //   pylon_bench_vulkan [--dim 2048 --layers 12 --heads 16 --vocab 32000] [--quant f16,int8,int4]
 //                      [--prefill 128] [--decode 32] [--dir /tmp] [--device N] [--gemv-sweep 0|1]
@@ -134,7 +134,15 @@ void gemv_sweep(const std::string& path, int device) {
     const char* name;
     const char* norm;
   };
-  const vk::Ops::GemvShape shapes[] = {{0, 0}, {1, 1}, {2, 1}, {4, 1}, {1, 2}, {2, 2}, {4, 2}, {1, 4}, {2, 4}, {8, 1}};
+  const vk::Ops::GemvShape shapes[] = {{0, 0, 0}, {1, 1, 1}, {2, 2, 1}, {2, 2, 2}, {4, 2, 1}, {4, 2, 2}, {4, 1, 2},
+                                       {2, 4, 1}, {2, 4, 2}, {4, 4, 1}, {8, 1, 1}, {8, 1, 2}, {8, 2, 1}, {1, 4, 4}};
+  {  // warm-up: about a second of GEMVs, so that the clocks have risen before the first timing
+    vk::Recorder warm(ctx, nullptr, true);
+    const vk::DeviceMatrix& w = weights.get("layers.0.ffn.0.weight");
+    for (int i = 0; i < 100; ++i) ops.matmul(warm, {&y}, static_cast<uint32_t>(w.rows), {&x}, 0, 1, w, nullptr, false);
+    const auto t = Clock::now();
+    while (since(t) < 1.0) warm.replay();
+  }
   for (const Matrix m : {Matrix{"layers.0.attn.in_proj_weight", "layers.0.norm1.weight"},
                          Matrix{"layers.0.attn.out_proj.weight", nullptr},
                          Matrix{"layers.0.ffn.0.weight", "layers.0.norm2.weight"},
@@ -161,8 +169,8 @@ void gemv_sweep(const std::string& path, int device) {
       long count = 0;
       for (const auto& [name, e] : times.by_kernel) sec += e.seconds, count += e.count;
       const double each = sec / static_cast<double>(count);
-      std::printf(" %s%ux%u %.2f us (%.0f GB/s)", s.rows == 0 ? "auto=" : "", used.rows, used.split, each * 1e6,
-                  bytes / each / 1e9);
+      std::printf(" %s%ux%ux%u %.2f us (%.0f GB/s)", s.rows == 0 ? "auto=" : "", used.rows, used.split, used.unroll,
+                  each * 1e6, bytes / each / 1e9);
     }
     std::printf("\n");
   }

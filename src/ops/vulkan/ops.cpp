@@ -63,9 +63,13 @@ bool Ops::uses_coopmat(uint32_t n) const {
 
 Ops::GemvShape Ops::gemv_shape_for(const DeviceMatrix& w) const {
   const uint32_t subgroups = std::max<uint32_t>(1, 128 / std::max<uint32_t>(ctx_.info().subgroup_size, 1));
+  // From the H200 sweep (bench/vulkan_notes.md): the head's 32000 rows 8 a subgroup alone; the
+  // 6144- and 8192-row matrices 4 rows per 2 subgroups; the 2048-row ones 2 rows per 2, or per 4
+  // subgroups for 8192 columns.
   GemvShape s = gemv_shape_;
-  if (s.rows == 0) s.rows = w.rows >= 8192 ? 2 : 1;
-  if (s.split == 0) s.split = w.cols >= 4096 ? 2 : 1;
+  if (s.rows == 0) s.rows = w.rows >= 16384 ? 8 : w.rows >= 4096 ? 4 : 2;
+  if (s.split == 0) s.split = w.rows >= 16384 ? 1 : w.cols >= 8192 ? 4 : 2;
+  if (s.unroll == 0) s.unroll = 1;
   s.split = std::clamp<uint32_t>(s.split, 1, subgroups);
   while (subgroups % s.split) --s.split;  // a divisor of the workgroup's subgroups
   return s;
@@ -118,11 +122,12 @@ void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint
   const std::vector<VkFormat> texels = {VK_FORMAT_R32G32B32A32_SFLOAT, VK_FORMAT_UNDEFINED,
                                         VK_FORMAT_R32G32B32A32_UINT};
   const bool subgroup_gemv = gemv && !gemv_rows_;
-  GemvShape shape = subgroup_gemv ? gemv_shape_for(w) : GemvShape{1, 1};
+  GemvShape shape = subgroup_gemv ? gemv_shape_for(w) : GemvShape{1, 1, 1};
   if (rope) shape.rows = std::max<uint32_t>(2, shape.rows + shape.rows % 2);  // whole rotation pairs
   const Kernel& k = kernels_.get(kernel, subgroup_gemv ? 11 : 7, sizeof(MatmulPush),
                                  texel ? texels : std::vector<VkFormat>{},
-                                 subgroup_gemv ? std::vector<uint32_t>{shape.rows, shape.split} : std::vector<uint32_t>{});
+                                 subgroup_gemv ? std::vector<uint32_t>{shape.rows, shape.split, shape.unroll}
+                                               : std::vector<uint32_t>{});
   const BufferView none{&dummy_, 0, 0};
   const uint32_t subgroups = std::max<uint32_t>(1, 128 / std::max<uint32_t>(ctx_.info().subgroup_size, 1));
   const uint32_t rows_per_gemv_group = subgroups / shape.split * shape.rows;

@@ -150,14 +150,16 @@ void check_matmul(vk::Context& ctx, const MatmulCase& c, bool with_bias, bool ac
       if (silu) cpu::silu_forward(&acc, &acc, 1);
       ref[i * c.rows + r] = accumulate ? y0[i * c.rows + r] + acc : acc;
     }
-  // One token: both GEMVs: a subgroup per row set in three shapes (gemv_subgroup: rows per
-  // subgroup x subgroups per set; 3 rows leave a partial set at most sizes), an invocation per row
+  // One token: both GEMVs: a subgroup per row set in three shapes and the automatic one
+  // (gemv_subgroup: rows per subgroup x subgroups per set x words a lane loads at once; 3 rows
+  // leave a partial set at most sizes, 2 and 4 words a partial round), an invocation per row
   // through storage buffers and, where the device offers them, texel buffers.
   struct Variant {
     bool rows, texel;
     vk::Ops::GemvShape shape;
   };
-  for (const Variant& v : {Variant{false, false, {1, 1}}, Variant{false, false, {3, 1}}, Variant{false, false, {2, 4}},
+  for (const Variant& v : {Variant{false, false, {1, 1, 1}}, Variant{false, false, {3, 1, 2}},
+                           Variant{false, false, {2, 4, 4}}, Variant{false, false, {}},
                            Variant{true, false, {}}, Variant{true, true, {}}}) {
     if ((v.rows || v.shape.rows > 1) && c.n != 1) break;
     if (v.texel && !ctx.info().texel_reads) break;
@@ -171,7 +173,8 @@ void check_matmul(vk::Context& ctx, const MatmulCase& c, bool with_bias, bool ac
     rec.run();
     const std::string gemv = v.texel ? " gemv_rows_texel"
                              : v.rows ? " gemv_rows"
-                                      : " gemv_subgroup " + std::to_string(v.shape.rows) + "x" + std::to_string(v.shape.split);
+                                      : " gemv_subgroup " + std::to_string(v.shape.rows) + "x" +
+                                            std::to_string(v.shape.split) + "x" + std::to_string(v.shape.unroll);
     expect_close(read_floats(ctx, yb, y0.size()), ref, 1e-4f, 1e-4f,
                  std::string(edge_dtype_name(c.dtype)) + " rows " + std::to_string(c.rows) + " cols " +
                      std::to_string(c.cols) + " n " + std::to_string(c.n) + " chunks " +
@@ -243,7 +246,8 @@ TEST(VulkanOps, GemvWithFusedRmsnorm) {
       ref[r] = t.accumulate ? y0[r] + acc : acc;
       slack[r] = magnitude / 1048576.f;
     }
-    for (const vk::Ops::GemvShape shape : {vk::Ops::GemvShape{1, 1}, vk::Ops::GemvShape{3, 2}, vk::Ops::GemvShape{}}) {
+    for (const vk::Ops::GemvShape shape :
+         {vk::Ops::GemvShape{1, 1, 1}, vk::Ops::GemvShape{3, 2, 2}, vk::Ops::GemvShape{}}) {
       const bool rows = shape.rows == 0;  // last: the row-per-invocation GEMV
       ops.set_gemv_rows(rows);
       ops.set_gemv_shape(shape);
@@ -385,13 +389,14 @@ TEST(VulkanOps, RopeAndAttention) {
 }
 
 // Past the shader's 3072 scores in shared memory the scores go through the scratch buffer: a
-// causal query at position 3100 over a cache of 3110 rows, at head dims 16 and 128 (vec4 loads)
-// and 18 (element by element); and the two-pass decode attention.
+// causal query at position 3100 over a cache of 4200 rows, at head dims 16 and 128 (vec4 loads)
+// and 18 (element by element); and the decode attention (chunks of 32 keys combined by each
+// head's last workgroup; past 128 chunks the combine takes them in batches).
 TEST(VulkanOps, AttentionOverALongContext) {
   PYLON_VULKAN_CONTEXT_OR_SKIP(ctx);
   vk::Ops ops(*ctx);
   for (const int D : {32, 36, 256}) {
-    const int n = 2, H = 2, hd = D / H, pos0 = 3100, T = 3110;
+    const int n = 2, H = 2, hd = D / H, pos0 = 3100, T = 4200;
     const std::vector<float> q = random_floats(n * D, 31), kc = random_floats(T * D, 32), vc = random_floats(T * D, 33);
     vk::Buffer qb = device_vector(*ctx, q), kb = device_vector(*ctx, kc), vb = device_vector(*ctx, vc);
     vk::Buffer sb = ctx->make_buffer(4ull * n * H * T, vk::MemoryKind::device);
@@ -406,10 +411,10 @@ TEST(VulkanOps, AttentionOverALongContext) {
     rec.run();
     expect_close(read_floats(*ctx, ob, n * D), attention_reference(q, kc, vc, a, pos0), 1e-5f, 1e-4f,
                  "attention, long, head dim " + std::to_string(hd));
-    // The decode form (one query, keys split into chunks of 32 and combined) at positions 0 (one
-    // key), 40 (two chunks, the second partial, the rest empty) and 3100.
+    // The decode form at positions 0 (one key), 40 (two chunks, the second partial, the rest
+    // empty), 3100 and 4190 (131 chunks: two batches in the combine).
     vk::Buffer partials = ctx->make_buffer(4 * vk::Ops::attention_partials(H, hd, T), vk::MemoryKind::device);
-    for (const uint32_t p : {0u, 40u, 3100u}) {
+    for (const uint32_t p : {0u, 40u, 3100u, 4190u}) {
       vk::Buffer p1 = device_vector(*ctx, std::vector<uint32_t>{p, 0, 0, 0});
       vk::Ops::AttentionArgs a1 = a;
       a1.n = 1;

@@ -31,6 +31,8 @@ shared float qs[256];
 shared float ps[CHUNK];   // scores, then exp(s - m)
 shared vec4 pv[THREADS];  // p·V of each (vec4 column, key slice)
 shared bool last;         // this workgroup combines the head
+shared float red[THREADS];  // the combine's per-subgroup maxima and sums
+shared float wts[THREADS];  // the combine's chunk weights exp(m - M)
 
 void main() {
   const uint chunk = gl_WorkGroupID.x, h = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
@@ -43,17 +45,35 @@ void main() {
   for (uint c = tid; c < pc.hd; c += THREADS) qs[c] = q[pc.q_off + h * pc.hd + c];
   barrier();
   const uint lane = gl_SubgroupInvocationID, S = gl_SubgroupSize;
-  for (uint j = gl_SubgroupID; j < count; j += gl_NumSubgroups) {
-    const uint kb = pc.k_off + (first + j) * pc.k_stride + h * pc.hd;
-    float d = 0.0;
-    if (vec) {
-      for (uint c = 4u * lane; c < pc.hd; c += 4u * S)
-        d += dot(vec4(qs[c], qs[c + 1u], qs[c + 2u], qs[c + 3u]), k4[(kb + c) >> 2]);
-    } else {
-      for (uint c = lane; c < pc.hd; c += S) d += qs[c] * k[kb + c];
+  if (vec && pc.hd <= 4u * S) {
+    // A vec4 of each key per lane (head dim <= 4S), KEYS keys' loads issued before their sums.
+    const uint KEYS = 8u, c = 4u * lane;
+    for (uint j0 = gl_SubgroupID; j0 < count; j0 += gl_NumSubgroups * KEYS) {
+      vec4 kv[KEYS];
+      for (uint t = 0u; t < KEYS; ++t) {
+        const uint j = j0 + t * gl_NumSubgroups;
+        kv[t] = j < count && c < pc.hd ? k4[(pc.k_off + (first + j) * pc.k_stride + h * pc.hd + c) >> 2] : vec4(0.0);
+      }
+      const vec4 qv = c < pc.hd ? vec4(qs[c], qs[c + 1u], qs[c + 2u], qs[c + 3u]) : vec4(0.0);
+      for (uint t = 0u; t < KEYS; ++t) {
+        const uint j = j0 + t * gl_NumSubgroups;
+        const float d = subgroupAdd(dot(qv, kv[t]));
+        if (j < count && subgroupElect()) ps[j] = d * pc.scale;
+      }
     }
-    d = subgroupAdd(d);
-    if (subgroupElect()) ps[j] = d * pc.scale;
+  } else {
+    for (uint j = gl_SubgroupID; j < count; j += gl_NumSubgroups) {
+      const uint kb = pc.k_off + (first + j) * pc.k_stride + h * pc.hd;
+      float d = 0.0;
+      if (vec) {
+        for (uint c = 4u * lane; c < pc.hd; c += 4u * S)
+          d += dot(vec4(qs[c], qs[c + 1u], qs[c + 2u], qs[c + 3u]), k4[(kb + c) >> 2]);
+      } else {
+        for (uint c = lane; c < pc.hd; c += S) d += qs[c] * k[kb + c];
+      }
+      d = subgroupAdd(d);
+      if (subgroupElect()) ps[j] = d * pc.scale;
+    }
   }
   barrier();
   float m = ps[0];
@@ -68,8 +88,15 @@ void main() {
     const uint cols = pc.hd / 4u, slices = THREADS / cols, g = tid % cols, slice = tid / cols;
     vec4 acc = vec4(0.0);
     if (slice < slices)
-      for (uint j = slice; j < count; j += slices)
-        acc += ps[j] * v4[(pc.v_off + (first + j) * pc.v_stride + h * pc.hd) / 4u + g];
+      for (uint j0 = slice; j0 < count; j0 += 8u * slices) {  // eight keys' loads in flight
+        vec4 vv[8];
+        for (uint t = 0u; t < 8u; ++t) {
+          const uint j = j0 + t * slices;
+          vv[t] = j < count ? v4[(pc.v_off + (first + j) * pc.v_stride + h * pc.hd) / 4u + g] : vec4(0.0);
+        }
+        for (uint t = 0u; t < 8u; ++t)
+          if (j0 + t * slices < count) acc += ps[j0 + t * slices] * vv[t];
+      }
     pv[tid] = acc;
     barrier();
     if (tid < cols) {
@@ -93,16 +120,38 @@ void main() {
   barrier();
   if (!last) return;
   memoryBarrierBuffer();  // the other workgroups' partials, seen after their counts
+  // The chunks' maxima and sums, spread over the threads: M = max m, total = Σ l·exp(m - M).
   const uint base = h * gl_NumWorkGroups.x * row;
   float mx = -3.402823e38;
-  for (uint c = 0u; c < chunks; ++c) mx = max(mx, partials[base + c * row]);
+  for (uint c = tid; c < chunks; c += THREADS) mx = max(mx, partials[base + c * row]);
+  mx = subgroupMax(mx);
+  if (subgroupElect()) red[gl_SubgroupID] = mx;
+  barrier();
+  mx = red[0];
+  for (uint i = 1u; i < gl_NumSubgroups; ++i) mx = max(mx, red[i]);
+  barrier();
   float total = 0.0;
-  for (uint c = 0u; c < chunks; ++c) total += partials[base + c * row + 1u] * exp(partials[base + c * row] - mx);
+  for (uint c = tid; c < chunks; c += THREADS) total += partials[base + c * row + 1u] * exp(partials[base + c * row] - mx);
+  total = subgroupAdd(total);
+  if (subgroupElect()) red[gl_SubgroupID] = total;
+  barrier();
+  total = 0.0;
+  for (uint i = 0u; i < gl_NumSubgroups; ++i) total += red[i];
   const float inv = 1.0 / total;
-  for (uint e = tid; e < pc.hd; e += THREADS) {
-    float acc = 0.0;
-    for (uint c = 0u; c < chunks; ++c) acc += partials[base + c * row + 2u + e] * exp(partials[base + c * row] - mx);
-    o[h * pc.hd + e] = acc * inv;
+  // out = Σ o·exp(m - M) / total, the chunks' weights staged THREADS at a time.
+  float acc[2] = float[2](0.0, 0.0);  // elements tid and tid + THREADS (head dim <= 256)
+  for (uint c0 = 0u; c0 < chunks; c0 += THREADS) {
+    barrier();
+    if (c0 + tid < chunks) wts[tid] = exp(partials[base + (c0 + tid) * row] - mx);
+    barrier();
+    const uint n = min(THREADS, chunks - c0);
+    for (uint i = 0u; i < 2u; ++i) {
+      const uint e = tid + i * THREADS;
+      if (e < pc.hd)
+        for (uint c = 0u; c < n; ++c) acc[i] += partials[base + (c0 + c) * row + 2u + e] * wts[c];
+    }
   }
+  for (uint i = 0u; i < 2u; ++i)
+    if (tid + i * THREADS < pc.hd) o[h * pc.hd + tid + i * THREADS] = acc[i] * inv;
   if (tid == 0u) counters[h] = 0u;
 }

@@ -116,8 +116,59 @@ float row_dot(uint r, uint lane, uint S) {
 
 #ifdef GEMV_N
 // rows_dot's rows (in) and sums (out): globals, as arrays sized by a specialization constant.
+// GEMV_U: words of a row each invocation loads at once (1 unless the includer sets it).
+#ifndef GEMV_U
+#define GEMV_U 1u
+#endif
 uint g_rows[GEMV_N];
 float g_acc[GEMV_N];
+
+uvec4 g_q[GEMV_U * GEMV_N];  // word u of row i at g_q[u * GEMV_N + i]
+
+// g_acc[i] += x · word v (loaded as g_q[u * GEMV_N + i]) of row i, for each of the rows.
+void acc_f32(uint v, uint u) {
+  const vec4 x = x4(v * 4u);
+  for (uint i = 0u; i < GEMV_N; ++i) g_acc[i] += dot(uintBitsToFloat(g_q[u * GEMV_N + i]), x);
+}
+void acc_f16(uint v, uint u) {
+  const vec4 xa = x4(v * 8u), xb = x4(v * 8u + 4u);
+  for (uint i = 0u; i < GEMV_N; ++i) {
+    const uvec4 w = g_q[u * GEMV_N + i];
+    g_acc[i] += dot(f16x4(w.x, w.y), xa) + dot(f16x4(w.z, w.w), xb);
+  }
+}
+void acc_i8(uint v, uint u) {  // unscaled
+  const uint c = v * 16u;
+  const vec4 x0 = x4(c), x1 = x4(c + 4u), x2 = x4(c + 8u), x3 = x4(c + 12u);
+  for (uint i = 0u; i < GEMV_N; ++i) {
+    const uvec4 w = g_q[u * GEMV_N + i];
+    g_acc[i] += dot(i8x4(w.x), x0) + dot(i8x4(w.y), x1) + dot(i8x4(w.z), x2) + dot(i8x4(w.w), x3);
+  }
+}
+void acc_i4(uint v, uint u) {  // the word's group scale applied
+  const uint groups = int4_groups(), words_per_group = pc.group / 32u;
+  const uint g = (words_per_group & (words_per_group - 1u)) == 0u ? v >> uint(findLSB(words_per_group))
+                                                                  : v / words_per_group;
+  const uint c = v * 32u;
+  const vec4 x0 = x4(c), x1 = x4(c + 4u), x2 = x4(c + 8u), x3 = x4(c + 12u);
+  const vec4 x4_ = x4(c + 16u), x5 = x4(c + 20u), x6 = x4(c + 24u), x7 = x4(c + 28u);
+  for (uint i = 0u; i < GEMV_N; ++i) {
+    const uvec4 w = g_q[u * GEMV_N + i];
+    g_acc[i] += (dot(i4lo(w.x), x0) + dot(i4hi(w.x), x1) + dot(i4lo(w.y), x2) + dot(i4hi(w.y), x3) +
+                 dot(i4lo(w.z), x4_) + dot(i4hi(w.z), x5) + dot(i4lo(w.w), x6) + dot(i4hi(w.w), x7)) *
+                scale_at((pc.row_base + g_rows[i]) * groups + g);
+  }
+}
+
+// Words v0, v0 + S, ..., v0 + (GEMV_U - 1)·S of every row loaded together (GEMV_U x GEMV_N loads in
+// flight per invocation), then ACC decodes each against x.
+#define WORD_LOOP(ACC)                                                                  \
+  for (uint v0 = lane; v0 < per_row; v0 += S * GEMV_U) {                                \
+    for (uint u = 0u; u < GEMV_U; ++u)                                                  \
+      for (uint i = 0u; i < GEMV_N; ++i)                                                \
+        if (v0 + u * S < per_row) g_q[u * GEMV_N + i] = LOAD_W4(g_rows[i] * per_row + v0 + u * S); \
+    for (uint u = 0u; u < GEMV_U && v0 + u * S < per_row; ++u) ACC(v0 + u * S, u);     \
+  }
 
 // g_acc[i] = this invocation's share (16-byte words lane, lane + S, ...) of the dot of x with row
 // g_rows[i], for GEMV_N rows at once: x's values for each word are loaded (with the norm fused:
@@ -138,42 +189,14 @@ void rows_dot(uint lane, uint S) {
   }
   const uint per_row = row_bytes() / 16u;
   if (pc.wtype == WT_F32) {
-    for (uint v = lane; v < per_row; v += S) {
-      const vec4 x = x4(v * 4u);
-      for (uint i = 0u; i < GEMV_N; ++i) g_acc[i] += dot(uintBitsToFloat(LOAD_W4(g_rows[i] * per_row + v)), x);
-    }
+    WORD_LOOP(acc_f32)
   } else if (pc.wtype == WT_F16) {
-    for (uint v = lane; v < per_row; v += S) {
-      const vec4 xa = x4(v * 8u), xb = x4(v * 8u + 4u);
-      for (uint i = 0u; i < GEMV_N; ++i) {
-        const uvec4 q = LOAD_W4(g_rows[i] * per_row + v);
-        g_acc[i] += dot(f16x4(q.x, q.y), xa) + dot(f16x4(q.z, q.w), xb);
-      }
-    }
+    WORD_LOOP(acc_f16)
   } else if (pc.wtype == WT_INT8) {
-    for (uint v = lane; v < per_row; v += S) {
-      const uint c = v * 16u;
-      const vec4 x0 = x4(c), x1 = x4(c + 4u), x2 = x4(c + 8u), x3 = x4(c + 12u);
-      for (uint i = 0u; i < GEMV_N; ++i) {
-        const uvec4 q = LOAD_W4(g_rows[i] * per_row + v);
-        g_acc[i] += dot(i8x4(q.x), x0) + dot(i8x4(q.y), x1) + dot(i8x4(q.z), x2) + dot(i8x4(q.w), x3);
-      }
-    }
-    for (uint i = 0u; i < GEMV_N; ++i) g_acc[i] *= scale_at(pc.row_base + g_rows[i]);
+    WORD_LOOP(acc_i8)
+    for (uint i = 0u; i < GEMV_N; ++i) g_acc[i] *= scale_at(pc.row_base + g_rows[i]);  // the row scale
   } else {  // int4: a word's 32 columns lie in one group (group % 32 == 0)
-    const uint groups = int4_groups(), words_per_group = pc.group / 32u, shift = uint(findLSB(words_per_group));
-    const bool pow2 = (words_per_group & (words_per_group - 1u)) == 0u;
-    for (uint v = lane; v < per_row; v += S) {
-      const uint c = v * 32u, g = pow2 ? v >> shift : v / words_per_group;
-      const vec4 x0 = x4(c), x1 = x4(c + 4u), x2 = x4(c + 8u), x3 = x4(c + 12u);
-      const vec4 x4_ = x4(c + 16u), x5 = x4(c + 20u), x6 = x4(c + 24u), x7 = x4(c + 28u);
-      for (uint i = 0u; i < GEMV_N; ++i) {
-        const uvec4 q = LOAD_W4(g_rows[i] * per_row + v);
-        g_acc[i] += (dot(i4lo(q.x), x0) + dot(i4hi(q.x), x1) + dot(i4lo(q.y), x2) + dot(i4hi(q.y), x3) +
-                     dot(i4lo(q.z), x4_) + dot(i4hi(q.z), x5) + dot(i4lo(q.w), x6) + dot(i4hi(q.w), x7)) *
-                    scale_at((pc.row_base + g_rows[i]) * groups + g);
-      }
-    }
+    WORD_LOOP(acc_i4)
   }
 }
 #endif

@@ -22,7 +22,9 @@
 layout(local_size_x = 128) in;
 layout(constant_id = 0) const uint ROWS = 1u;
 layout(constant_id = 1) const uint SPLIT = 1u;
+layout(constant_id = 2) const uint UNROLL = 1u;  // words of each row a lane loads at once
 #define GEMV_N ROWS
+#define GEMV_U UNROLL
 #include "matmul_common.glsl"
 #include "gemv_common.glsl"
 
