@@ -10,7 +10,8 @@
 // and the coopmat GEMM's own throughput on a large fp16 GEMM (the prefill ceiling of this kernel).
 // --gemv-sweep 1 first times the subgroup GEMV on each of the model's matrix shapes in several
 // (rows per subgroup, subgroups per row set, words a lane loads at once) shapes, dispatched back to back with barriers as in
-// a decode step (device timestamps, mean of 30 dispatches after a warm-up run).
+// a decode step, each layer's copy in turn (device timestamps, mean of 30 dispatches after a
+// warm-up run).
 //   pylon_bench_vulkan [--dim 2048 --layers 12 --heads 16 --vocab 32000] [--quant f16,int8,int4]
 //                      [--prefill 128] [--decode 32] [--dir /tmp] [--device N] [--gemv-sweep 0|1]
 #include <algorithm>
@@ -115,7 +116,7 @@ std::string make_model(const ModelConfig& c, const std::string& quant, const std
   return path;
 }
 
-// The subgroup GEMV on layer 0's matrices and the head (the fused RMSNorm where decode fuses it),
+// The subgroup GEMV on the layers' matrices and the head (the fused RMSNorm where decode fuses it),
 // every shape against the automatic one: µs per dispatch and the weight bytes it moves per second.
 void gemv_sweep(const std::string& path, int device) {
   vk::ContextOptions co;
@@ -138,16 +139,23 @@ void gemv_sweep(const std::string& path, int device) {
                                        {2, 4, 1}, {2, 4, 2}, {4, 4, 1}, {8, 1, 1}, {8, 1, 2}, {8, 2, 1}, {1, 4, 4}};
   {  // warm-up: about a second of GEMVs, so that the clocks have risen before the first timing
     vk::Recorder warm(ctx, nullptr, true);
-    const vk::DeviceMatrix& w = weights.get("layers.0.ffn.0.weight");
-    for (int i = 0; i < 100; ++i) ops.matmul(warm, {&y}, static_cast<uint32_t>(w.rows), {&x}, 0, 1, w, nullptr, false);
+    for (int i = 0; i < 100; ++i) {
+      const vk::DeviceMatrix& w = weights.get("layers." + std::to_string(i % file.config().layers) + ".ffn.0.weight");
+      ops.matmul(warm, {&y}, static_cast<uint32_t>(w.rows), {&x}, 0, 1, w, nullptr, false);
+    }
     const auto t = Clock::now();
     while (since(t) < 1.0) warm.replay();
   }
-  for (const Matrix m : {Matrix{"layers.0.attn.in_proj_weight", "layers.0.norm1.weight"},
-                         Matrix{"layers.0.attn.out_proj.weight", nullptr},
-                         Matrix{"layers.0.ffn.0.weight", "layers.0.norm2.weight"},
-                         Matrix{"layers.0.ffn.2.weight", nullptr}, Matrix{"head.weight", nullptr}}) {
-    const vk::DeviceMatrix& w = weights.get(m.name);
+  const int layers = file.config().layers;
+  for (const Matrix m : {Matrix{"attn.in_proj_weight", "norm1.weight"}, Matrix{"attn.out_proj.weight", nullptr},
+                         Matrix{"ffn.0.weight", "norm2.weight"}, Matrix{"ffn.2.weight", nullptr},
+                         Matrix{"head.weight", nullptr}}) {
+    // Every layer's copy in turn, as decode reads them: from memory, not from the L2 cache.
+    const bool head = std::string(m.name) == "head.weight";
+    const auto layer_name = [&](const char* what, int i) {
+      return head ? std::string(what) : "layers." + std::to_string(i % layers) + "." + what;
+    };
+    const vk::DeviceMatrix& w = weights.get(layer_name(m.name, 0));
     const double bytes = static_cast<double>(vk::row_bytes(w.dtype, w.cols)) * static_cast<double>(w.rows);
     std::printf("  gemv sweep %s %lldx%lld %s%s:", m.name, static_cast<long long>(w.rows),
                 static_cast<long long>(w.cols), edge_dtype_name(w.dtype), m.norm ? " +norm" : "");
@@ -157,9 +165,10 @@ void gemv_sweep(const std::string& path, int device) {
       vk::GpuTimes times;
       vk::Recorder r(ctx, &times, true);
       for (int i = 0; i < 30; ++i) {
-        if (m.norm) ops.normed_gemv(r, {&y}, static_cast<uint32_t>(w.rows), {&x}, 0, weights.get(m.norm), 1e-5f, w,
-                                    nullptr, false);
-        else ops.matmul(r, {&y}, static_cast<uint32_t>(w.rows), {&x}, 0, 1, w, nullptr, false);
+        const vk::DeviceMatrix& wi = weights.get(layer_name(m.name, i));
+        if (m.norm) ops.normed_gemv(r, {&y}, static_cast<uint32_t>(w.rows), {&x}, 0, weights.get(layer_name(m.norm, i)),
+                                    1e-5f, wi, nullptr, false);
+        else ops.matmul(r, {&y}, static_cast<uint32_t>(w.rows), {&x}, 0, 1, wi, nullptr, false);
       }
       r.replay();
       times.clear();

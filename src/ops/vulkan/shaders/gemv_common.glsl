@@ -1,7 +1,9 @@
 // Shared by the decode GEMVs (gemv_subgroup: a subgroup per GEMV_N rows; gemv_rows: an invocation
 // per row or per GEMV_N rows), after matmul_common.glsl: x as vec4, the norm fused in front,
 // whole-word decoding of f32 / f16 / int8 / int4, row_dot (the dot of x with a share of one row)
-// and, where the includer defines GEMV_N, rows_dot (the same for GEMV_N rows at once).
+// and, where the includer defines GEMV_N and GEMV_U (gemv_subgroup), rows_dot (the same for GEMV_N
+// rows at once). gemv_rows keeps its own multi-row loop: llvmpipe ran this one's word arrays 3x
+// slower (vulkan_notes.md).
 // X seen as vec4 (x_off % 4 == 0) and W as 16-byte words: storage buffers, or with TEXEL_LOADS
 // uniform texel buffers (RGBA32F, RGBA32UI), which llvmpipe reads far faster (vulkan_notes.md).
 #ifdef TEXEL_LOADS
@@ -114,12 +116,9 @@ float row_dot(uint r, uint lane, uint S) {
   return acc;
 }
 
-#ifdef GEMV_N
-// rows_dot's rows (in) and sums (out): globals, as arrays sized by a specialization constant.
-// GEMV_U: words of a row each invocation loads at once (1 unless the includer sets it).
-#ifndef GEMV_U
-#define GEMV_U 1u
-#endif
+#ifdef GEMV_U
+// rows_dot's rows (in) and sums (out): globals, as arrays sized by specialization constants
+// (GEMV_N rows; GEMV_U words of each row an invocation loads at once).
 uint g_rows[GEMV_N];
 float g_acc[GEMV_N];
 

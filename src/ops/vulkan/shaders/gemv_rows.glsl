@@ -10,25 +10,71 @@ layout(local_size_x = 64) in;
 #include "gemv_common.glsl"
 
 #ifdef GEMV_N
-// GEMV_N rows per invocation (rows_dot, gemv_common.glsl), x's values for each word loaded once for
-// all of them: llvmpipe gathers even a load that is the same for every lane, so x's fetches
-// outnumbered the weights' two (f16) to eight (int4) times.
+// GEMV_N rows per invocation, x's values for each word loaded once for all of them:
+// llvmpipe gathers even a load that is the same for every lane, so x's fetches outnumbered the
+// weights' two (f16) to eight (int4) times. The word path only (row_dot's condition); else one
+// row_dot per row.
+#define N GEMV_N
+void rows_dot(uint r0, inout float acc[N]) {
+  uint rs[N];
+  for (uint i = 0u; i < N; ++i) rs[i] = min(r0 + i, pc.rows - 1u), acc[i] = 0.0;
+  const bool words = row_bytes() % 16u == 0u && (pc.wtype != WT_INT4 || pc.group % 32u == 0u) &&
+                     (pc.x_off & 3u) == 0u;
+  if (!words) {
+    for (uint i = 0u; i < N; ++i) acc[i] = row_dot(rs[i], 0u, 1u);
+    return;
+  }
+  const uint per_row = row_bytes() / 16u;
+  if (pc.wtype == WT_F32) {
+    for (uint v = 0u; v < per_row; ++v) {
+      const vec4 x = x4(v * 4u);
+      for (uint i = 0u; i < N; ++i) acc[i] += dot(uintBitsToFloat(LOAD_W4(rs[i] * per_row + v)), x);
+    }
+  } else if (pc.wtype == WT_F16) {
+    for (uint v = 0u; v < per_row; ++v) {
+      const vec4 xa = x4(v * 8u), xb = x4(v * 8u + 4u);
+      for (uint i = 0u; i < N; ++i) {
+        const uvec4 q = LOAD_W4(rs[i] * per_row + v);
+        acc[i] += dot(f16x4(q.x, q.y), xa) + dot(f16x4(q.z, q.w), xb);
+      }
+    }
+  } else if (pc.wtype == WT_INT8) {
+    for (uint v = 0u; v < per_row; ++v) {
+      const uint c = v * 16u;
+      const vec4 x0 = x4(c), x1 = x4(c + 4u), x2 = x4(c + 8u), x3 = x4(c + 12u);
+      for (uint i = 0u; i < N; ++i) {
+        const uvec4 q = LOAD_W4(rs[i] * per_row + v);
+        acc[i] += dot(i8x4(q.x), x0) + dot(i8x4(q.y), x1) + dot(i8x4(q.z), x2) + dot(i8x4(q.w), x3);
+      }
+    }
+    for (uint i = 0u; i < N; ++i) acc[i] *= scale_at(pc.row_base + rs[i]);
+  } else {  // int4: a word's 32 columns lie in one group (group % 32 == 0)
+    const uint groups = int4_groups(), words_per_group = pc.group / 32u, shift = uint(findLSB(words_per_group));
+    const bool pow2 = (words_per_group & (words_per_group - 1u)) == 0u;
+    for (uint v = 0u; v < per_row; ++v) {
+      const uint c = v * 32u, g = pow2 ? v >> shift : v / words_per_group;
+      const vec4 x0 = x4(c), x1 = x4(c + 4u), x2 = x4(c + 8u), x3 = x4(c + 12u);
+      const vec4 x4_ = x4(c + 16u), x5 = x4(c + 20u), x6 = x4(c + 24u), x7 = x4(c + 28u);
+      for (uint i = 0u; i < N; ++i) {
+        const uvec4 q = LOAD_W4(rs[i] * per_row + v);
+        acc[i] += (dot(i4lo(q.x), x0) + dot(i4hi(q.x), x1) + dot(i4lo(q.y), x2) + dot(i4hi(q.y), x3) +
+                   dot(i4lo(q.z), x4_) + dot(i4hi(q.z), x5) + dot(i4lo(q.w), x6) + dot(i4hi(q.w), x7)) *
+                  scale_at((pc.row_base + rs[i]) * groups + g);
+      }
+    }
+  }
+}
+
 void main() {
   const uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-  const uint sets = (pc.rows + GEMV_N - 1u) / GEMV_N, rounds = (sets + stride - 1u) / stride;
+  const uint sets = (pc.rows + N - 1u) / N, rounds = (sets + stride - 1u) / stride;
   for (uint k = 0u; k < rounds; ++k) {
-    const uint q = gl_GlobalInvocationID.x + k * stride, r0 = min(q, sets - 1u) * GEMV_N;
-    for (uint i = 0u; i < GEMV_N; ++i) g_rows[i] = min(r0 + i, pc.rows - 1u);
-    sum_sq = 0.0;
-    rows_dot(0u, 1u);
-#ifndef NO_NORM
-    const float rstd = pc.norm != 0u ? 1.0 / sqrt(sum_sq / float(pc.cols) + pc.norm_eps) : 1.0;
-#else
-    const float rstd = 1.0;
-#endif
+    const uint q = gl_GlobalInvocationID.x + k * stride, r0 = min(q, sets - 1u) * N;
+    float acc[N];
+    rows_dot(r0, acc);
     if (q < sets)
-      for (uint i = 0u; i < GEMV_N; ++i)
-        if (r0 + i < pc.rows) store_y(0u, r0 + i, g_acc[i] * rstd);
+      for (uint i = 0u; i < N; ++i)
+        if (r0 + i < pc.rows) store_y(0u, r0 + i, acc[i]);
   }
 }
 #else
