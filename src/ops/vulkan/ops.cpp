@@ -63,12 +63,19 @@ bool Ops::uses_coopmat(uint32_t n) const {
 
 Ops::GemvShape Ops::gemv_shape_for(const DeviceMatrix& w) const {
   const uint32_t subgroups = std::max<uint32_t>(1, 128 / std::max<uint32_t>(ctx_.info().subgroup_size, 1));
-  // From the H200 sweep (bench/vulkan_notes.md): the head's 32000 rows 8 a subgroup alone; the
-  // 6144- and 8192-row matrices 4 rows per 2 subgroups; the 2048-row ones 2 rows per 2, or per 4
-  // subgroups for 8192 columns.
+  // From decode runs on the H200 (bench/vulkan_notes.md, 2026-11-30 15:00 UTC): f16 is bound by
+  // memory and wants as many subgroups as rows; int8 and int4 spend more per byte on decoding,
+  // so several rows share each x load (int4 most), and the long rows of ffn.2 (8192 columns) are
+  // split over subgroups. The head (32000 rows) has parallelism enough with one or two rows.
   GemvShape s = gemv_shape_;
-  if (s.rows == 0) s.rows = w.rows >= 16384 ? 8 : w.rows >= 4096 ? 4 : 2;
-  if (s.split == 0) s.split = w.rows >= 16384 ? 1 : w.cols >= 8192 ? 4 : 2;
+  const bool int4 = w.dtype == EdgeDType::int4, int8 = w.dtype == EdgeDType::int8;
+  const bool head = w.rows >= 16384, wide = w.rows >= 4096, long_rows = w.cols >= 8192;
+  if (s.rows == 0) {
+    s.rows = 1;
+    if (int4) s.rows = head ? 2 : wide ? 4 : long_rows ? 2 : 1;
+    if (int8) s.rows = head ? 1 : wide || long_rows ? 2 : 1;
+  }
+  if (s.split == 0) s.split = long_rows ? (int4 || int8 ? 4 : 2) : int4 && wide && !head ? 2 : 1;
   if (s.unroll == 0) s.unroll = 1;
   s.split = std::clamp<uint32_t>(s.split, 1, subgroups);
   while (subgroups % s.split) --s.split;  // a divisor of the workgroup's subgroups
