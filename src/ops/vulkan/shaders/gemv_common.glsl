@@ -187,6 +187,18 @@ void rows_dot(uint lane, uint S) {
     return;
   }
   const uint per_row = row_bytes() / 16u;
+  if (GEMV_U == 1u) {  // one word of every row at a time, used as it arrives
+    for (uint v = lane; v < per_row; v += S) {
+      for (uint i = 0u; i < GEMV_N; ++i) g_q[i] = LOAD_W4(g_rows[i] * per_row + v);
+      if (pc.wtype == WT_F32) acc_f32(v, 0u);
+      else if (pc.wtype == WT_F16) acc_f16(v, 0u);
+      else if (pc.wtype == WT_INT8) acc_i8(v, 0u);
+      else acc_i4(v, 0u);
+    }
+    if (pc.wtype == WT_INT8)
+      for (uint i = 0u; i < GEMV_N; ++i) g_acc[i] *= scale_at(pc.row_base + g_rows[i]);  // the row scale
+    return;
+  }
   if (pc.wtype == WT_F32) {
     WORD_LOOP(acc_f32)
   } else if (pc.wtype == WT_F16) {

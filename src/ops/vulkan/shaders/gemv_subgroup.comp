@@ -65,7 +65,8 @@ void main() {
     const uint r0 = base + sg / SPLIT * ROWS;
     for (uint i = 0u; i < ROWS; ++i) g_rows[i] = rope_row(min(r0 + i, pc.rows - 1u));
     sum_sq = 0.0;
-    rows_dot(part * S + lane, SPLIT * S);
+    if (ROWS == 1u && UNROLL == 1u) g_acc[0] = row_dot(g_rows[0], part * S + lane, SPLIT * S);  // the plain loop
+    else rows_dot(part * S + lane, SPLIT * S);
     float ss = pc.norm != 0u ? subgroupAdd(sum_sq) : 0.0;
     for (uint i = 0u; i < ROWS; ++i) g_acc[i] = subgroupAdd(g_acc[i]);
     if (SPLIT > 1u) {
