@@ -63,7 +63,7 @@ bool Ops::uses_coopmat(uint32_t n) const {
 
 Ops::GemvShape Ops::gemv_shape_for(const DeviceMatrix& w) const {
   const uint32_t subgroups = std::max<uint32_t>(1, 128 / std::max<uint32_t>(ctx_.info().subgroup_size, 1));
-  // From decode runs on the H200 (bench/vulkan_notes.md, 2026-11-30 15:00 UTC): f16 is bound by
+  // From decode runs on the H200 (bench/vulkan_notes.md, 2026-11-30 13:50 UTC): f16 is bound by
   // memory and wants as many subgroups as rows; int8 and int4 spend more per byte on decoding,
   // so several rows share each x load (int4 most), and the long rows of ffn.2 (8192 columns) are
   // split over subgroups. The head (32000 rows) has parallelism enough with one or two rows.
