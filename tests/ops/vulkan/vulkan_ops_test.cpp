@@ -440,8 +440,14 @@ TEST(VulkanOps, CoopmatGemmAgainstThePlainPath) {
   PYLON_VULKAN_CONTEXT_OR_SKIP(ctx);
   vk::Ops ops(*ctx);
   if (!ops.uses_coopmat(64)) GTEST_SKIP() << "no cooperative-matrix GEMM on " << ctx->info().name;
-  for (const MatmulCase& c : {MatmulCase{EdgeDType::f16, 130, 256, 67}, MatmulCase{EdgeDType::int8, 70, 96, 33},
-                              MatmulCase{EdgeDType::int4, 200, 128, 128}, MatmulCase{EdgeDType::f16, 64, 2048, 128}}) {
+  // Whole-word loads (f16 / int8 / int4 / f32 rows) and the element-by-element ones (71 columns,
+  // an f16 K step that ends mid-step, int4 groups of 96).
+  for (const MatmulCase& c :
+       {MatmulCase{EdgeDType::f16, 130, 256, 67}, MatmulCase{EdgeDType::int8, 70, 96, 33},
+        MatmulCase{EdgeDType::int4, 200, 128, 128}, MatmulCase{EdgeDType::f16, 64, 2048, 128},
+        MatmulCase{EdgeDType::f32, 37, 71, 20}, MatmulCase{EdgeDType::f32, 65, 128, 16},
+        MatmulCase{EdgeDType::f16, 40, 40, 17}, MatmulCase{EdgeDType::int8, 23, 2064, 16},
+        MatmulCase{EdgeDType::int4, 7, 576, 18, 96, true}}) {
     std::deque<vk::Buffer> keep;
     const TestWeight tw = encode(c.dtype, c.rows, c.cols, c.group, c.scale_f16, 21);
     const vk::DeviceMatrix w = vk::upload_tensor(*ctx, tw.host(c.dtype, c.rows, c.cols, c.group, c.scale_f16), keep);
