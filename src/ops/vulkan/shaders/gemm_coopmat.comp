@@ -74,7 +74,7 @@ void store_step(uint k0) {
     }
   } else if (pc.wtype == WT_INT8) {
     for (uint j = 0u; j < 16u; ++j)
-      Bs[b + j] = float16_t(float(bitfieldExtract(int(wq[j / 4u][j % 4u]), int(8u * (j % 4u)), 8)) * wscale);
+      Bs[b + j] = float16_t(float(bitfieldExtract(int(wq[0][j / 4u]), int(8u * (j % 4u)), 8)) * wscale);
   } else {
     for (uint j = 0u; j < 16u; ++j)
       Bs[b + j] = float16_t(float(bitfieldExtract(int(wq[0][j / 8u]), int(4u * (j % 8u)), 4)) * wscale);
