@@ -46,7 +46,7 @@ uint64_t row_bytes(EdgeDType dtype, int64_t cols) {
 Ops::Ops(Context& ctx)
     : ctx_(ctx),
       kernels_(ctx),
-      gemv_rows_(ctx.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU),
+      gemv_rows_(ctx.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU || ctx.info().subgroup_size < 4),
       gemv_texel_(ctx.info().texel_reads),
       dummy_(ctx.make_buffer(16, MemoryKind::device)),
       zero_(ctx.make_buffer(16, MemoryKind::device)),

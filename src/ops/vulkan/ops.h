@@ -60,9 +60,10 @@ class Ops {
   bool fuses_rope(const DeviceMatrix& w) const;
   bool uses_coopmat(uint32_t n) const;  // whether matmul with n tokens takes the coopmat GEMM
   void set_coopmat(bool on) { coopmat_on_ = on; }  // off: matmul == matmul_plain
-  // The one-token GEMV: a row per invocation (gemv_rows; the default on CPU devices) or a row per
-  // subgroup (gemv_subgroup; the default on GPUs). Tests run both on any device.
-  void set_gemv_rows(bool on) { gemv_rows_ = on; }
+  // The one-token GEMV: a row per invocation (gemv_rows; the default on CPU devices) or rows per
+  // subgroup (gemv_subgroup; the default on GPUs, which needs subgroups of 4 or more: up to 32 in a
+  // workgroup of 128). Tests run both on any device.
+  void set_gemv_rows(bool on) { gemv_rows_ = on || ctx_.info().subgroup_size < 4; }
   bool gemv_rows() const { return gemv_rows_; }
   // The row-per-invocation GEMV without a fused norm reads through texel buffers where the device
   // offers them (DeviceInfo::texel_reads: CPU devices); off: storage buffers. Tests run both.
