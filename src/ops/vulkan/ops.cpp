@@ -163,8 +163,8 @@ void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint
       views.insert(views.end(), {rope ? rope->table : none, rope ? rope->position : none,
                                  rope ? rope->cache.k : none, rope ? rope->cache.v : none});
     }
-    r.label_next(std::string(kernel) + (rope ? "+rope " : " ") + std::to_string(c.rows) + "x" + std::to_string(w.cols) + " " +
-                 edge_dtype_name(w.dtype));
+    r.label_next(std::string(kernel) + (rope ? "+rope " : " ") + std::to_string(c.rows) + "x" +
+                 std::to_string(w.cols) + " " + edge_dtype_name(w.dtype));
     if (gemv && gemv_rows_)  // a row per invocation (eight with texels), 64 a workgroup (gemv_rows.glsl)
       r.dispatch(k, views, p, groups_for(texel ? (static_cast<uint64_t>(c.rows) + 7) / 8 : c.rows, 64, 65535));
     else if (gemv)  // shape.rows rows per `shape.split` subgroups

@@ -4,8 +4,8 @@
 // of part p reads words p·S + i, p·S + i + SPLIT·S, ... of each of its rows (S = subgroup size, so
 // each subgroup load is S contiguous words), the ROWS rows' words loaded together and x read as
 // vec4 once for all of them (rows_dot, gemv_common.glsl), decoding whole 32-bit words: f16 as pairs
-// (unpackHalf2x16), int8 four and int4 eight at a time with shifts (sign extension by an
-// arithmetic right shift). Other rows (odd sizes) go element by element. Subgroup sums end a row,
+// (unpackHalf2x16), int8 four and int4 eight at a time (offset binary in a float's mantissa, no
+// int-to-float conversion). Other rows (odd sizes) go element by element. Subgroup sums end a row,
 // then (SPLIT > 1) the parts' sums meet in shared memory.
 // pc.norm != 0: RMSNorm fused in front, y = (x·rstd·g)·Wᵀ: each lane sums x² over the columns it
 // reads (the row set's subgroups read the row's columns once), the dot runs on x·g, and each row's
@@ -35,8 +35,8 @@ layout(std430, binding = 10) writeonly buffer VCache { float v_cache[]; };
 
 // The weight row of logical row l: with RoPE, the pairs of q's and k's heads in turn, then v's rows.
 uint rope_row(uint l) {
-  const uint D = pc.rows / 3u, half_hd = D / pc.rope_heads / 2u;
-  if (pc.rope_heads == 0u || l >= 2u * D) return l;
+  if (pc.rope_heads == 0u || l >= 2u * (pc.rows / 3u)) return l;
+  const uint half_hd = pc.rows / 3u / pc.rope_heads / 2u;
   const uint pair = l >> 1u;
   return pair / half_hd * 2u * half_hd + pair % half_hd + (l & 1u) * half_hd;
 }
