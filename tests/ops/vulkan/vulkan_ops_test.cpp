@@ -7,6 +7,8 @@
 #include <cstring>
 #include <deque>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "core/half.h"
@@ -385,6 +387,67 @@ TEST(VulkanOps, RopeAndAttention) {
     rec.run();
     const std::vector<float> out = attention_reference(rotated, causal ? kc : rotated, causal ? vc : rotated, a, pos0);
     expect_close(read_floats(*ctx, ob, out.size()), out, 1e-5f, 1e-4f, causal ? "attention causal" : "attention");
+  }
+}
+
+// The qkv GEMV with RoPE and the KV append in its store (the GPU decode's first op) against the
+// same work unfused: the row-per-invocation GEMV with the RMSNorm, then rope() with its KV append
+// (each tested against the CPU above). Head dims 12 and 32, f16 / int8 / int4 weights (48 columns:
+// int4 element by element, 64: whole words), rows per subgroup 2 and 4, split over 1, 2 and 4
+// subgroups; the cache rows other than position p must stay as they were.
+TEST(VulkanOps, QkvGemvWithFusedRopeAndKvAppend) {
+  PYLON_VULKAN_CONTEXT_OR_SKIP(ctx);
+  vk::Ops ops(*ctx);
+  for (const auto& [D, H] : {std::pair{48, 4}, std::pair{64, 2}}) {
+    const int hd = D / H, half = hd / 2, T = 20;
+    const uint32_t p = 9;
+    std::vector<float> table(static_cast<size_t>(T) * half * 2);
+    for (int t = 0; t < T; ++t)
+      for (int i = 0; i < half; ++i) {
+        const float a = float(t) * std::pow(10000.f, -float(2 * i) / float(hd));
+        table[(t * half + i) * 2] = std::cos(a), table[(t * half + i) * 2 + 1] = std::sin(a);
+      }
+    vk::Buffer tb = device_vector(*ctx, table), pb = device_vector(*ctx, std::vector<uint32_t>{p, 0, 0, 0});
+    const std::vector<float> x = random_floats(D, 51, -2.f, 2.f), k0 = random_floats(T * D, 52),
+                             v0 = random_floats(T * D, 53);
+    for (const EdgeDType dt : {EdgeDType::f16, EdgeDType::int8, EdgeDType::int4}) {
+      std::deque<vk::Buffer> keep;
+      const TestWeight tw = encode(dt, 3 * D, D, 32, true, 54);
+      const vk::DeviceMatrix w = vk::upload_tensor(*ctx, tw.host(dt, 3 * D, D, 32, true), keep);
+      const TestWeight tg = encode(EdgeDType::f16, 1, D, 0, false, 55), tbias = encode(EdgeDType::f16, 1, 3 * D, 0, false, 56);
+      const vk::DeviceMatrix g = vk::upload_tensor(*ctx, tg.host(EdgeDType::f16, 1, D, 0, false), keep);
+      const vk::DeviceMatrix b = vk::upload_tensor(*ctx, tbias.host(EdgeDType::f16, 1, 3 * D, 0, false), keep);
+      vk::Buffer xb = device_vector(*ctx, x);
+      // The reference: unfused, row per invocation.
+      vk::Buffer qr = ctx->make_buffer(12ull * D, vk::MemoryKind::device);
+      vk::Buffer kr = device_vector(*ctx, k0), vr = device_vector(*ctx, v0);
+      ops.set_gemv_rows(true);
+      vk::Recorder rec(*ctx);
+      ops.normed_gemv(rec, {&qr}, 3u * D, {&xb}, 0, g, 1e-5f, w, &b, false);
+      const vk::Ops::KvCache ref_cache{{&kr}, {&vr}};
+      ops.rope(rec, {&qr}, {&tb}, {&pb}, 1, D, H, 0, &ref_cache);
+      rec.run();
+      const std::vector<float> q_ref = read_floats(*ctx, qr, 3 * D), k_ref = read_floats(*ctx, kr, T * D),
+                               v_ref = read_floats(*ctx, vr, T * D);
+      ops.set_gemv_rows(false);
+      if (ops.gemv_rows()) GTEST_SKIP() << "no subgroup GEMV on " << ctx->info().name;
+      for (const vk::Ops::GemvShape shape : {vk::Ops::GemvShape{1, 1, 1}, vk::Ops::GemvShape{4, 2, 1},
+                                             vk::Ops::GemvShape{3, 4, 2}, vk::Ops::GemvShape{}}) {
+        ops.set_gemv_shape(shape);
+        ASSERT_TRUE(ops.fuses_rope(w));
+        vk::Buffer qf = ctx->make_buffer(12ull * D, vk::MemoryKind::device);
+        vk::Buffer kf = device_vector(*ctx, k0), vf = device_vector(*ctx, v0);
+        ops.qkv_rope_gemv(rec, {&qf}, {&xb}, g, 1e-5f, w, b, {{&tb}, {&pb}, static_cast<uint32_t>(H), {{&kf}, {&vf}}});
+        rec.run();
+        const std::string what = std::string(edge_dtype_name(dt)) + " D " + std::to_string(D) + " shape " +
+                                 std::to_string(shape.rows) + "x" + std::to_string(shape.split) + "x" +
+                                 std::to_string(shape.unroll);
+        expect_close(read_floats(*ctx, qf, 3 * D), q_ref, 1e-5f, 1e-4f, "fused qkv " + what);
+        expect_close(read_floats(*ctx, kf, T * D), k_ref, 1e-5f, 1e-4f, "fused k append " + what);
+        expect_close(read_floats(*ctx, vf, T * D), v_ref, 1e-5f, 1e-4f, "fused v append " + what);
+      }
+      ops.set_gemv_shape({});
+    }
   }
 }
 
