@@ -76,7 +76,6 @@ Ops::GemvShape Ops::gemv_shape_for(const DeviceMatrix& w) const {
     if (int8) s.rows = head ? 1 : wide || long_rows ? 2 : 1;
   }
   if (s.split == 0) s.split = long_rows ? (int4 || int8 ? 4 : 2) : int4 && wide && !head ? 2 : 1;
-  if (s.unroll == 0) s.unroll = 1;
   s.split = std::clamp<uint32_t>(s.split, 1, subgroups);
   while (subgroups % s.split) --s.split;  // a divisor of the workgroup's subgroups
   return s;
@@ -129,11 +128,11 @@ void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint
   const std::vector<VkFormat> texels = {VK_FORMAT_R32G32B32A32_SFLOAT, VK_FORMAT_UNDEFINED,
                                         VK_FORMAT_R32G32B32A32_UINT};
   const bool subgroup_gemv = gemv && !gemv_rows_;
-  GemvShape shape = subgroup_gemv ? gemv_shape_for(w) : GemvShape{1, 1, 1};
+  GemvShape shape = subgroup_gemv ? gemv_shape_for(w) : GemvShape{1, 1};
   if (rope) shape.rows = std::max<uint32_t>(2, shape.rows + shape.rows % 2);  // whole rotation pairs
   const Kernel& k = kernels_.get(kernel, subgroup_gemv ? 11 : 7, sizeof(MatmulPush),
                                  texel ? texels : std::vector<VkFormat>{},
-                                 subgroup_gemv ? std::vector<uint32_t>{shape.rows, shape.split, shape.unroll}
+                                 subgroup_gemv ? std::vector<uint32_t>{shape.rows, shape.split}
                                                : std::vector<uint32_t>{});
   const BufferView none{&dummy_, 0, 0};
   const uint32_t subgroups = std::max<uint32_t>(1, 128 / std::max<uint32_t>(ctx_.info().subgroup_size, 1));

@@ -69,10 +69,10 @@ class Ops {
   // offers them (DeviceInfo::texel_reads: CPU devices); off: storage buffers. Tests run both.
   void set_gemv_texel(bool on) { gemv_texel_ = on && ctx_.info().texel_reads; }
   // The subgroup GEMV's shape (gemv_subgroup.comp): `rows` weight rows per subgroup, read by
-  // `split` subgroups together, each lane loading `unroll` words of every row at once. Zero fields:
-  // chosen per matrix (gemv_shape_for); tests and the benchmark's sweep force them.
+  // `split` subgroups together. Zero fields: chosen per matrix (gemv_shape_for); tests and the
+  // benchmark's sweep force them.
   struct GemvShape {
-    uint32_t rows = 0, split = 0, unroll = 0;
+    uint32_t rows = 0, split = 0;
   };
   void set_gemv_shape(GemvShape s) { gemv_shape_ = s; }
   GemvShape gemv_shape_for(const DeviceMatrix& w) const;

@@ -22,15 +22,15 @@ shared float16_t As[TM * LDS];  // X tile, (token, k) row-major
 shared float16_t Bs[TN * LDS];  // W tile, (weight row, k) row-major = B (k, n) column-major
 shared float Cs[4u * 256u];     // per subgroup: one 16x16 accumulator on its way to Y
 
-// This thread's share of a K step: 16 values of token row `tr` of X and of weight row `wr`.
-uint tr, wr, half_k;
+// This thread's share of a K step: 16 values of a token row of X and of a weight row of W.
+uint tile_row, half_k;  // token tile_row of X's tile and weight row tile_row of W's
 vec4 xa[4];     // X, when vector loads apply
 uvec4 wq[4];    // W's raw words
 float wscale;   // int8 / int4 scale of those words
 bool x_vec, w_words;
 
 void load_step(uint k0) {
-  const uint c0 = k0 + half_k * 16u, m = gl_WorkGroupID.y * TM + tr, r = gl_WorkGroupID.x * TN + wr;
+  const uint c0 = k0 + half_k * 16u, m = gl_WorkGroupID.y * TM + tile_row, r = gl_WorkGroupID.x * TN + tile_row;
   if (x_vec) {
     for (uint j = 0u; j < 4u; ++j)
       xa[j] = m < pc.n && c0 + 4u * j < pc.cols ? X4[(pc.x_off + m * pc.cols + c0 + 4u * j) >> 2] : vec4(0.0);
@@ -52,8 +52,8 @@ void load_step(uint k0) {
 }
 
 void store_step(uint k0) {
-  const uint c0 = k0 + half_k * 16u, m = gl_WorkGroupID.y * TM + tr, r = gl_WorkGroupID.x * TN + wr;
-  const uint a = tr * LDS + half_k * 16u, b = wr * LDS + half_k * 16u;
+  const uint c0 = k0 + half_k * 16u, m = gl_WorkGroupID.y * TM + tile_row, r = gl_WorkGroupID.x * TN + tile_row;
+  const uint a = tile_row * LDS + half_k * 16u, b = tile_row * LDS + half_k * 16u;
   for (uint j = 0u; j < 16u; ++j) {
     float x;
     if (x_vec) x = xa[j / 4u][j % 4u];
@@ -83,7 +83,7 @@ void store_step(uint k0) {
 
 void main() {
   const uint tid = gl_LocalInvocationID.x, sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
-  tr = tid / 2u, wr = tid / 2u, half_k = tid % 2u;
+  tile_row = tid / 2u, half_k = tid % 2u;
   x_vec = pc.x_off % 4u == 0u && pc.cols % 4u == 0u;
   // Whole words: a word never straddles the end of a row or (int4) a scale group.
   w_words = pc.wtype == WT_F32 ? pc.cols % 4u == 0u

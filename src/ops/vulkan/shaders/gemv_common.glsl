@@ -1,9 +1,9 @@
 // Shared by the decode GEMVs (gemv_subgroup: a subgroup per GEMV_N rows; gemv_rows: an invocation
 // per row or per GEMV_N rows), after matmul_common.glsl: x as vec4, the norm fused in front,
 // whole-word decoding of f32 / f16 / int8 / int4, row_dot (the dot of x with a share of one row)
-// and, where the includer defines GEMV_N and GEMV_U (gemv_subgroup), rows_dot (the same for GEMV_N
-// rows at once). gemv_rows keeps its own multi-row loop: llvmpipe ran this one's word arrays 3x
-// slower (vulkan_notes.md).
+// and, where the includer defines GEMV_N_SPEC (gemv_subgroup: GEMV_N a specialization constant),
+// rows_dot (the same for GEMV_N rows at once). gemv_rows keeps its own multi-row loop: llvmpipe ran
+// this one's word arrays 3x slower (vulkan_notes.md).
 // X seen as vec4 (x_off % 4 == 0) and W as 16-byte words: storage buffers, or with TEXEL_LOADS
 // uniform texel buffers (RGBA32F, RGBA32UI), which llvmpipe reads far faster (vulkan_notes.md).
 #ifdef TEXEL_LOADS
@@ -95,12 +95,16 @@ uint row_bytes() {
   return int4_row_bytes();
 }
 
+// Whether rows are read as whole 16-byte words against x as vec4: rows of whole words, an int4
+// word's 32 columns in one scale group, x aligned to 4. Else element by element.
+bool whole_words() {
+  return row_bytes() % 16u == 0u && (pc.wtype != WT_INT4 || pc.group % 32u == 0u) && (pc.x_off & 3u) == 0u;
+}
+
 // This invocation's share of row r: columns (or 16-byte words) lane, lane + S, lane + 2S, ...
 float row_dot(uint r, uint lane, uint S) {
   float acc = 0.0;
-  const bool words = row_bytes() % 16u == 0u && (pc.wtype != WT_INT4 || pc.group % 32u == 0u) &&
-                     (pc.x_off & 3u) == 0u;
-  if (!words) {
+  if (!whole_words()) {
     for (uint c = lane; c < pc.cols; c += S) acc += x_at(c) * w_at(r, c);
     return acc;
   }
@@ -126,35 +130,34 @@ float row_dot(uint r, uint lane, uint S) {
   return acc;
 }
 
-#ifdef GEMV_U
-// rows_dot's rows (in) and sums (out): globals, as arrays sized by specialization constants
-// (GEMV_N rows; GEMV_U words of each row an invocation loads at once).
+#ifdef GEMV_N_SPEC
+// rows_dot's rows (in) and sums (out): globals, as arrays sized by a specialization constant.
 uint g_rows[GEMV_N];
 float g_acc[GEMV_N];
 
-uvec4 g_q[GEMV_U * GEMV_N];  // word u of row i at g_q[u * GEMV_N + i]
+uvec4 g_q[GEMV_N];  // the current word of row i
 
-// g_acc[i] += x · word v (loaded as g_q[u * GEMV_N + i]) of row i, for each of the rows.
-void acc_f32(uint v, uint u) {
+// g_acc[i] += x · word v (loaded as g_q[i]) of row i, for each of the rows.
+void acc_f32(uint v) {
   const vec4 x = x4(v * 4u);
-  for (uint i = 0u; i < GEMV_N; ++i) g_acc[i] += dot(uintBitsToFloat(g_q[u * GEMV_N + i]), x);
+  for (uint i = 0u; i < GEMV_N; ++i) g_acc[i] += dot(uintBitsToFloat(g_q[i]), x);
 }
-void acc_f16(uint v, uint u) {
+void acc_f16(uint v) {
   const vec4 xa = x4(v * 8u), xb = x4(v * 8u + 4u);
   for (uint i = 0u; i < GEMV_N; ++i) {
-    const uvec4 w = g_q[u * GEMV_N + i];
+    const uvec4 w = g_q[i];
     g_acc[i] += dot(f16x4(w.x, w.y), xa) + dot(f16x4(w.z, w.w), xb);
   }
 }
-void acc_i8(uint v, uint u) {  // unscaled
+void acc_i8(uint v) {  // unscaled
   const uint c = v * 16u;
   const vec4 x0 = x4(c), x1 = x4(c + 4u), x2 = x4(c + 8u), x3 = x4(c + 12u);
   for (uint i = 0u; i < GEMV_N; ++i) {
-    const uvec4 w = g_q[u * GEMV_N + i];
+    const uvec4 w = g_q[i];
     g_acc[i] += dot(i8x4(w.x), x0) + dot(i8x4(w.y), x1) + dot(i8x4(w.z), x2) + dot(i8x4(w.w), x3);
   }
 }
-void acc_i4(uint v, uint u) {  // the word's group scale applied
+void acc_i4(uint v) {  // the word's group scale applied
   const uint groups = int4_groups(), words_per_group = pc.group / 32u;
   const uint g = (words_per_group & (words_per_group - 1u)) == 0u ? v >> uint(findLSB(words_per_group))
                                                                   : v / words_per_group;
@@ -162,22 +165,12 @@ void acc_i4(uint v, uint u) {  // the word's group scale applied
   const vec4 x0 = x4(c), x1 = x4(c + 4u), x2 = x4(c + 8u), x3 = x4(c + 12u);
   const vec4 x4_ = x4(c + 16u), x5 = x4(c + 20u), x6 = x4(c + 24u), x7 = x4(c + 28u);
   for (uint i = 0u; i < GEMV_N; ++i) {
-    const uvec4 w = g_q[u * GEMV_N + i];
+    const uvec4 w = g_q[i];
     g_acc[i] += (dot(i4lo(w.x), x0) + dot(i4hi(w.x), x1) + dot(i4lo(w.y), x2) + dot(i4hi(w.y), x3) +
                  dot(i4lo(w.z), x4_) + dot(i4hi(w.z), x5) + dot(i4lo(w.w), x6) + dot(i4hi(w.w), x7)) *
                 scale_at((pc.row_base + g_rows[i]) * groups + g);
   }
 }
-
-// Words v0, v0 + S, ..., v0 + (GEMV_U - 1)·S of every row loaded together (GEMV_U x GEMV_N loads in
-// flight per invocation), then ACC decodes each against x.
-#define WORD_LOOP(ACC)                                                                  \
-  for (uint v0 = lane; v0 < per_row; v0 += S * GEMV_U) {                                \
-    for (uint u = 0u; u < GEMV_U; ++u)                                                  \
-      for (uint i = 0u; i < GEMV_N; ++i)                                                \
-        if (v0 + u * S < per_row) g_q[u * GEMV_N + i] = LOAD_W4(g_rows[i] * per_row + v0 + u * S); \
-    for (uint u = 0u; u < GEMV_U && v0 + u * S < per_row; ++u) ACC(v0 + u * S, u);     \
-  }
 
 // g_acc[i] = this invocation's share (16-byte words lane, lane + S, ...) of the dot of x with row
 // g_rows[i], for GEMV_N rows at once: x's values for each word are loaded (with the norm fused:
@@ -185,39 +178,23 @@ void acc_i4(uint v, uint u) {  // the word's group scale applied
 // loads in flight together. Rows that are not whole words take row_dot, one at a time.
 void rows_dot(uint lane, uint S) {
   for (uint i = 0u; i < GEMV_N; ++i) g_acc[i] = 0.0;
-  const bool words = row_bytes() % 16u == 0u && (pc.wtype != WT_INT4 || pc.group % 32u == 0u) &&
-                     (pc.x_off & 3u) == 0u;
-  if (!words) {
-    const float before = sum_sq;  // Σx² over this invocation's columns: counted for one row only
+  if (!whole_words()) {
     for (uint i = 0u; i < GEMV_N; ++i) {
-      const float first = sum_sq;
+      const float first = sum_sq;  // Σx² over this invocation's columns: counted for one row only
       g_acc[i] = row_dot(g_rows[i], lane, S);
       if (i > 0u) sum_sq = first;
     }
     return;
   }
   const uint per_row = row_bytes() / 16u;
-  if (GEMV_U == 1u) {  // one word of every row at a time, used as it arrives
-    for (uint v = lane; v < per_row; v += S) {
-      for (uint i = 0u; i < GEMV_N; ++i) g_q[i] = LOAD_W4(g_rows[i] * per_row + v);
-      if (pc.wtype == WT_F32) acc_f32(v, 0u);
-      else if (pc.wtype == WT_F16) acc_f16(v, 0u);
-      else if (pc.wtype == WT_INT8) acc_i8(v, 0u);
-      else acc_i4(v, 0u);
-    }
-    if (pc.wtype == WT_INT8)
-      for (uint i = 0u; i < GEMV_N; ++i) g_acc[i] *= scale_at(pc.row_base + g_rows[i]);  // the row scale
-    return;
+  for (uint v = lane; v < per_row; v += S) {  // one word of every row at a time, used as it arrives
+    for (uint i = 0u; i < GEMV_N; ++i) g_q[i] = LOAD_W4(g_rows[i] * per_row + v);
+    if (pc.wtype == WT_F32) acc_f32(v);
+    else if (pc.wtype == WT_F16) acc_f16(v);
+    else if (pc.wtype == WT_INT8) acc_i8(v);
+    else acc_i4(v);  // int4: a word's 32 columns lie in one group (group % 32 == 0)
   }
-  if (pc.wtype == WT_F32) {
-    WORD_LOOP(acc_f32)
-  } else if (pc.wtype == WT_F16) {
-    WORD_LOOP(acc_f16)
-  } else if (pc.wtype == WT_INT8) {
-    WORD_LOOP(acc_i8)
+  if (pc.wtype == WT_INT8)
     for (uint i = 0u; i < GEMV_N; ++i) g_acc[i] *= scale_at(pc.row_base + g_rows[i]);  // the row scale
-  } else {  // int4: a word's 32 columns lie in one group (group % 32 == 0)
-    WORD_LOOP(acc_i4)
-  }
 }
 #endif

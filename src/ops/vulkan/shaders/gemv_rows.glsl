@@ -18,9 +18,7 @@ layout(local_size_x = 64) in;
 void rows_dot(uint r0, inout float acc[N]) {
   uint rs[N];
   for (uint i = 0u; i < N; ++i) rs[i] = min(r0 + i, pc.rows - 1u), acc[i] = 0.0;
-  const bool words = row_bytes() % 16u == 0u && (pc.wtype != WT_INT4 || pc.group % 32u == 0u) &&
-                     (pc.x_off & 3u) == 0u;
-  if (!words) {
+  if (!whole_words()) {
     for (uint i = 0u; i < N; ++i) acc[i] = row_dot(rs[i], 0u, 1u);
     return;
   }

@@ -22,9 +22,8 @@
 layout(local_size_x = 128) in;
 layout(constant_id = 0) const uint ROWS = 1u;
 layout(constant_id = 1) const uint SPLIT = 1u;
-layout(constant_id = 2) const uint UNROLL = 1u;  // words of each row a lane loads at once
 #define GEMV_N ROWS
-#define GEMV_U UNROLL
+#define GEMV_N_SPEC
 #include "matmul_common.glsl"
 #include "gemv_common.glsl"
 
@@ -65,7 +64,7 @@ void main() {
     const uint r0 = base + sg / SPLIT * ROWS;
     for (uint i = 0u; i < ROWS; ++i) g_rows[i] = rope_row(min(r0 + i, pc.rows - 1u));
     sum_sq = 0.0;
-    if (ROWS == 1u && UNROLL == 1u) g_acc[0] = row_dot(g_rows[0], part * S + lane, SPLIT * S);  // the plain loop
+    if (ROWS == 1u) g_acc[0] = row_dot(g_rows[0], part * S + lane, SPLIT * S);  // the plain loop
     else rows_dot(part * S + lane, SPLIT * S);
     float ss = pc.norm != 0u ? subgroupAdd(sum_sq) : 0.0;
     for (uint i = 0u; i < ROWS; ++i) g_acc[i] = subgroupAdd(g_acc[i]);
