@@ -72,13 +72,21 @@ TEST_F(TracerTest, ClearDropsRangesThatBeganBeforeIt) {
 TEST_F(TracerTest, ClearWhileAnotherThreadRecords) {
   set_enabled(true);
   std::atomic<bool> stop{false};
+  std::atomic<int64_t> written{0};
   std::thread writer([&] {
-    while (!stop.load()) PYLON_RANGE("op", "writer");
+    while (!stop.load()) {
+      { PYLON_RANGE("op", "writer"); }
+      ++written;
+    }
   });
   for (int i = 0; i < 2000; ++i) clear();
   const int64_t last_clear = now_ns();
   clear();
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // Until the writer has recorded a whole range after the last clear (a fixed 5 ms sleep failed on
+  // a loaded 2-core CI machine: the writer was not scheduled in it). Bounded: 10 s.
+  const int64_t seen = written.load();
+  for (int i = 0; i < 10000 && written.load() < seen + 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   stop = true;
   writer.join();
   set_enabled(false);
