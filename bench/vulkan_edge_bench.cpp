@@ -11,9 +11,12 @@
 // --gemv-sweep 1 first times the subgroup GEMV on each of the model's matrix shapes in several
 // (rows per subgroup, subgroups per row set) shapes, dispatched back to back with barriers as in
 // a decode step, each layer's copy in turn (device timestamps, mean of 30 dispatches after a
-// warm-up run).
+// warm-up run). --decode-paths measures decode on each listed path (auto: the device's default;
+// ops: a dispatch per op; persistent: a dispatch per block, persistent:N on a grid of N
+// workgroups), a decoder each, in turn in one run.
 //   pylon_bench_vulkan [--dim 2048 --layers 12 --heads 16 --vocab 32000] [--quant f16,int8,int4]
 //                      [--prefill 128] [--decode 32] [--dir /tmp] [--device N] [--gemv-sweep 0|1]
+//                      [--decode-paths auto|ops|persistent[:N],...]
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -187,7 +190,7 @@ void gemv_sweep(const std::string& path, int device) {
 
 int run(int argc, char** argv) {
   ModelConfig c = preset_config(Preset::causal);  // seed size: V 32000, D 2048, L 12, H 16
-  std::string quants = "f16,int8,int4", dir = "/tmp";
+  std::string quants = "f16,int8,int4", dir = "/tmp", decodes = "auto";
   int prefill = 128, decode = 32, device = -1, sweep = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
@@ -201,6 +204,7 @@ int run(int argc, char** argv) {
     else if (k == "--dir") dir = v;
     else if (k == "--device") device = std::stoi(v);
     else if (k == "--gemv-sweep") sweep = std::stoi(v);
+    else if (k == "--decode-paths") decodes = v;
     else PYLON_CHECK(false, "unknown flag ", k);
   }
   vk::ContextOptions co;
@@ -253,45 +257,61 @@ int run(int argc, char** argv) {
                   coop ? "coopmat" : "tiled", median(pre) * 1e3, prefill / median(pre),
                   flops_per_token * prefill / median(pre) / 1e12);
     }
-    std::vector<double> dec;
-    for (int i = 0; i < decode; ++i) {
-      const auto t = Clock::now();
-      d.feed(&tokens[static_cast<size_t>(prefill + i)], 1);
-      dec.push_back(since(t));
-    }
-    const double tps = 1.0 / median(dec), bound = bw / bytes;
-    std::printf("  decode: %.3f ms/token median, %.1f tokens/s; weights %.1f MB/token; bound %.1f tokens/s "
-                "at %.1f GB/s: %.0f%% of the bound (%.1f GB/s effective)\n",
-                median(dec) * 1e3, tps, bytes / 1e6, bound, bw / 1e9, 100.0 * tps / bound, bytes * tps / 1e9);
-    // Again with a device timestamp after every command: device time against host time per token.
-    d.reset();
-    d.feed(tokens.data(), prefill);
-    vk::GpuTimes times;
-    d.time_dispatches(&times);
-    double host_total = 0;
-    for (int i = 0; i < decode; ++i) {
-      const auto t = Clock::now();
-      d.feed(&tokens[static_cast<size_t>(prefill + i)], 1);
-      host_total += since(t);
-    }
-    d.time_dispatches(nullptr);
-    if (times.runs == 0) {
-      std::printf("  (no device timestamps on this device)\n");
-      continue;
-    }
-    const double per = 1.0 / decode, gpu = times.total * per;
-    std::printf("  decode, timed (mean of %d tokens): host %.3f ms/token, device %.3f ms/token (%.0f%%), "
-                "host-only %.3f ms/token; device time at %.1f GB/s would be %.0f%% of the bound\n",
-                decode, host_total * per * 1e3, gpu * 1e3, 100.0 * gpu / (host_total * per),
-                (host_total * per - gpu) * 1e3, bytes / gpu / 1e9, 100.0 * (bytes / gpu) / bw);
-    std::vector<std::pair<double, std::string>> kinds;
-    for (const auto& [name, e] : times.by_kernel) kinds.emplace_back(e.seconds, name);
-    std::sort(kinds.rbegin(), kinds.rend());
-    for (const auto& [sec, name] : kinds) {
-      const vk::GpuTimes::Entry& e = times.by_kernel.at(name);
-      std::printf("    %-30s %5.1f per token  %8.1f us/token  %5.1f%%  %7.2f us each\n", name.c_str(),
-                  static_cast<double>(e.count) * per, sec * per * 1e6, 100.0 * sec / times.total,
-                  sec / static_cast<double>(e.count) * 1e6);
+    const auto measure_decode = [&](VulkanDecoder& dec_model) {
+      std::vector<double> dec;
+      for (int i = 0; i < decode; ++i) {
+        const auto t = Clock::now();
+        dec_model.feed(&tokens[static_cast<size_t>(prefill + i)], 1);
+        dec.push_back(since(t));
+      }
+      const double tps = 1.0 / median(dec), bound = bw / bytes;
+      std::printf("  decode: %.3f ms/token median, %.1f tokens/s; weights %.1f MB/token; bound %.1f tokens/s "
+                  "at %.1f GB/s: %.0f%% of the bound (%.1f GB/s effective)\n",
+                  median(dec) * 1e3, tps, bytes / 1e6, bound, bw / 1e9, 100.0 * tps / bound, bytes * tps / 1e9);
+      // Again with a device timestamp after every command: device time against host time per token.
+      dec_model.reset();
+      dec_model.feed(tokens.data(), prefill);
+      vk::GpuTimes times;
+      dec_model.time_dispatches(&times);
+      double host_total = 0;
+      for (int i = 0; i < decode; ++i) {
+        const auto t = Clock::now();
+        dec_model.feed(&tokens[static_cast<size_t>(prefill + i)], 1);
+        host_total += since(t);
+      }
+      dec_model.time_dispatches(nullptr);
+      if (times.runs == 0) {
+        std::printf("  (no device timestamps on this device)\n");
+        return;
+      }
+      const double per = 1.0 / decode, gpu = times.total * per;
+      std::printf("  decode, timed (mean of %d tokens): host %.3f ms/token, device %.3f ms/token (%.0f%%), "
+                  "host-only %.3f ms/token; device time at %.1f GB/s would be %.0f%% of the bound\n",
+                  decode, host_total * per * 1e3, gpu * 1e3, 100.0 * gpu / (host_total * per),
+                  (host_total * per - gpu) * 1e3, bytes / gpu / 1e9, 100.0 * (bytes / gpu) / bw);
+      std::vector<std::pair<double, std::string>> kinds;
+      for (const auto& [name, e] : times.by_kernel) kinds.emplace_back(e.seconds, name);
+      std::sort(kinds.rbegin(), kinds.rend());
+      for (const auto& [sec, name] : kinds) {
+        const vk::GpuTimes::Entry& e = times.by_kernel.at(name);
+        std::printf("    %-30s %5.1f per token  %8.1f us/token  %5.1f%%  %7.2f us each\n", name.c_str(),
+                    static_cast<double>(e.count) * per, sec * per * 1e6, 100.0 * sec / times.total,
+                    sec / static_cast<double>(e.count) * 1e6);
+      }
+    };
+    // Decode on each path asked for (--decode-paths auto,ops,persistent,persistent:GRID), each on
+    // a decoder of its own over the same file, after the same prefill.
+    std::stringstream paths(decodes);
+    std::string path_name;
+    while (std::getline(paths, path_name, ',')) {
+      VulkanOptions od = o;
+      od.decode = path_name.substr(0, path_name.find(':'));
+      if (path_name.find(':') != std::string::npos)
+        od.persistent_grid = static_cast<uint32_t>(std::stoul(path_name.substr(path_name.find(':') + 1)));
+      VulkanDecoder dd(path, od, prefill + decode);
+      std::printf("  decode path %s: %s\n", path_name.c_str(), dd.describe().c_str());
+      dd.feed(tokens.data(), prefill);
+      measure_decode(dd);
     }
   }
   return 0;

@@ -2,7 +2,8 @@
 // embedding -> L x [RMSNorm, qkv, RoPE and KV append (causal), attention, out_proj + residual,
 // RMSNorm, ffn.0 and SiLU, ffn.2 + residual] -> head. One token on a GPU: each RMSNorm is fused
 // into the GEMV after it, RoPE and the KV append into the qkv GEMV's store; attention splits the
-// keys over workgroups. A causal decode step is recorded
+// keys over workgroups; on GPUs where it runs, a causal token's whole block is one persistent
+// dispatch instead (Ops::decode_layer). A causal decode step is recorded
 // once and replayed: its token and position are read from buffers, so the commands never change.
 #include "model/vulkan/vulkan_decoder.h"
 
@@ -66,6 +67,7 @@ struct VulkanDecoder::Impl {
   vk::GpuTimes* times = nullptr;  // benchmarks: where device times go
   // The recorded causal decode step (made on first use; again when `times` changes). Last member:
   // it goes before the buffers and the context it refers to.
+  uint32_t grid = 0;  // the persistent decode kernel's workgroups; 0: op by op
   std::unique_ptr<vk::Recorder> step;
   vk::GpuTimes* step_times = nullptr;
 
@@ -116,6 +118,39 @@ struct VulkanDecoder::Impl {
     PYLON_CHECK(logits_rows > 0, "Vulkan: one row of logits exceeds the device's largest buffer");
     logits = make(static_cast<uint64_t>(logits_rows) * V, vk::MemoryKind::host, "logits");
     last.resize(V);
+    choose_decode(o);
+  }
+
+  // The arguments of layer l's persistent decode dispatch.
+  vk::Ops::DecodeLayerArgs layer_args(int l) {
+    const std::string p = "layers." + std::to_string(l) + ".";
+    const uint64_t T = static_cast<uint64_t>(max_tokens), D = static_cast<uint64_t>(cfg.dim);
+    const vk::BufferView K{&k_cache, static_cast<uint64_t>(l) * T * D * 4, T * D * 4};
+    vk::Ops::DecodeLayerArgs a{};
+    a.norm1 = &w(p + "norm1.weight"), a.qkv = &w(p + "attn.in_proj_weight"), a.qkv_bias = &w(p + "attn.in_proj_bias");
+    a.out = &w(p + "attn.out_proj.weight"), a.out_bias = &w(p + "attn.out_proj.bias");
+    a.norm2 = &w(p + "norm2.weight"), a.ffn0 = &w(p + "ffn.0.weight"), a.ffn2 = &w(p + "ffn.2.weight");
+    a.x = {&x}, a.qkv_out = {&qkv}, a.att = {&att}, a.f1 = {&f1}, a.partials = {&partials};
+    a.table = {&rope_table}, a.position = {&position};
+    a.cache = {K, {&v_cache, K.offset, K.size}};
+    a.heads = static_cast<uint32_t>(cfg.heads), a.max_keys = static_cast<uint32_t>(max_tokens);
+    a.eps = cfg.norm_eps;
+    return a;
+  }
+
+  // Causal models: whether a token's blocks run as one persistent dispatch each (probed here).
+  void choose_decode(const VulkanOptions& o) {
+    PYLON_CHECK(o.decode == "auto" || o.decode == "persistent" || o.decode == "ops", "Vulkan decode ", o.decode,
+                " is not auto, persistent or ops");
+    const bool gpu = ctx.info().type != VK_PHYSICAL_DEVICE_TYPE_CPU;
+    if (!cfg.causal() || o.decode == "ops" || (o.decode == "auto" && !gpu)) return;
+    std::string why;
+    for (int l = 0; l < cfg.layers && why.empty(); ++l) why = ops.decode_layer_unsupported(layer_args(l));
+    if (why.empty()) {
+      grid = ops.persistent_grid(layer_args(0), o.persistent_grid);
+      if (!grid) why = "no grid of its workgroups runs at once on this device";
+    }
+    PYLON_CHECK(o.decode != "persistent" || grid, "Vulkan: the persistent decode kernel cannot run here: ", why);
   }
 
   const vk::DeviceMatrix& w(const std::string& name) const { return weights.get(name); }
@@ -135,6 +170,10 @@ struct VulkanDecoder::Impl {
     const uint32_t hd = D / H, T = static_cast<uint32_t>(max_tokens);
     const vk::BufferView X{&x}, Hb{&h}, QKV{&qkv}, ATT{&att}, F1{&f1}, S{&scores}, P{&position};
     ops.embedding(r, X, {&tokens}, n, w("embed.weight"));
+    if (n == 1 && grid) {  // one persistent dispatch per block
+      for (int l = 0; l < cfg.layers; ++l) ops.decode_layer(r, layer_args(l), grid);
+      return;
+    }
     for (int l = 0; l < cfg.layers; ++l) {
       const std::string p = "layers." + std::to_string(l) + ".";
       // One token on a GPU: the RMSNorm fused into the GEMV. (A CPU device runs it apart: on llvmpipe
@@ -225,6 +264,12 @@ struct VulkanDecoder::Impl {
     }
     set_inputs(&token, 1, static_cast<uint32_t>(pos));
     step->replay();
+    if (grid && ops.persistent_failed()) {  // a grid barrier gave up: redo the token op by op
+      grid = 0;
+      step.reset();
+      decode_step(token);
+      return;
+    }
     ctx.download(logits, 0, last.data(), static_cast<uint64_t>(cfg.vocab) * 4);
   }
 
@@ -253,7 +298,10 @@ std::string VulkanDecoder::describe() const {
   const vk::DeviceInfo& i = impl_->ctx.info();
   return detail::concat("vulkan: ", i.name, " (", i.type_name(), "), ",
                         impl_->ops.uses_coopmat(64) ? "cooperative-matrix GEMM" : "tiled GEMM", ", ",
-                        impl_->weights.description());
+                        impl_->grid ? "decode in one dispatch per block (" + std::to_string(impl_->grid) +
+                                          " workgroups)"
+                                    : std::string("decode op by op"),
+                        ", ", impl_->weights.description());
 }
 const float* VulkanDecoder::feed(const int32_t* tokens, int n) { return impl_->feed(tokens, n); }
 int VulkanDecoder::position() const { return impl_->pos; }
@@ -266,6 +314,7 @@ bool VulkanDecoder::use_coopmat(bool on) {
   impl_->ops.set_coopmat(on);
   return impl_->ops.uses_coopmat(64);
 }
+uint32_t VulkanDecoder::persistent_grid() const { return impl_->grid; }
 void VulkanDecoder::time_dispatches(vk::GpuTimes* times) { impl_->times = times; }
 void VulkanDecoder::score(const int32_t* tokens, int n, float* logits) { impl_->score(tokens, n, logits); }
 

@@ -24,6 +24,11 @@ struct VulkanOptions {
   // Test hook: the one-token GEMV, "auto" (the device type's), "subgroup" (the GPU decode path:
   // fused RMSNorm, RoPE and KV append) or "rows" (the CPU devices' path).
   std::string gemv = "auto";
+  // A causal token's blocks: "auto" (one persistent dispatch per block, decode_layer, on GPUs
+  // where it runs; else op by op), "persistent" (that on any device, an error where it cannot
+  // run) or "ops". persistent_grid: its workgroups (0: the largest the device runs at once).
+  std::string decode = "auto";
+  uint32_t persistent_grid = 0;
 };
 
 // The options of --device vulkan|vulkan:N (throws pylon::Error for another spelling), --no-coopmat
@@ -42,7 +47,7 @@ class VulkanDecoder {
 
   const ModelConfig& config() const;
   std::string tokenizer_model() const;  // the file's SentencePiece bytes, or ""
-  // One line: device name and type, which GEMM, and which weight path was taken.
+  // One line: device name and type, which GEMM, how a token is decoded, which weight path.
   std::string describe() const;
 
   // Appends n tokens (prefill when n > 1) and returns the logits (V) after the last one.
@@ -57,6 +62,8 @@ class VulkanDecoder {
   void time_dispatches(vk::GpuTimes* times);
   // Logits (n, V) of a whole row from position 0 (the cache is reset): for eval.
   void score(const int32_t* tokens, int n, float* logits);
+  // Workgroups of the persistent decode kernel, 0 when decoding runs op by op.
+  uint32_t persistent_grid() const;
 
  private:
   struct Impl;

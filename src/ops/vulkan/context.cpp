@@ -158,6 +158,11 @@ Context::Context(const ContextOptions& options) {
     const std::vector<VkExtensionProperties> dev_ext = device_extensions(physical_);
     info_.host_import = has_extension(dev_ext, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
     if (info_.host_import) m3.pNext = &host_props;
+    VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
+    if (has_extension(dev_ext, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)) {  // properties only: not enabled
+      sm.pNext = subgroup.pNext;
+      subgroup.pNext = &sm;
+    }
     VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
     props.pNext = &subgroup;
     vkGetPhysicalDeviceProperties2(physical_, &props);
@@ -169,6 +174,9 @@ Context::Context(const ContextOptions& options) {
     info_.storage_offset_alignment = props.properties.limits.minStorageBufferOffsetAlignment;
     info_.import_alignment = info_.host_import ? host_props.minImportedHostPointerAlignment : 0;
     info_.max_buffer_bytes = std::min(info_.max_storage_range, info_.max_allocation);
+    info_.compute_units = sm.shaderSMCount;
+    info_.max_shared_bytes = props.properties.limits.maxComputeSharedMemorySize;
+    info_.max_storage_buffers = props.properties.limits.maxPerStageDescriptorStorageBuffers;
     if (info_.type == VK_PHYSICAL_DEVICE_TYPE_CPU) {
       bool formats = true;
       for (const VkFormat f : {VK_FORMAT_R32G32B32A32_UINT, VK_FORMAT_R32G32B32A32_SFLOAT}) {

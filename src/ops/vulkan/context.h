@@ -64,6 +64,8 @@ struct DeviceInfo {
   uint32_t subgroup_size = 0;
   uint64_t max_storage_range = 0, max_allocation = 0, max_buffer_bytes = 0;  // last: min of limits
   uint64_t storage_offset_alignment = 0, import_alignment = 0;
+  uint32_t compute_units = 0;  // streaming multiprocessors (VK_NV_shader_sm_builtins), 0: not known
+  uint32_t max_shared_bytes = 0, max_storage_buffers = 0;  // per compute workgroup, per shader stage
   bool host_import = false;  // VK_EXT_external_memory_host
   // CPU devices: every buffer is also bindable as a uniform texel buffer of 16-byte texels (RGBA32
   // uint / float), which llvmpipe reads through its sampler's gathers, several times faster than

@@ -8,24 +8,14 @@
 namespace pylon::vk {
 namespace {
 
-constexpr uint32_t kAttentionChunk = 32;  // shaders/attention_decode.comp CHUNK
-constexpr uint32_t kMaxHeads = 1024;       // counters_ holds one per head
+constexpr uint32_t kAttentionChunk = Ops::kAttentionChunk;
+constexpr uint32_t kMaxHeads = Ops::kMaxHeads;
 
 struct MatmulPush {  // shaders/matmul_common.glsl
   uint32_t n, rows, cols, row_base, ldy, x_off, wtype, group, scale_f16, bias, accumulate, silu, norm;
   float norm_eps;
   uint32_t rope_heads;
 };
-
-uint32_t wtype(EdgeDType d) {
-  switch (d) {
-    case EdgeDType::f32: return 0;
-    case EdgeDType::f16: return 1;
-    case EdgeDType::int8: return 2;
-    case EdgeDType::int4: return 3;
-  }
-  return 0;
-}
 
 uint32_t groups_for(uint64_t items, uint32_t per_group, uint32_t cap = 65535) {
   return static_cast<uint32_t>(std::min<uint64_t>((items + per_group - 1) / per_group, cap));
@@ -50,10 +40,14 @@ Ops::Ops(Context& ctx)
       gemv_texel_(ctx.info().texel_reads),
       dummy_(ctx.make_buffer(16, MemoryKind::device)),
       zero_(ctx.make_buffer(16, MemoryKind::device)),
-      counters_(ctx.make_buffer(4 * kMaxHeads, MemoryKind::device)) {
-  const std::vector<uint32_t> zeros(kMaxHeads, 0);
+      counters_(ctx.make_buffer(4 * kMaxHeads, MemoryKind::device)),
+      sync_(ctx.make_buffer(4 * (16 + kMaxHeads), MemoryKind::device)),
+      failed_(ctx.make_buffer(16, MemoryKind::host)) {
+  const std::vector<uint32_t> zeros(16 + kMaxHeads, 0);
   ctx.upload(zero_, 0, zeros.data(), 16);
   ctx.upload(counters_, 0, zeros.data(), 4 * kMaxHeads);
+  ctx.upload(sync_, 0, zeros.data(), 4 * (16 + kMaxHeads));
+  ctx.upload(failed_, 0, zeros.data(), 16);
 }
 
 bool Ops::uses_coopmat(uint32_t n) const {
@@ -145,7 +139,7 @@ void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint
     p.row_base = static_cast<uint32_t>(c.row_begin);
     p.ldy = ldy;
     p.x_off = x_off;
-    p.wtype = wtype(w.dtype);
+    p.wtype = shader_wtype(w.dtype);
     p.group = static_cast<uint32_t>(std::max(w.group, 1));
     p.scale_f16 = w.scale_f16 ? 1 : 0;
     p.bias = bias ? (bias->dtype == EdgeDType::f16 ? 2 : 1) : 0;

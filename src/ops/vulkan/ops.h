@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "io/edge_format.h"
@@ -29,9 +30,21 @@ struct DeviceMatrix {
 
 // Bytes of one row of a (rows, cols) weight in this dtype.
 uint64_t row_bytes(EdgeDType dtype, int64_t cols);
+// The shaders' code for a weight encoding (matmul_common.glsl WT_*).
+inline uint32_t shader_wtype(EdgeDType d) {
+  switch (d) {
+    case EdgeDType::f32: return 0;
+    case EdgeDType::f16: return 1;
+    case EdgeDType::int8: return 2;
+    case EdgeDType::int4: return 3;
+  }
+  return 0;
+}
 
 class Ops {
  public:
+  static constexpr uint32_t kAttentionChunk = 32;  // keys per attention_decode / decode_layer item
+  static constexpr uint32_t kMaxHeads = 1024;      // per-head counters the decode kernels hold
   explicit Ops(Context& ctx);
   Context& context() { return ctx_; }
 
@@ -117,6 +130,31 @@ class Ops {
                         const AttentionArgs& a);
   static uint64_t attention_partials(uint32_t heads, uint32_t hd, uint32_t max_keys);
 
+  // One causal token through a whole block in one dispatch, a persistent kernel whose workgroups
+  // meet at grid barriers between the block's phases (decode_layer.comp): the same results as
+  // qkv_rope_gemv, attention_decode, matmul (out_proj), normed_gemv (ffn.0) and matmul (ffn.2).
+  // x (D): the residual stream, read and updated; qkv (3D), att (D), f1 (4D): scratch;
+  // partials: attention_partials(heads, hd, max_keys) floats.
+  struct DecodeLayerArgs {
+    const DeviceMatrix *norm1, *qkv, *qkv_bias, *out, *out_bias, *norm2, *ffn0, *ffn2;
+    BufferView x, qkv_out, att, f1, partials, table, position;
+    KvCache cache;
+    uint32_t heads, max_keys;
+    float eps;
+  };
+  // "" where decode_layer runs these weights on this device, else why not (one line).
+  std::string decode_layer_unsupported(const DecodeLayerArgs& a) const;
+  // A grid for decode_layer whose workgroups the device runs all at once, found by probing (a
+  // dispatch of the kernel whose workgroups only meet at two barriers) the candidates from the
+  // largest: `want` alone when non-zero, else a few per-SM multiples where the SM count is known.
+  // 0: none passed (use the per-op path).
+  uint32_t persistent_grid(const DecodeLayerArgs& a, uint32_t want = 0);
+  void decode_layer(Recorder& r, const DecodeLayerArgs& a, uint32_t grid);
+  // Whether a decode_layer barrier gave up waiting since the last call (then its results are
+  // wrong: the caller redoes the work on the per-op path). Clears the flag. Env
+  // PYLON_VK_FAIL_BARRIERS=1 makes every barrier of decode_layer (not of the probe) give up: tests.
+  bool persistent_failed();
+
  private:
   void matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint32_t ldy,
                    const BufferView& x, uint32_t x_off, uint32_t n, const DeviceMatrix& w,
@@ -130,6 +168,11 @@ class Ops {
   Buffer dummy_;  // bound where a shader's optional buffer is absent
   Buffer zero_;   // 16 bytes of zeros: zero_position()
   Buffer counters_;  // attention_decode's per-head counts of finished chunks, zero between dispatches
+  Buffer sync_;      // decode_layer's barrier counts and per-head counts, zero between dispatches
+  Buffer failed_;    // host-visible: decode_layer's "a barrier gave up" flag
+  std::vector<uint32_t> layer_spec(const DecodeLayerArgs& a) const;
+  const Kernel& layer_kernel(const DecodeLayerArgs& a);
+  void dispatch_layer(Recorder& r, const DecodeLayerArgs& a, uint32_t grid, bool probe);
 };
 
 }  // namespace pylon::vk

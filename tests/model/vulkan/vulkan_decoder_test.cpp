@@ -83,15 +83,19 @@ TEST(VulkanDecoder, GreedyIdenticalToCpuAndLogitsClose) {
       // The plain kernels (fp32 activations): summation order only, 1e-3. The coopmat GEMM (prefill
       // of 16+ tokens, where the device has it) rounds activations and weights to fp16: 1e-1
       // (measured on the H200: 1.2e-2 f16, 3.0e-2 int8, 2.2e-2 int4, seed preset).
-      // Decode with both one-token GEMVs on any device: the subgroup one (GPUs' default; fused
-      // RMSNorm, RoPE and KV append) and the row-per-invocation one (CPU devices' default).
+      // Decode with both one-token GEMVs on any device: the subgroup one (GPUs' op-by-op path;
+      // fused RMSNorm, RoPE and KV append) and the row-per-invocation one (CPU devices' default),
+      // and (causal) the persistent kernel, a dispatch per block (GPUs' default).
       for (const bool coopmat : {false, true})
-        for (const std::string gemv : {"subgroup", "rows"}) {
+        for (const std::string gemv : {"subgroup", "rows", "persistent"}) {
+        if (gemv == "persistent" && p != Preset::causal) continue;
         VulkanOptions o;
         o.allow_coopmat = coopmat;
-        o.gemv = gemv;
+        o.gemv = gemv == "rows" ? "rows" : "subgroup";
+        o.decode = gemv == "persistent" ? "persistent" : "ops";
         VulkanDecoder gpu(path, o, 64);
         if (coopmat && gpu.describe().find("cooperative") == std::string::npos) continue;
+        EXPECT_EQ(gpu.persistent_grid() > 0, gemv == "persistent");
         std::vector<std::vector<float>> lg;
         const auto b = greedy([&](const int32_t* t, int n) { return gpu.feed(t, n); }, c.vocab, 20, &lg);
         const std::string what = std::string(preset_name(p)) + " " + edge_dtype_name(q) +
@@ -109,6 +113,89 @@ TEST(VulkanDecoder, GreedyIdenticalToCpuAndLogitsClose) {
                     a == b ? "identical" : "differs", worst);
       }
     }
+}
+
+// The persistent decode kernel (a dispatch per block, its workgroups meeting at grid barriers)
+// against the op-by-op decode on the same device, teacher-forced: 40 prompt tokens, then 30 steps,
+// so attention spans three chunks of 32 keys. Grids of 1 and 3 workgroups make every workgroup
+// take several attention items and row sets; 0 is the probed grid. (CPU devices: 1 only.)
+TEST(VulkanDecoder, PersistentDecodeMatchesOpByOp) {
+  if (!testing::vulkan_available()) GTEST_SKIP() << "no Vulkan device";
+  testing::TempDir tmp;
+  const ModelConfig c = small_config(Preset::causal);
+  std::vector<int32_t> prompt(40);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 37 + 11) % 97);
+  for (const EdgeDType q : {EdgeDType::f16, EdgeDType::int8, EdgeDType::int4}) {
+    const std::string path = export_model(tmp, c, q);
+    VulkanOptions ops_o;
+    ops_o.decode = "ops", ops_o.gemv = "subgroup";
+    VulkanDecoder ref(path, ops_o, 80);
+    std::vector<std::vector<float>> want;
+    std::vector<int32_t> fed;
+    const float* l = ref.feed(prompt.data(), static_cast<int>(prompt.size()));
+    for (int s = 0; s < 30; ++s) {
+      fed.push_back(argmax(l, c.vocab));
+      l = ref.feed(&fed.back(), 1);
+      want.emplace_back(l, l + c.vocab);
+    }
+    // CPU devices: one workgroup only (Ops::persistent_grid says why).
+    const bool cpu = testing::vulkan_context_or_null()->info().type == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    for (const uint32_t grid : cpu ? std::vector<uint32_t>{1u} : std::vector<uint32_t>{0u, 1u, 3u}) {
+      VulkanOptions o;
+      o.decode = "persistent", o.persistent_grid = grid;
+      VulkanDecoder gpu(path, o, 80);
+      ASSERT_GT(gpu.persistent_grid(), 0u);
+      if (grid) {
+        EXPECT_EQ(gpu.persistent_grid(), grid);
+      }
+      gpu.feed(prompt.data(), static_cast<int>(prompt.size()));
+      double worst = 0;
+      for (int s = 0; s < 30; ++s) {
+        const float* g = gpu.feed(&fed[s], 1);
+        for (int v = 0; v < c.vocab; ++v)
+          worst = std::max(worst, std::fabs(double(want[s][v]) - g[v]) / (1e-3 + std::fabs(want[s][v])));
+      }
+      EXPECT_GT(gpu.persistent_grid(), 0u) << "no barrier may have given up";
+      EXPECT_LT(worst, 1e-3) << edge_dtype_name(q) << " grid " << grid;  // fp32 summation order, as vs the CPU
+      std::printf("[ vulkan ] persistent decode %s, grid %u: worst logit relative difference %.2e\n",
+                  edge_dtype_name(q), gpu.persistent_grid(), worst);
+    }
+  }
+}
+
+// A grid too large to run at once is refused by the probe (a clear error when the persistent path
+// is demanded); a barrier that gives up mid-token (injected) makes the decoder redo the token op by
+// op, with the same result, and stay on that path.
+TEST(VulkanDecoder, PersistentDecodeFallsBackWhenBarriersFail) {
+  if (!testing::vulkan_available()) GTEST_SKIP() << "no Vulkan device";
+  testing::TempDir tmp;
+  const ModelConfig c = small_config(Preset::causal);
+  const std::string path = export_model(tmp, c, EdgeDType::f16);
+  VulkanOptions o;
+  o.decode = "persistent", o.persistent_grid = 4096;
+  try {
+    VulkanDecoder gpu(path, o, 16);
+    ADD_FAILURE() << "a grid of 4096 workgroups of 256 passed the residency probe";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("persistent decode kernel cannot run"), std::string::npos) << e.what();
+  }
+  VulkanOptions ops_o;
+  ops_o.decode = "ops", ops_o.gemv = "subgroup";
+  VulkanDecoder ref(path, ops_o, 16);
+  o.persistent_grid = 0;
+  VulkanDecoder gpu(path, o, 16);
+  ASSERT_GT(gpu.persistent_grid(), 0u);
+  const int32_t prompt[3] = {5, 17, 42};
+  ref.feed(prompt, 3);
+  gpu.feed(prompt, 3);
+  setenv("PYLON_VK_FAIL_BARRIERS", "1", 1);
+  const int32_t t = 7;
+  const float* a = ref.feed(&t, 1);
+  const std::vector<float> want(a, a + c.vocab);
+  const float* b = gpu.feed(&t, 1);
+  unsetenv("PYLON_VK_FAIL_BARRIERS");
+  EXPECT_EQ(gpu.persistent_grid(), 0u);
+  for (int v = 0; v < c.vocab; ++v) EXPECT_NEAR(b[v], want[v], 1e-4 * (1e-3 + std::fabs(want[v]))) << v;
 }
 
 TEST(VulkanDecoder, EvalLossMatchesCpu) {

@@ -18,8 +18,7 @@ layout(std430, binding = 0) readonly buffer X4Buf { vec4 X4[]; };
 #define LOAD_X(i) X[i]
 #define LOAD_W4(i) W4[i]
 #endif
-
-vec4 f16x4(uint a, uint b) { return vec4(unpackHalf2x16(a), unpackHalf2x16(b)); }
+#include "words.glsl"
 
 float sum_sq = 0.0;  // this invocation's Σx² (pc.norm != 0)
 
@@ -48,20 +47,6 @@ float x_at(uint c) {
   if (pc.norm == 0u) return x;
   sum_sq += x * x;
   return x * norm_at(c);
-}
-
-// Signed bytes and nibbles of a word as floats without an int-to-float conversion (a quarter-rate
-// instruction on NVIDIA GPUs): flipped to offset binary (q + 128, q + 8), OR'd into the mantissa of
-// 2^23 (exact), and 2^23 + the offset subtracted (exact).
-vec4 i8x4(uint w) {  // bytes 0..3
-  const uint t = w ^ 0x80808080u;
-  return uintBitsToFloat(((uvec4(t) >> uvec4(0u, 8u, 16u, 24u)) & 0xFFu) | 0x4B000000u) - 8388736.0;
-}
-vec4 i4lo(uint w) {  // nibbles 0..3
-  return uintBitsToFloat(((uvec4(w ^ 0x88888888u) >> uvec4(0u, 4u, 8u, 12u)) & 0xFu) | 0x4B000000u) - 8388616.0;
-}
-vec4 i4hi(uint w) {  // nibbles 4..7
-  return uintBitsToFloat(((uvec4(w ^ 0x88888888u) >> uvec4(16u, 20u, 24u, 28u)) & 0xFu) | 0x4B000000u) - 8388616.0;
 }
 
 // x · (the columns of 16-byte word v of a row), per encoding: 4 f32, 8 f16, 16 int8, 32 int4

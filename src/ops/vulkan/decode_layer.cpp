@@ -1,0 +1,139 @@
+// Ops::decode_layer: a causal decode token through one whole block in one dispatch
+// (shaders/decode_layer.comp), the grid found by a residency probe, and the flag that says a grid
+// barrier gave up (the host then redoes the token op by op).
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "ops/vulkan/ops.h"
+
+namespace pylon::vk {
+namespace {
+
+constexpr uint32_t kThreads = 256, kBindings = 23;  // decode_layer.comp's workgroup and bindings
+// Shared memory besides the staged row: red, qs, ps, pv, wts, the flag (decode_layer.comp).
+constexpr uint32_t kOtherSharedBytes = 4 * (64 + 256 + 32 + 4 * kThreads + kThreads) + 4;
+
+struct LayerPush {  // decode_layer.comp
+  uint32_t dim, heads, max_keys, wtype, group, scale_f16, bias_f16, norm_f16;
+  float eps, attn_scale;
+  uint32_t spin_limit, probe;
+};
+
+bool is_cpu(const DeviceInfo& i) { return i.type == VK_PHYSICAL_DEVICE_TYPE_CPU; }
+
+}  // namespace
+
+std::string Ops::decode_layer_unsupported(const DecodeLayerArgs& a) const {
+  const DeviceInfo& info = ctx_.info();
+  if (info.subgroup_size < 4) return "subgroups of fewer than 4 invocations";
+  if (info.max_storage_buffers < kBindings) return "fewer than 23 storage buffers per shader";
+  const int64_t D = a.out ? a.out->cols : 0;
+  if (D <= 0 || a.heads == 0 || a.heads > kMaxHeads || D % (2 * a.heads) != 0) return "heads do not split the width";
+  const int64_t hd = D / a.heads;
+  if (hd % 4 != 0 || hd > 256) return "a head dim that is not a multiple of 4 up to 256";
+  const struct {
+    const DeviceMatrix* m;
+    int64_t rows, cols;
+  } mats[4] = {{a.qkv, 3 * D, D}, {a.out, D, D}, {a.ffn0, 4 * D, D}, {a.ffn2, D, 4 * D}};
+  for (const auto& m : mats) {
+    if (!m.m || m.m->rows != m.rows || m.m->cols != m.cols || m.m->chunks.size() != 1)
+      return "a block matrix of another shape or in several chunks";
+    if (m.m->dtype != a.qkv->dtype || m.m->group != a.qkv->group || m.m->scale_f16 != a.qkv->scale_f16)
+      return "block matrices in different encodings";
+    if (row_bytes(m.m->dtype, m.cols) % 16 != 0 || (m.m->dtype == EdgeDType::int4 && m.m->group % 32 != 0))
+      return "weight rows that are not whole 16-byte words";
+  }
+  for (const DeviceMatrix* v : {a.qkv_bias, a.out_bias, a.norm1, a.norm2})
+    if (!v || v->chunks.size() != 1 || (v->dtype != EdgeDType::f32 && v->dtype != EdgeDType::f16))
+      return "a bias or norm weight missing, split or not f32/f16";
+  if (a.qkv_bias->dtype != a.out_bias->dtype || a.norm1->dtype != a.norm2->dtype) return "mixed bias or norm encodings";
+  if (16 * D + kOtherSharedBytes > info.max_shared_bytes) return "a row of 4 x dim floats exceeds shared memory";
+  return "";
+}
+
+std::vector<uint32_t> Ops::layer_spec(const DecodeLayerArgs& a) const {
+  // Rows per subgroup: several rows share each staged x read where decoding costs instructions
+  // (int8, int4), one where the GEMV is bound by memory alone (f16, f32); the qkv phase takes
+  // rotation pairs. set_gemv_shape's rows override (tests, benchmarks).
+  const EdgeDType d = a.qkv->dtype;
+  uint32_t rows = d == EdgeDType::int4 ? 4 : d == EdgeDType::int8 ? 2 : 1;
+  if (gemv_shape_.rows) rows = std::clamp<uint32_t>(gemv_shape_.rows, 1, 4);
+  const uint32_t qkv_rows = std::max<uint32_t>(2, rows + rows % 2);
+  return {static_cast<uint32_t>(4 * a.out->cols), rows, qkv_rows};
+}
+
+const Kernel& Ops::layer_kernel(const DecodeLayerArgs& a) {
+  return kernels_.get("decode_layer", kBindings, sizeof(LayerPush), {}, layer_spec(a));
+}
+
+void Ops::dispatch_layer(Recorder& r, const DecodeLayerArgs& a, uint32_t grid, bool probe) {
+  const std::string why = decode_layer_unsupported(a);
+  PYLON_ASSERT(why.empty(), "decode_layer: ", why);
+  const uint32_t D = static_cast<uint32_t>(a.out->cols);
+  LayerPush p{};
+  p.dim = D;
+  p.heads = a.heads;
+  p.max_keys = a.max_keys;
+  p.wtype = shader_wtype(a.qkv->dtype);
+  p.group = static_cast<uint32_t>(std::max(a.qkv->group, 1));
+  p.scale_f16 = a.qkv->scale_f16 ? 1 : 0;
+  p.bias_f16 = a.qkv_bias->dtype == EdgeDType::f16 ? 1 : 0;
+  p.norm_f16 = a.norm1->dtype == EdgeDType::f16 ? 1 : 0;
+  p.eps = a.eps;
+  p.attn_scale = 1.0f / std::sqrt(static_cast<float>(D / a.heads));
+  // Reads of the barrier count before a workgroup gives up: a GPU's read takes ~1 µs, a CPU
+  // device's a few ns, and its workgroups share a few threads with the rest of the machine. The
+  // probe gives up sooner: a grid that is not resident fails it at once.
+  p.spin_limit = is_cpu(ctx_.info()) ? (probe ? 1u << 22 : 1u << 28) : (probe ? 1u << 14 : 1u << 22);
+  if (!probe && std::getenv("PYLON_VK_FAIL_BARRIERS")) p.spin_limit = 0;  // tests: every barrier gives up
+  p.probe = probe ? 1 : 0;
+  const BufferView none{&dummy_, 0, 0};
+  const auto scales = [&](const DeviceMatrix* m) { return m->scales.buffer ? m->scales : none; };
+  const auto values = [](const DeviceMatrix* m) { return m->chunks[0].values; };
+  r.label_next(std::string("decode_layer ") + edge_dtype_name(a.qkv->dtype));
+  r.dispatch(layer_kernel(a),
+             {a.x, a.qkv_out, a.att, a.f1, values(a.qkv), values(a.out), values(a.ffn0), values(a.ffn2),
+              scales(a.qkv), scales(a.out), scales(a.ffn0), scales(a.ffn2), values(a.qkv_bias),
+              values(a.out_bias), values(a.norm1), values(a.norm2), a.table, a.position, a.cache.k, a.cache.v,
+              a.partials, {&sync_, 0, 0}, {&failed_, 0, 0}},
+             p, grid);
+}
+
+void Ops::decode_layer(Recorder& r, const DecodeLayerArgs& a, uint32_t grid) { dispatch_layer(r, a, grid, false); }
+
+// A CPU device (llvmpipe) runs a workgroup per thread, shared with everything else on the machine,
+// and ends any shader loop after 65535 iterations, so a barrier's wait there lasts about a
+// millisecond: a grid of several workgroups passes the probe but gives up mid-token whenever
+// another workgroup's thread is busy. So one workgroup there (its barriers never wait).
+uint32_t Ops::persistent_grid(const DecodeLayerArgs& a, uint32_t want) {
+  if (!decode_layer_unsupported(a).empty()) return 0;
+  std::vector<uint32_t> candidates;
+  const uint32_t units = ctx_.info().compute_units;
+  if (want) candidates = {want};
+  else if (units) candidates = {4 * units, 3 * units, 2 * units, units};
+  else if (is_cpu(ctx_.info())) candidates = {1};  // (below)
+  else candidates = {32, 16, 8, 4, 2, 1};
+  for (const uint32_t grid : candidates) {
+    Recorder r(ctx_);
+    dispatch_layer(r, a, grid, true);
+    r.run();
+    if (!persistent_failed()) return grid;
+  }
+  return 0;
+}
+
+bool Ops::persistent_failed() {
+  uint32_t flag = 0;
+  ctx_.download(failed_, 0, &flag, 4);
+  if (!flag) return false;
+  const std::vector<uint32_t> zeros(16 + kMaxHeads, 0);
+  ctx_.upload(failed_, 0, zeros.data(), 16);
+  ctx_.upload(sync_, 0, zeros.data(), zeros.size() * 4);
+  return true;
+}
+
+}  // namespace pylon::vk

@@ -1,0 +1,389 @@
+// One causal decode token through a whole transformer block in one dispatch (a persistent kernel).
+// The grid's workgroups, all resident at once (Ops::persistent_grid probes a grid that is), walk
+// the block's five phases with a grid barrier between each:
+//   1. qkv = (rmsnorm(h)·g1)·Wqkvᵀ + bqkv; q and k rotated at p = position[0] (RoPE); k, v
+//      written to row p of the layer's KV cache
+//   2. att = attention of q over the cache's p + 1 keys: items (head, chunk of CHUNK keys) over
+//      the workgroups, the last item of a head to finish combining its chunks (one softmax)
+//   3. h += att·Woᵀ + bo
+//   4. f1 = silu((rmsnorm(h)·g2)·W1ᵀ)
+//   5. h += f1·W2ᵀ
+// Each GEMV phase stages its input row in shared memory first (x·g, the norm's Σx² summed once per
+// workgroup); then each subgroup takes ROWS weight rows at a time (QKV_ROWS in phase 1: rotation
+// pairs, rows i and i + hd/2 of a head), grid-stride, its lanes reading consecutive 16-byte words
+// of them (one x read serving the rows), and a subgroup sum ends each row. The results are those
+// of the per-op path (gemv_subgroup + attention_decode), up to the order of the Σx² sums.
+// Grid barrier: a workgroup's writes made visible (memoryBarrierBuffer), then it counts itself in
+// on sync[0] and waits until the count reaches n·(workgroups) at the n-th barrier. The wait is
+// bounded (about pc.spin_limit reads): past it, or once another workgroup has given up (sync[2]),
+// it sets failed[0] for the host, which redoes the token on the per-op path. The last workgroup to
+// finish sets the counters back to zero for the next dispatch. pc.probe != 0: only two barriers
+// (Ops::persistent_grid's residency test).
+// Needs: one chunk per matrix, rows of whole 16-byte words (int4: groups of a multiple of 32),
+// dim % 4 == 0, head dim <= 256, 4·dim <= XS (Ops::decode_layer_supported checks).
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+layout(local_size_x = 256) in;
+layout(constant_id = 0) const uint XS = 8192u;     // floats of staged x: >= 4·dim, a multiple of 4
+layout(constant_id = 1) const uint ROWS = 1u;      // rows per subgroup, phases 3-5 (<= MAXR)
+layout(constant_id = 2) const uint QKV_ROWS = 2u;  // rows per subgroup, phase 1 (even, <= MAXR)
+const uint MAXR = 4u, THREADS = 256u, CHUNK = 32u;
+#define WT_F32 0u
+#define WT_F16 1u
+#define WT_INT8 2u
+#define WT_INT4 3u
+
+layout(push_constant) uniform Push {
+  uint dim;         // D; the FFN is 4D wide
+  uint heads;       // H (head dim D / H)
+  uint max_keys;    // KV cache rows (partials per head: max_keys / CHUNK rounded up)
+  uint wtype;       // WT_* of the four matrices
+  uint group;       // int4 columns per scale
+  uint scale_f16;   // int4 scales stored as f16
+  uint bias_f16;    // biases (qkv, out_proj) as f16, else f32
+  uint norm_f16;    // RMSNorm weights as f16, else f32
+  float eps;        // RMSNorm epsilon
+  float attn_scale; // 1 / sqrt(head dim)
+  uint spin_limit;  // reads of the barrier count before giving up
+  uint probe;       // 1: the residency probe (two barriers, nothing else)
+} pc;
+
+layout(std430, binding = 0) coherent buffer Hid { float h[]; };  // (D) the residual stream, in and out
+layout(std430, binding = 0) coherent buffer Hid4 { vec4 h4[]; };
+layout(std430, binding = 1) coherent buffer Qkv { float qkv[]; };  // (3D)
+layout(std430, binding = 2) coherent buffer Att { float att[]; };  // (D)
+layout(std430, binding = 2) coherent buffer Att4 { vec4 att4[]; };
+layout(std430, binding = 3) coherent buffer F1 { float f1[]; };  // (4D)
+layout(std430, binding = 3) coherent buffer F14 { vec4 f14[]; };
+layout(std430, binding = 4) readonly buffer Wqkv { uvec4 w_qkv[]; };  // (3D, D) edge encoding
+layout(std430, binding = 5) readonly buffer Wo { uvec4 w_o[]; };      // (D, D)
+layout(std430, binding = 6) readonly buffer W1 { uvec4 w_1[]; };      // (4D, D)
+layout(std430, binding = 7) readonly buffer W2 { uvec4 w_2[]; };      // (D, 4D)
+layout(std430, binding = 8) readonly buffer Sqkv { uint s_qkv[]; };   // int8 row / int4 group scales
+layout(std430, binding = 9) readonly buffer So { uint s_o[]; };
+layout(std430, binding = 10) readonly buffer S1 { uint s_1[]; };
+layout(std430, binding = 11) readonly buffer S2 { uint s_2[]; };
+layout(std430, binding = 12) readonly buffer Bqkv { uint b_qkv[]; };
+layout(std430, binding = 13) readonly buffer Bo { uint b_o[]; };
+layout(std430, binding = 14) readonly buffer G1 { uint g_1[]; };  // RMSNorm weights
+layout(std430, binding = 15) readonly buffer G2 { uint g_2[]; };
+layout(std430, binding = 16) readonly buffer Table { vec2 cos_sin[]; };  // (positions, hd/2)
+layout(std430, binding = 17) readonly buffer Position { uint position[]; };
+layout(std430, binding = 18) coherent buffer KCache { float k_cache[]; };  // (positions, D)
+layout(std430, binding = 18) coherent buffer KCache4 { vec4 k4[]; };
+layout(std430, binding = 19) coherent buffer VCache { float v_cache[]; };
+layout(std430, binding = 19) coherent buffer VCache4 { vec4 v4[]; };
+layout(std430, binding = 20) coherent buffer Partials { float partials[]; };  // per (head, chunk): m, l, o
+layout(std430, binding = 21) coherent buffer Sync { uint sync_[]; };  // 0 count, 1 done, 2 failed, 16.. heads
+layout(std430, binding = 22) buffer Failed { uint failed[]; };  // host-visible: a barrier gave up
+
+#include "words.glsl"
+
+shared vec4 xs4[XS / 4u];   // the staged input row
+shared float red[64];       // per-subgroup sums (up to 64 subgroups)
+shared float qs[256];       // attention: the head's q
+shared float ps[CHUNK];     // attention: scores, then exp(s - m)
+shared vec4 pv[THREADS];    // attention: p·V per (vec4 column, key slice)
+shared float wts[THREADS];  // attention: the combine's chunk weights
+shared bool flag;           // attention: this workgroup combines the head
+
+#define tid gl_LocalInvocationIndex
+
+// ---- grid barrier ----------------------------------------------------------------------------
+uint sync_read(uint i) { return atomicOr(sync_[i], 0u); }  // an atomic: never hoisted out of a loop
+
+void grid_sync(uint n) {
+  memoryBarrierBuffer();
+  barrier();
+  if (tid == 0u) {
+    atomicAdd(sync_[0], 1u);
+    const uint target = n * gl_NumWorkGroups.x;
+    // Two nested loops of at most 1024 and spin_limit / 1024 reads: llvmpipe ends any loop after
+    // 65535 iterations. Whatever ended the wait, the count decides.
+    for (uint outer = 0u; outer < max(pc.spin_limit >> 10u, 1u) && sync_read(0u) < target && sync_read(2u) == 0u; ++outer)
+      for (uint spins = 0u; spins < min(pc.spin_limit, 1024u) && sync_read(0u) < target; ++spins) {
+      }
+    if (sync_read(0u) < target || pc.spin_limit == 0u) {  // 0: a failure injected by tests
+      atomicOr(sync_[2], 1u);
+      failed[0] = 1u;
+    }
+  }
+  barrier();
+  memoryBarrierBuffer();
+}
+
+void finish() {  // the last workgroup out resets the barrier for the next dispatch
+  barrier();
+  if (tid == 0u && atomicAdd(sync_[1], 1u) == gl_NumWorkGroups.x - 1u) {
+    sync_[0] = 0u;
+    sync_[1] = 0u;
+  }
+}
+
+// ---- the four matrices: m = 0 qkv, 1 out_proj, 2 ffn.0, 3 ffn.2 ------------------------------
+uvec4 w_word(uint m, uint i) {
+  if (m == 0u) return w_qkv[i];
+  if (m == 1u) return w_o[i];
+  if (m == 2u) return w_1[i];
+  return w_2[i];
+}
+uint s_word(uint m, uint i) {
+  if (m == 0u) return s_qkv[i];
+  if (m == 1u) return s_o[i];
+  if (m == 2u) return s_1[i];
+  return s_2[i];
+}
+float scale_at(uint m, uint i) {  // int8: row i's scale; int4: scale i of the (rows, groups) table
+  if (pc.wtype == WT_INT4 && pc.scale_f16 != 0u) return unpackHalf2x16(s_word(m, i >> 1))[i & 1u];
+  return uintBitsToFloat(s_word(m, i));
+}
+float half_or_float(uint word_f32, uint word_f16, uint i, bool f16) {
+  return f16 ? unpackHalf2x16(word_f16)[i & 1u] : uintBitsToFloat(word_f32);
+}
+float bias_qkv(uint r) { return half_or_float(b_qkv[r], b_qkv[r >> 1], r, pc.bias_f16 != 0u); }
+float bias_o(uint r) { return half_or_float(b_o[r], b_o[r >> 1], r, pc.bias_f16 != 0u); }
+vec4 norm4(uint which, uint c) {  // g[c .. c + 3], c a multiple of 4
+  if (pc.norm_f16 != 0u) {
+    const uvec2 w = which == 0u ? uvec2(g_1[c >> 1], g_1[(c >> 1) + 1u]) : uvec2(g_2[c >> 1], g_2[(c >> 1) + 1u]);
+    return f16x4(w.x, w.y);
+  }
+  if (which == 0u) return uintBitsToFloat(uvec4(g_1[c], g_1[c + 1u], g_1[c + 2u], g_1[c + 3u]));
+  return uintBitsToFloat(uvec4(g_2[c], g_2[c + 1u], g_2[c + 2u], g_2[c + 3u]));
+}
+
+// ---- staging -----------------------------------------------------------------------------------
+// xs4 = the input row (src 0: h, 1: att, 2: f1; cols floats), times g (norm 1: g1, 2: g2; 0: none).
+// Returns rstd = 1 / sqrt(Σx² / cols + eps) with a norm, else 1.
+float stage(uint src, uint cols, uint norm) {
+  float ss = 0.0;
+  for (uint c4 = tid; c4 < cols / 4u; c4 += THREADS) {
+    vec4 x = src == 0u ? h4[c4] : src == 1u ? att4[c4] : f14[c4];
+    if (norm != 0u) {
+      ss += dot(x, x);
+      x *= norm4(norm - 1u, 4u * c4);
+    }
+    xs4[c4] = x;
+  }
+  if (norm != 0u) {
+    ss = subgroupAdd(ss);
+    if (subgroupElect()) red[gl_SubgroupID] = ss;
+  }
+  barrier();
+  if (norm == 0u) return 1.0;
+  float total = 0.0;
+  for (uint i = 0u; i < gl_NumSubgroups; ++i) total += red[i];
+  barrier();  // red is free again
+  return 1.0 / sqrt(total / float(cols) + pc.eps);
+}
+
+// ---- GEMV phases -------------------------------------------------------------------------------
+uint row_words(uint cols) {  // 16-byte words per weight row
+  if (pc.wtype == WT_F32) return cols / 4u;
+  if (pc.wtype == WT_F16) return cols / 8u;
+  if (pc.wtype == WT_INT8) return cols / 16u;
+  return cols / 32u;
+}
+
+// Phase 1's rows: logical rows 2j, 2j + 1 are the j-th rotation pair of q's and k's heads in turn,
+// then v's rows in order (as gemv_subgroup's rope_row).
+uint qkv_row(uint l) {
+  const uint D = pc.dim;
+  if (l >= 2u * D) return l;
+  const uint half_hd = D / pc.heads / 2u, pair = l >> 1u;
+  return pair / half_hd * 2u * half_hd + pair % half_hd + (l & 1u) * half_hd;
+}
+
+// Row r of q/k/v done: biased (the caller), rotated where q or k, stored, k and v appended.
+void store_qkv_pair(uint ra, uint rb, float a, float b) {
+  const uint D = pc.dim, half_hd = D / pc.heads / 2u, pos = position[0];
+  if (ra < 2u * D) {
+    const vec2 cs = cos_sin[pos * half_hd + ra % half_hd];
+    const float ya = a * cs.x - b * cs.y, yb = b * cs.x + a * cs.y;
+    a = ya, b = yb;
+  }
+  qkv[ra] = a, qkv[rb] = b;
+  if (ra >= 2u * D) v_cache[pos * D + ra - 2u * D] = a, v_cache[pos * D + rb - 2u * D] = b;
+  else if (ra >= D) k_cache[pos * D + ra - D] = a, k_cache[pos * D + rb - D] = b;
+}
+
+// Matrix m (rows, cols) times the staged row, `nr` rows per subgroup (<= MAXR), each row's sum
+// scaled by rstd and stored as phase m does.
+void gemv(uint m, uint rows, uint cols, uint nr, float rstd) {
+  const uint S = gl_SubgroupSize, lane = gl_SubgroupInvocationID, per_row = row_words(cols);
+  const uint groups = (cols + pc.group - 1u) / pc.group, words_per_group = max(pc.group / 32u, 1u);
+  const bool pow2 = (words_per_group & (words_per_group - 1u)) == 0u;
+  const uint shift = uint(findLSB(words_per_group));
+  const uint step = gl_NumWorkGroups.x * gl_NumSubgroups * nr;
+  for (uint r0 = (gl_WorkGroupID.x * gl_NumSubgroups + gl_SubgroupID) * nr; r0 < rows; r0 += step) {
+    uint rr[MAXR];
+    float acc[MAXR];
+    for (uint i = 0u; i < MAXR; ++i) {
+      const uint l = min(r0 + i, rows - 1u);
+      rr[i] = m == 0u ? qkv_row(l) : l;
+      acc[i] = 0.0;
+    }
+    for (uint v = lane; v < per_row; v += S) {
+      uvec4 q[MAXR];
+      for (uint i = 0u; i < MAXR; ++i)
+        if (i < nr) q[i] = w_word(m, rr[i] * per_row + v);
+      if (pc.wtype == WT_F16) {
+        const vec4 xa = xs4[2u * v], xb = xs4[2u * v + 1u];
+        for (uint i = 0u; i < MAXR; ++i)
+          if (i < nr) acc[i] += dot(f16x4(q[i].x, q[i].y), xa) + dot(f16x4(q[i].z, q[i].w), xb);
+      } else if (pc.wtype == WT_INT8) {
+        const uint c = 4u * v;
+        const vec4 x0 = xs4[c], x1 = xs4[c + 1u], x2 = xs4[c + 2u], x3 = xs4[c + 3u];
+        for (uint i = 0u; i < MAXR; ++i)
+          if (i < nr)
+            acc[i] += dot(i8x4(q[i].x), x0) + dot(i8x4(q[i].y), x1) + dot(i8x4(q[i].z), x2) + dot(i8x4(q[i].w), x3);
+      } else if (pc.wtype == WT_INT4) {
+        const uint c = 8u * v, g = pow2 ? v >> shift : v / words_per_group;
+        const vec4 x0 = xs4[c], x1 = xs4[c + 1u], x2 = xs4[c + 2u], x3 = xs4[c + 3u];
+        const vec4 x4 = xs4[c + 4u], x5 = xs4[c + 5u], x6 = xs4[c + 6u], x7 = xs4[c + 7u];
+        for (uint i = 0u; i < MAXR; ++i)
+          if (i < nr) {
+            const uvec4 w = q[i];
+            acc[i] += (dot(i4lo(w.x), x0) + dot(i4hi(w.x), x1) + dot(i4lo(w.y), x2) + dot(i4hi(w.y), x3) +
+                       dot(i4lo(w.z), x4) + dot(i4hi(w.z), x5) + dot(i4lo(w.w), x6) + dot(i4hi(w.w), x7)) *
+                      scale_at(m, rr[i] * groups + g);
+          }
+      } else {
+        const vec4 x = xs4[v];
+        for (uint i = 0u; i < MAXR; ++i)
+          if (i < nr) acc[i] += dot(uintBitsToFloat(q[i]), x);
+      }
+    }
+    for (uint i = 0u; i < MAXR; ++i)
+      if (i < nr) {
+        acc[i] = subgroupAdd(acc[i]);
+        if (pc.wtype == WT_INT8) acc[i] *= scale_at(m, rr[i]);
+        acc[i] *= rstd;
+      }
+    if (m == 0u) {
+      for (uint i = 0u; i + 1u < MAXR; i += 2u)
+        if (i + 1u < nr && lane == i % S && r0 + i < rows)
+          store_qkv_pair(rr[i], rr[i + 1u], acc[i] + bias_qkv(rr[i]), acc[i + 1u] + bias_qkv(rr[i + 1u]));
+    } else {
+      for (uint i = 0u; i < MAXR; ++i)
+        if (i < nr && lane == i % S && r0 + i < rows) {
+          const uint r = rr[i];
+          if (m == 1u) h[r] = h[r] + (acc[i] + bias_o(r));
+          else if (m == 2u) f1[r] = acc[i] / (1.0 + exp(-acc[i]));
+          else h[r] = h[r] + acc[i];
+        }
+    }
+  }
+}
+
+// ---- attention phase ---------------------------------------------------------------------------
+// Item (head hh, chunk) of the p + 1 keys: its max m, sum l = Σ exp(s - m) and o = Σ exp(s - m)·v
+// into partials; the head's last item combines them into att (attention_decode.comp's method).
+void attend(uint hh, uint chunk, uint keys, uint max_chunks) {
+  const uint hd = pc.dim / pc.heads, row = hd + 2u, D = pc.dim;
+  const uint first = chunk * CHUNK, count = min(CHUNK, keys - first);
+  const uint dst = (hh * max_chunks + chunk) * row;
+  for (uint c = tid; c < hd; c += THREADS) qs[c] = qkv[hh * hd + c];
+  barrier();
+  const uint lane = gl_SubgroupInvocationID, S = gl_SubgroupSize, NS = gl_NumSubgroups;
+  const uint KB = 4u;  // keys of a subgroup whose loads are in flight together
+  for (uint j0 = gl_SubgroupID; j0 < count; j0 += NS * KB) {
+    float d[KB];
+    for (uint t = 0u; t < KB; ++t) d[t] = 0.0;
+    for (uint c = 4u * lane; c < hd; c += 4u * S) {
+      const vec4 qv = vec4(qs[c], qs[c + 1u], qs[c + 2u], qs[c + 3u]);
+      for (uint t = 0u; t < KB; ++t) {
+        const uint j = j0 + t * NS;
+        if (j < count) d[t] += dot(qv, k4[((first + j) * D + hh * hd + c) >> 2]);
+      }
+    }
+    for (uint t = 0u; t < KB; ++t) {
+      const float s = subgroupAdd(d[t]);
+      if (j0 + t * NS < count && subgroupElect()) ps[j0 + t * NS] = s * pc.attn_scale;
+    }
+  }
+  barrier();
+  float mx = ps[0];
+  for (uint j = 1u; j < count; ++j) mx = max(mx, ps[j]);
+  barrier();  // every thread has read the scores
+  if (tid < count) ps[tid] = exp(ps[tid] - mx);
+  barrier();
+  float l = 0.0;
+  for (uint j = 0u; j < count; ++j) l += ps[j];
+  if (tid == 0u) partials[dst] = mx, partials[dst + 1u] = l;
+  const uint cols = hd / 4u, slices = THREADS / cols, g = tid % cols, slice = tid / cols;
+  vec4 acc = vec4(0.0);
+  if (slice < slices)
+    for (uint j = slice; j < count; j += slices) acc += ps[j] * v4[((first + j) * D + hh * hd) / 4u + g];
+  pv[tid] = acc;
+  barrier();
+  if (tid < cols) {
+    vec4 t = vec4(0.0);
+    for (uint sl = 0u; sl < slices; ++sl) t += pv[sl * cols + tid];
+    const uint o = dst + 2u + 4u * tid;
+    partials[o] = t.x, partials[o + 1u] = t.y, partials[o + 2u] = t.z, partials[o + 3u] = t.w;
+  }
+  memoryBarrierBuffer();
+  barrier();
+  const uint chunks = (keys + CHUNK - 1u) / CHUNK;
+  if (tid == 0u) flag = atomicAdd(sync_[16u + hh], 1u) == chunks - 1u;
+  barrier();
+  if (!flag) return;
+  memoryBarrierBuffer();  // the other items' partials, seen after their counts
+  const uint base = hh * max_chunks * row;
+  float m_all = -3.402823e38;
+  for (uint c = tid; c < chunks; c += THREADS) m_all = max(m_all, partials[base + c * row]);
+  m_all = subgroupMax(m_all);
+  if (subgroupElect()) red[gl_SubgroupID] = m_all;
+  barrier();
+  m_all = red[0];
+  for (uint i = 1u; i < NS; ++i) m_all = max(m_all, red[i]);
+  barrier();
+  float total = 0.0;
+  for (uint c = tid; c < chunks; c += THREADS) total += partials[base + c * row + 1u] * exp(partials[base + c * row] - m_all);
+  total = subgroupAdd(total);
+  if (subgroupElect()) red[gl_SubgroupID] = total;
+  barrier();
+  total = 0.0;
+  for (uint i = 0u; i < NS; ++i) total += red[i];
+  float out_e = 0.0;  // element tid of the head's output (head dim <= THREADS)
+  for (uint c0 = 0u; c0 < chunks; c0 += THREADS) {
+    barrier();
+    if (c0 + tid < chunks) wts[tid] = exp(partials[base + (c0 + tid) * row] - m_all);
+    barrier();
+    const uint n = min(THREADS, chunks - c0);
+    if (tid < hd)
+      for (uint c = 0u; c < n; ++c) out_e += partials[base + (c0 + c) * row + 2u + tid] * wts[c];
+  }
+  if (tid < hd) att[hh * hd + tid] = out_e / total;
+  if (tid == 0u) sync_[16u + hh] = 0u;
+  barrier();  // red and the flag are free again
+}
+
+void main() {
+  if (pc.probe != 0u) {
+    grid_sync(1u);
+    grid_sync(2u);
+    finish();
+    return;
+  }
+  const uint D = pc.dim, G = gl_NumWorkGroups.x;
+  float rstd = stage(0u, D, 1u);
+  gemv(0u, 3u * D, D, QKV_ROWS, rstd);
+  grid_sync(1u);
+  const uint keys = position[0] + 1u, chunks = (keys + CHUNK - 1u) / CHUNK;
+  const uint max_chunks = (pc.max_keys + CHUNK - 1u) / CHUNK;
+  for (uint item = gl_WorkGroupID.x; item < pc.heads * chunks; item += G)
+    attend(item / chunks, item % chunks, keys, max_chunks);
+  grid_sync(2u);
+  stage(1u, D, 0u);
+  gemv(1u, D, D, ROWS, 1.0);
+  grid_sync(3u);
+  rstd = stage(0u, D, 2u);
+  gemv(2u, 4u * D, D, ROWS, rstd);
+  grid_sync(4u);
+  stage(2u, 4u * D, 0u);
+  gemv(3u, D, 4u * D, ROWS, 1.0);
+  finish();
+}

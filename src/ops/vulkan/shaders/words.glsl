@@ -1,0 +1,17 @@
+// Decoding of packed 32-bit weight words, shared by the decode GEMVs (gemv_common.glsl,
+// decode_layer.comp): f16 pairs, int8 bytes and int4 nibbles as vec4s.
+vec4 f16x4(uint a, uint b) { return vec4(unpackHalf2x16(a), unpackHalf2x16(b)); }
+
+// Signed bytes and nibbles of a word as floats without an int-to-float conversion (a quarter-rate
+// instruction on NVIDIA GPUs): flipped to offset binary (q + 128, q + 8), OR'd into the mantissa of
+// 2^23 (exact), and 2^23 + the offset subtracted (exact).
+vec4 i8x4(uint w) {  // bytes 0..3
+  const uint t = w ^ 0x80808080u;
+  return uintBitsToFloat(((uvec4(t) >> uvec4(0u, 8u, 16u, 24u)) & 0xFFu) | 0x4B000000u) - 8388736.0;
+}
+vec4 i4lo(uint w) {  // nibbles 0..3
+  return uintBitsToFloat(((uvec4(w ^ 0x88888888u) >> uvec4(0u, 4u, 8u, 12u)) & 0xFu) | 0x4B000000u) - 8388616.0;
+}
+vec4 i4hi(uint w) {  // nibbles 4..7
+  return uintBitsToFloat(((uvec4(w ^ 0x88888888u) >> uvec4(16u, 20u, 24u, 28u)) & 0xFu) | 0x4B000000u) - 8388616.0;
+}
