@@ -13,10 +13,10 @@
 // a decode step, each layer's copy in turn (device timestamps, mean of 30 dispatches after a
 // warm-up run). --decode-paths measures decode on each listed path (auto: the device's default;
 // ops: a dispatch per op; persistent: a dispatch per block, persistent:N on a grid of N
-// workgroups), a decoder each, in turn in one run.
+// workgroups, persistent:NxT of N workgroups of T threads), a decoder each, in turn in one run.
 //   pylon_bench_vulkan [--dim 2048 --layers 12 --heads 16 --vocab 32000] [--quant f16,int8,int4]
 //                      [--prefill 128] [--decode 32] [--dir /tmp] [--device N] [--gemv-sweep 0|1]
-//                      [--decode-paths auto|ops|persistent[:N],...]
+//                      [--decode-paths auto|ops|persistent[:N[xT]],...]
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -306,12 +306,19 @@ int run(int argc, char** argv) {
     while (std::getline(paths, path_name, ',')) {
       VulkanOptions od = o;
       od.decode = path_name.substr(0, path_name.find(':'));
-      if (path_name.find(':') != std::string::npos)
-        od.persistent_grid = static_cast<uint32_t>(std::stoul(path_name.substr(path_name.find(':') + 1)));
-      VulkanDecoder dd(path, od, prefill + decode);
-      std::printf("  decode path %s: %s\n", path_name.c_str(), dd.describe().c_str());
-      dd.feed(tokens.data(), prefill);
-      measure_decode(dd);
+      if (path_name.find(':') != std::string::npos) {  // persistent:GROUPS or persistent:GROUPSxTHREADS
+        const std::string g = path_name.substr(path_name.find(':') + 1);
+        od.persistent_grid = static_cast<uint32_t>(std::stoul(g));
+        if (g.find('x') != std::string::npos) od.persistent_threads = static_cast<uint32_t>(std::stoul(g.substr(g.find('x') + 1)));
+      }
+      try {
+        VulkanDecoder dd(path, od, prefill + decode);
+        std::printf("  decode path %s: %s\n", path_name.c_str(), dd.describe().c_str());
+        dd.feed(tokens.data(), prefill);
+        measure_decode(dd);
+      } catch (const Error& e) {
+        std::printf("  decode path %s: %s\n", path_name.c_str(), e.what());
+      }
     }
   }
   return 0;

@@ -67,7 +67,7 @@ struct VulkanDecoder::Impl {
   vk::GpuTimes* times = nullptr;  // benchmarks: where device times go
   // The recorded causal decode step (made on first use; again when `times` changes). Last member:
   // it goes before the buffers and the context it refers to.
-  uint32_t grid = 0;  // the persistent decode kernel's workgroups; 0: op by op
+  vk::Ops::LayerGrid grid;  // the persistent decode kernel's launch; no groups: op by op
   std::unique_ptr<vk::Recorder> step;
   vk::GpuTimes* step_times = nullptr;
 
@@ -78,6 +78,7 @@ struct VulkanDecoder::Impl {
     PYLON_CHECK(o.gemv == "auto" || o.gemv == "subgroup" || o.gemv == "rows", "Vulkan GEMV ", o.gemv,
                 " is not auto, subgroup or rows");
     if (o.gemv != "auto") ops.set_gemv_rows(o.gemv == "rows");
+    ops.set_gemv_shape({o.gemv_rows, o.gemv_split});
     const uint64_t T = static_cast<uint64_t>(max_tokens), D = static_cast<uint64_t>(cfg.dim);
     const uint64_t V = static_cast<uint64_t>(cfg.vocab), H = static_cast<uint64_t>(cfg.heads);
     const auto make = [&](uint64_t floats, vk::MemoryKind kind, const char* what) {
@@ -147,10 +148,10 @@ struct VulkanDecoder::Impl {
     std::string why;
     for (int l = 0; l < cfg.layers && why.empty(); ++l) why = ops.decode_layer_unsupported(layer_args(l));
     if (why.empty()) {
-      grid = ops.persistent_grid(layer_args(0), o.persistent_grid);
-      if (!grid) why = "no grid of its workgroups runs at once on this device";
+      grid = ops.persistent_grid(layer_args(0), {o.persistent_grid, o.persistent_threads});
+      if (!grid.groups) why = "no grid of its workgroups runs at once on this device";
     }
-    PYLON_CHECK(o.decode != "persistent" || grid, "Vulkan: the persistent decode kernel cannot run here: ", why);
+    PYLON_CHECK(o.decode != "persistent" || grid.groups, "Vulkan: the persistent decode kernel cannot run here: ", why);
   }
 
   const vk::DeviceMatrix& w(const std::string& name) const { return weights.get(name); }
@@ -170,7 +171,7 @@ struct VulkanDecoder::Impl {
     const uint32_t hd = D / H, T = static_cast<uint32_t>(max_tokens);
     const vk::BufferView X{&x}, Hb{&h}, QKV{&qkv}, ATT{&att}, F1{&f1}, S{&scores}, P{&position};
     ops.embedding(r, X, {&tokens}, n, w("embed.weight"));
-    if (n == 1 && grid) {  // one persistent dispatch per block
+    if (n == 1 && grid.groups) {  // one persistent dispatch per block
       for (int l = 0; l < cfg.layers; ++l) ops.decode_layer(r, layer_args(l), grid);
       return;
     }
@@ -264,8 +265,8 @@ struct VulkanDecoder::Impl {
     }
     set_inputs(&token, 1, static_cast<uint32_t>(pos));
     step->replay();
-    if (grid && ops.persistent_failed()) {  // a grid barrier gave up: redo the token op by op
-      grid = 0;
+    if (grid.groups && ops.persistent_failed()) {  // a grid barrier gave up: redo the token op by op
+      grid = {};
       step.reset();
       decode_step(token);
       return;
@@ -298,8 +299,9 @@ std::string VulkanDecoder::describe() const {
   const vk::DeviceInfo& i = impl_->ctx.info();
   return detail::concat("vulkan: ", i.name, " (", i.type_name(), "), ",
                         impl_->ops.uses_coopmat(64) ? "cooperative-matrix GEMM" : "tiled GEMM", ", ",
-                        impl_->grid ? "decode in one dispatch per block (" + std::to_string(impl_->grid) +
-                                          " workgroups)"
+                        impl_->grid.groups ? "decode in one dispatch per block (" +
+                                                 std::to_string(impl_->grid.groups) + " workgroups of " +
+                                                 std::to_string(impl_->grid.threads) + ")"
                                     : std::string("decode op by op"),
                         ", ", impl_->weights.description());
 }
@@ -314,7 +316,7 @@ bool VulkanDecoder::use_coopmat(bool on) {
   impl_->ops.set_coopmat(on);
   return impl_->ops.uses_coopmat(64);
 }
-uint32_t VulkanDecoder::persistent_grid() const { return impl_->grid; }
+uint32_t VulkanDecoder::persistent_grid() const { return impl_->grid.groups; }
 void VulkanDecoder::time_dispatches(vk::GpuTimes* times) { impl_->times = times; }
 void VulkanDecoder::score(const int32_t* tokens, int n, float* logits) { impl_->score(tokens, n, logits); }
 

@@ -26,9 +26,13 @@ struct VulkanOptions {
   std::string gemv = "auto";
   // A causal token's blocks: "auto" (one persistent dispatch per block, decode_layer, on GPUs
   // where it runs; else op by op), "persistent" (that on any device, an error where it cannot
-  // run) or "ops". persistent_grid: its workgroups (0: the largest the device runs at once).
+  // run) or "ops". persistent_grid / persistent_threads: its workgroups and their size (0: the
+  // first of Ops::persistent_grid's candidates that the device runs at once).
   std::string decode = "auto";
-  uint32_t persistent_grid = 0;
+  uint32_t persistent_grid = 0, persistent_threads = 0;
+  // Test hook: the subgroup GEMVs' shape (Ops::set_gemv_shape): rows per subgroup, subgroups per
+  // row set (a power of two for the persistent kernel). 0: chosen per matrix.
+  uint32_t gemv_rows = 0, gemv_split = 0;
 };
 
 // The options of --device vulkan|vulkan:N (throws pylon::Error for another spelling), --no-coopmat

@@ -13,14 +13,18 @@
 namespace pylon::vk {
 namespace {
 
-constexpr uint32_t kThreads = 256, kBindings = 23;  // decode_layer.comp's workgroup and bindings
-// Shared memory besides the staged row: red, qs, ps, pv, wts, the flag (decode_layer.comp).
-constexpr uint32_t kOtherSharedBytes = 4 * (64 + 256 + 32 + 4 * kThreads + kThreads) + 4;
+constexpr uint32_t kBindings = 23;  // decode_layer.comp's
+
+// decode_layer.comp's shared memory for workgroups of `threads`: the staged row (4D floats), red,
+// part_sums, qs, ps, pv, wts and the flag.
+uint64_t shared_bytes(int64_t dim, uint32_t threads) {
+  return 4 * (4 * static_cast<uint64_t>(dim) + threads / 4 + threads + 256 + 32 + 4 * 256 + 256) + 4;
+}
 
 struct LayerPush {  // decode_layer.comp
   uint32_t dim, heads, max_keys, wtype, group, scale_f16, bias_f16, norm_f16;
   float eps, attn_scale;
-  uint32_t spin_limit, probe;
+  uint32_t spin_limit, probe, split;
 };
 
 bool is_cpu(const DeviceInfo& i) { return i.type == VK_PHYSICAL_DEVICE_TYPE_CPU; }
@@ -51,28 +55,24 @@ std::string Ops::decode_layer_unsupported(const DecodeLayerArgs& a) const {
     if (!v || v->chunks.size() != 1 || (v->dtype != EdgeDType::f32 && v->dtype != EdgeDType::f16))
       return "a bias or norm weight missing, split or not f32/f16";
   if (a.qkv_bias->dtype != a.out_bias->dtype || a.norm1->dtype != a.norm2->dtype) return "mixed bias or norm encodings";
-  if (16 * D + kOtherSharedBytes > info.max_shared_bytes) return "a row of 4 x dim floats exceeds shared memory";
+  if (shared_bytes(D, 256) > info.max_shared_bytes) return "a row of 4 x dim floats exceeds shared memory";
   return "";
 }
 
-std::vector<uint32_t> Ops::layer_spec(const DecodeLayerArgs& a) const {
+void Ops::dispatch_layer(Recorder& r, const DecodeLayerArgs& a, LayerGrid grid, bool probe) {
+  const std::string why = decode_layer_unsupported(a);
+  PYLON_ASSERT(why.empty(), "decode_layer: ", why);
+  PYLON_ASSERT(grid.groups > 0 && (grid.threads == 256 || grid.threads == 512 || grid.threads == 1024),
+               "decode_layer: ", grid.groups, " workgroups of ", grid.threads);
   // Rows per subgroup: several rows share each staged x read where decoding costs instructions
   // (int8, int4), one where the GEMV is bound by memory alone (f16, f32); the qkv phase takes
-  // rotation pairs. set_gemv_shape's rows override (tests, benchmarks).
+  // rotation pairs. set_gemv_shape's rows and split override (tests, benchmarks).
   const EdgeDType d = a.qkv->dtype;
   uint32_t rows = d == EdgeDType::int4 ? 4 : d == EdgeDType::int8 ? 2 : 1;
   if (gemv_shape_.rows) rows = std::clamp<uint32_t>(gemv_shape_.rows, 1, 4);
-  const uint32_t qkv_rows = std::max<uint32_t>(2, rows + rows % 2);
-  return {static_cast<uint32_t>(4 * a.out->cols), rows, qkv_rows};
-}
-
-const Kernel& Ops::layer_kernel(const DecodeLayerArgs& a) {
-  return kernels_.get("decode_layer", kBindings, sizeof(LayerPush), {}, layer_spec(a));
-}
-
-void Ops::dispatch_layer(Recorder& r, const DecodeLayerArgs& a, uint32_t grid, bool probe) {
-  const std::string why = decode_layer_unsupported(a);
-  PYLON_ASSERT(why.empty(), "decode_layer: ", why);
+  const uint32_t qkv_rows = std::min<uint32_t>(4, std::max<uint32_t>(2, rows + rows % 2));
+  const Kernel& k = kernels_.get("decode_layer", kBindings, sizeof(LayerPush), {},
+                                 {static_cast<uint32_t>(4 * a.out->cols), rows, qkv_rows, grid.threads});
   const uint32_t D = static_cast<uint32_t>(a.out->cols);
   LayerPush p{};
   p.dim = D;
@@ -91,39 +91,41 @@ void Ops::dispatch_layer(Recorder& r, const DecodeLayerArgs& a, uint32_t grid, b
   p.spin_limit = is_cpu(ctx_.info()) ? (probe ? 1u << 22 : 1u << 28) : (probe ? 1u << 14 : 1u << 22);
   if (!probe && std::getenv("PYLON_VK_FAIL_BARRIERS")) p.spin_limit = 0;  // tests: every barrier gives up
   p.probe = probe ? 1 : 0;
+  p.split = gemv_shape_.split;  // 0 unless forced (tests): a power of two
   const BufferView none{&dummy_, 0, 0};
   const auto scales = [&](const DeviceMatrix* m) { return m->scales.buffer ? m->scales : none; };
   const auto values = [](const DeviceMatrix* m) { return m->chunks[0].values; };
   r.label_next(std::string("decode_layer ") + edge_dtype_name(a.qkv->dtype));
-  r.dispatch(layer_kernel(a),
+  r.dispatch(k,
              {a.x, a.qkv_out, a.att, a.f1, values(a.qkv), values(a.out), values(a.ffn0), values(a.ffn2),
               scales(a.qkv), scales(a.out), scales(a.ffn0), scales(a.ffn2), values(a.qkv_bias),
               values(a.out_bias), values(a.norm1), values(a.norm2), a.table, a.position, a.cache.k, a.cache.v,
               a.partials, {&sync_, 0, 0}, {&failed_, 0, 0}},
-             p, grid);
+             p, grid.groups);
 }
 
-void Ops::decode_layer(Recorder& r, const DecodeLayerArgs& a, uint32_t grid) { dispatch_layer(r, a, grid, false); }
+void Ops::decode_layer(Recorder& r, const DecodeLayerArgs& a, LayerGrid grid) { dispatch_layer(r, a, grid, false); }
 
 // A CPU device (llvmpipe) runs a workgroup per thread, shared with everything else on the machine,
 // and ends any shader loop after 65535 iterations, so a barrier's wait there lasts about a
 // millisecond: a grid of several workgroups passes the probe but gives up mid-token whenever
 // another workgroup's thread is busy. So one workgroup there (its barriers never wait).
-uint32_t Ops::persistent_grid(const DecodeLayerArgs& a, uint32_t want) {
-  if (!decode_layer_unsupported(a).empty()) return 0;
-  std::vector<uint32_t> candidates;
+Ops::LayerGrid Ops::persistent_grid(const DecodeLayerArgs& a, LayerGrid want) {
+  if (!decode_layer_unsupported(a).empty()) return {};
+  std::vector<LayerGrid> candidates;
   const uint32_t units = ctx_.info().compute_units;
-  if (want) candidates = {want};
-  else if (units) candidates = {4 * units, 3 * units, 2 * units, units};
-  else if (is_cpu(ctx_.info())) candidates = {1};  // (below)
-  else candidates = {32, 16, 8, 4, 2, 1};
-  for (const uint32_t grid : candidates) {
+  if (want.groups) candidates = {{want.groups, want.threads ? want.threads : 256}};
+  else if (units) candidates = {{units, 1024}, {2 * units, 512}, {4 * units, 256}, {2 * units, 256}, {units, 256}};
+  else if (is_cpu(ctx_.info())) candidates = {{1, 256}};  // (above)
+  else candidates = {{32, 256}, {16, 256}, {8, 256}, {4, 256}, {2, 256}, {1, 256}};
+  for (const LayerGrid& g : candidates) {
+    if (shared_bytes(a.out->cols, g.threads) > ctx_.info().max_shared_bytes) continue;
     Recorder r(ctx_);
-    dispatch_layer(r, a, grid, true);
+    dispatch_layer(r, a, g, true);
     r.run();
-    if (!persistent_failed()) return grid;
+    if (!persistent_failed()) return g;
   }
-  return 0;
+  return {};
 }
 
 bool Ops::persistent_failed() {

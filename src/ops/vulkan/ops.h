@@ -144,12 +144,17 @@ class Ops {
   };
   // "" where decode_layer runs these weights on this device, else why not (one line).
   std::string decode_layer_unsupported(const DecodeLayerArgs& a) const;
+  // decode_layer's launch: `groups` workgroups of `threads` (256, 512 or 1024).
+  struct LayerGrid {
+    uint32_t groups = 0, threads = 0;
+  };
   // A grid for decode_layer whose workgroups the device runs all at once, found by probing (a
-  // dispatch of the kernel whose workgroups only meet at two barriers) the candidates from the
-  // largest: `want` alone when non-zero, else a few per-SM multiples where the SM count is known.
-  // 0: none passed (use the per-op path).
-  uint32_t persistent_grid(const DecodeLayerArgs& a, uint32_t want = 0);
-  void decode_layer(Recorder& r, const DecodeLayerArgs& a, uint32_t grid);
+  // dispatch of the kernel whose workgroups only meet at two barriers) the candidates in turn:
+  // `want` alone where its groups are non-zero (threads 0: 256), else one workgroup of 1024 per
+  // SM, two of 512, four, two or one of 256 where the SM count is known. groups 0: none passed
+  // (use the per-op path).
+  LayerGrid persistent_grid(const DecodeLayerArgs& a, LayerGrid want);
+  void decode_layer(Recorder& r, const DecodeLayerArgs& a, LayerGrid grid);
   // Whether a decode_layer barrier gave up waiting since the last call (then its results are
   // wrong: the caller redoes the work on the per-op path). Clears the flag. Env
   // PYLON_VK_FAIL_BARRIERS=1 makes every barrier of decode_layer (not of the probe) give up: tests.
@@ -170,9 +175,7 @@ class Ops {
   Buffer counters_;  // attention_decode's per-head counts of finished chunks, zero between dispatches
   Buffer sync_;      // decode_layer's barrier counts and per-head counts, zero between dispatches
   Buffer failed_;    // host-visible: decode_layer's "a barrier gave up" flag
-  std::vector<uint32_t> layer_spec(const DecodeLayerArgs& a) const;
-  const Kernel& layer_kernel(const DecodeLayerArgs& a);
-  void dispatch_layer(Recorder& r, const DecodeLayerArgs& a, uint32_t grid, bool probe);
+  void dispatch_layer(Recorder& r, const DecodeLayerArgs& a, LayerGrid grid, bool probe);
 };
 
 }  // namespace pylon::vk

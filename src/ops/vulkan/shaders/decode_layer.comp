@@ -9,9 +9,10 @@
 //   4. f1 = silu((rmsnorm(h)·g2)·W1ᵀ)
 //   5. h += f1·W2ᵀ
 // Each GEMV phase stages its input row in shared memory first (x·g, the norm's Σx² summed once per
-// workgroup); then each subgroup takes ROWS weight rows at a time (QKV_ROWS in phase 1: rotation
-// pairs, rows i and i + hd/2 of a head), grid-stride, its lanes reading consecutive 16-byte words
-// of them (one x read serving the rows), and a subgroup sum ends each row. The results are those
+// workgroup); then each subgroup (or 2 or 4 together, where rows are few and long) takes ROWS
+// weight rows at a time (QKV_ROWS in phase 1: rotation pairs, rows i and i + hd/2 of a head),
+// grid-stride, its lanes reading consecutive 16-byte words of them, four words in flight per lane,
+// and a subgroup sum ends each row. The results are those
 // of the per-op path (gemv_subgroup + attention_decode), up to the order of the Σx² sums.
 // Grid barrier: a workgroup's writes made visible (memoryBarrierBuffer), then it counts itself in
 // on sync[0] and waits until the count reaches n·(workgroups) at the n-th barrier. The wait is
@@ -20,16 +21,17 @@
 // finish sets the counters back to zero for the next dispatch. pc.probe != 0: only two barriers
 // (Ops::persistent_grid's residency test).
 // Needs: one chunk per matrix, rows of whole 16-byte words (int4: groups of a multiple of 32),
-// dim % 4 == 0, head dim <= 256, 4·dim <= XS (Ops::decode_layer_supported checks).
+// dim % 4 == 0, head dim <= 256, 4·dim <= XS (Ops::decode_layer_unsupported checks).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
-layout(local_size_x = 256) in;
+layout(local_size_x_id = 3) in;                    // 256, 512 or 1024 (Ops::persistent_grid)
 layout(constant_id = 0) const uint XS = 8192u;     // floats of staged x: >= 4·dim, a multiple of 4
 layout(constant_id = 1) const uint ROWS = 1u;      // rows per subgroup, phases 3-5 (<= MAXR)
 layout(constant_id = 2) const uint QKV_ROWS = 2u;  // rows per subgroup, phase 1 (even, <= MAXR)
-const uint MAXR = 4u, THREADS = 256u, CHUNK = 32u;
+const uint MAXR = 4u, CHUNK = 32u;
+const uint THREADS = gl_WorkGroupSize.x, VT = 256u;  // VT: threads of the attention's p·V pass
 #define WT_F32 0u
 #define WT_F16 1u
 #define WT_INT8 2u
@@ -48,6 +50,7 @@ layout(push_constant) uniform Push {
   float attn_scale; // 1 / sqrt(head dim)
   uint spin_limit;  // reads of the barrier count before giving up
   uint probe;       // 1: the residency probe (two barriers, nothing else)
+  uint split;       // subgroups per row set in every GEMV phase (a power of two); 0: split_for's
 } pc;
 
 layout(std430, binding = 0) coherent buffer Hid { float h[]; };  // (D) the residual stream, in and out
@@ -82,11 +85,12 @@ layout(std430, binding = 22) buffer Failed { uint failed[]; };  // host-visible:
 #include "words.glsl"
 
 shared vec4 xs4[XS / 4u];   // the staged input row
-shared float red[64];       // per-subgroup sums (up to 64 subgroups)
+shared float red[THREADS / 4u];               // per-subgroup sums (subgroups of 4 or more)
+shared float part_sums[THREADS / 4u * MAXR];  // a split row set's partial sums, per subgroup
 shared float qs[256];       // attention: the head's q
 shared float ps[CHUNK];     // attention: scores, then exp(s - m)
-shared vec4 pv[THREADS];    // attention: p·V per (vec4 column, key slice)
-shared float wts[THREADS];  // attention: the combine's chunk weights
+shared vec4 pv[VT];         // attention: p·V per (vec4 column, key slice)
+shared float wts[VT];       // attention: the combine's chunk weights
 shared bool flag;           // attention: this workgroup combines the head
 
 #define tid gl_LocalInvocationIndex
@@ -208,15 +212,31 @@ void store_qkv_pair(uint ra, uint rb, float a, float b) {
   else if (ra >= D) k_cache[pos * D + ra - D] = a, k_cache[pos * D + rb - D] = b;
 }
 
-// Matrix m (rows, cols) times the staged row, `nr` rows per subgroup (<= MAXR), each row's sum
-// scaled by rstd and stored as phase m does.
+// Subgroups per row set (1, 2 or 4): more where the row sets are fewer than the grid's subgroups
+// and the rows long enough to share.
+uint split_for(uint rows, uint nr, uint per_row) {
+  if (pc.split != 0u) return min(pc.split, gl_NumSubgroups);
+  const uint sets = (rows + nr - 1u) / nr, subgroups = gl_NumWorkGroups.x * gl_NumSubgroups;
+  uint split = 1u;
+  while (split < 4u && gl_NumSubgroups % (2u * split) == 0u && sets * 2u * split <= subgroups &&
+         per_row >= 2u * split * gl_SubgroupSize)
+    split *= 2u;
+  return split;
+}
+
+// Matrix m (rows, cols) times the staged row: each workgroup takes row sets of `nr` rows (<= MAXR)
+// per `split` subgroups, grid-stride (the loop's trip count is the workgroup's, for the split's
+// barriers). A lane holds 4 words in flight: of its nr rows, 4 / nr words of each. Each row's sum
+// is scaled by rstd and stored as phase m does.
 void gemv(uint m, uint rows, uint cols, uint nr, float rstd) {
-  const uint S = gl_SubgroupSize, lane = gl_SubgroupInvocationID, per_row = row_words(cols);
+  const uint S = gl_SubgroupSize, lane = gl_SubgroupInvocationID, sg = gl_SubgroupID, per_row = row_words(cols);
+  const uint split = split_for(rows, nr, per_row), part = sg % split, per_group = gl_NumSubgroups / split * nr;
+  const uint U = max(MAXR / nr, 1u);  // words of a row per lane per step
   const uint groups = (cols + pc.group - 1u) / pc.group, words_per_group = max(pc.group / 32u, 1u);
   const bool pow2 = (words_per_group & (words_per_group - 1u)) == 0u;
   const uint shift = uint(findLSB(words_per_group));
-  const uint step = gl_NumWorkGroups.x * gl_NumSubgroups * nr;
-  for (uint r0 = (gl_WorkGroupID.x * gl_NumSubgroups + gl_SubgroupID) * nr; r0 < rows; r0 += step) {
+  for (uint base = gl_WorkGroupID.x * per_group; base < rows; base += gl_NumWorkGroups.x * per_group) {
+    const uint r0 = base + sg / split * nr;
     uint rr[MAXR];
     float acc[MAXR];
     for (uint i = 0u; i < MAXR; ++i) {
@@ -224,40 +244,48 @@ void gemv(uint m, uint rows, uint cols, uint nr, float rstd) {
       rr[i] = m == 0u ? qkv_row(l) : l;
       acc[i] = 0.0;
     }
-    for (uint v = lane; v < per_row; v += S) {
+    // Load k (< nr·U) is word v0 + (k / nr)·split·S of row k % nr.
+    for (uint v0 = part * S + lane; v0 < per_row; v0 += U * split * S) {
       uvec4 q[MAXR];
-      for (uint i = 0u; i < MAXR; ++i)
-        if (i < nr) q[i] = w_word(m, rr[i] * per_row + v);
-      if (pc.wtype == WT_F16) {
-        const vec4 xa = xs4[2u * v], xb = xs4[2u * v + 1u];
-        for (uint i = 0u; i < MAXR; ++i)
-          if (i < nr) acc[i] += dot(f16x4(q[i].x, q[i].y), xa) + dot(f16x4(q[i].z, q[i].w), xb);
-      } else if (pc.wtype == WT_INT8) {
-        const uint c = 4u * v;
-        const vec4 x0 = xs4[c], x1 = xs4[c + 1u], x2 = xs4[c + 2u], x3 = xs4[c + 3u];
-        for (uint i = 0u; i < MAXR; ++i)
-          if (i < nr)
-            acc[i] += dot(i8x4(q[i].x), x0) + dot(i8x4(q[i].y), x1) + dot(i8x4(q[i].z), x2) + dot(i8x4(q[i].w), x3);
-      } else if (pc.wtype == WT_INT4) {
-        const uint c = 8u * v, g = pow2 ? v >> shift : v / words_per_group;
-        const vec4 x0 = xs4[c], x1 = xs4[c + 1u], x2 = xs4[c + 2u], x3 = xs4[c + 3u];
-        const vec4 x4 = xs4[c + 4u], x5 = xs4[c + 5u], x6 = xs4[c + 6u], x7 = xs4[c + 7u];
-        for (uint i = 0u; i < MAXR; ++i)
-          if (i < nr) {
-            const uvec4 w = q[i];
-            acc[i] += (dot(i4lo(w.x), x0) + dot(i4hi(w.x), x1) + dot(i4lo(w.y), x2) + dot(i4hi(w.y), x3) +
-                       dot(i4lo(w.z), x4) + dot(i4hi(w.z), x5) + dot(i4lo(w.w), x6) + dot(i4hi(w.w), x7)) *
-                      scale_at(m, rr[i] * groups + g);
-          }
-      } else {
-        const vec4 x = xs4[v];
-        for (uint i = 0u; i < MAXR; ++i)
-          if (i < nr) acc[i] += dot(uintBitsToFloat(q[i]), x);
+      for (uint k = 0u; k < MAXR; ++k) {
+        const uint v = v0 + k / nr * split * S;
+        if (k < nr * U && v < per_row) q[k] = w_word(m, rr[k % nr] * per_row + v);
+      }
+      for (uint k = 0u; k < MAXR; ++k) {
+        const uint v = v0 + k / nr * split * S, i = k % nr;
+        if (k >= nr * U || v >= per_row) continue;
+        const uvec4 w = q[k];
+        if (pc.wtype == WT_F16) {
+          acc[i] += dot(f16x4(w.x, w.y), xs4[2u * v]) + dot(f16x4(w.z, w.w), xs4[2u * v + 1u]);
+        } else if (pc.wtype == WT_INT8) {
+          const uint c = 4u * v;
+          acc[i] += dot(i8x4(w.x), xs4[c]) + dot(i8x4(w.y), xs4[c + 1u]) + dot(i8x4(w.z), xs4[c + 2u]) +
+                    dot(i8x4(w.w), xs4[c + 3u]);
+        } else if (pc.wtype == WT_INT4) {
+          const uint c = 8u * v, g = pow2 ? v >> shift : v / words_per_group;
+          acc[i] += (dot(i4lo(w.x), xs4[c]) + dot(i4hi(w.x), xs4[c + 1u]) + dot(i4lo(w.y), xs4[c + 2u]) +
+                     dot(i4hi(w.y), xs4[c + 3u]) + dot(i4lo(w.z), xs4[c + 4u]) + dot(i4hi(w.z), xs4[c + 5u]) +
+                     dot(i4lo(w.w), xs4[c + 6u]) + dot(i4hi(w.w), xs4[c + 7u])) *
+                    scale_at(m, rr[i] * groups + g);
+        } else {
+          acc[i] += dot(uintBitsToFloat(w), xs4[v]);
+        }
       }
     }
     for (uint i = 0u; i < MAXR; ++i)
+      if (i < nr) acc[i] = subgroupAdd(acc[i]);
+    if (split > 1u) {  // the parts' sums meet in shared memory
+      if (subgroupElect())
+        for (uint i = 0u; i < MAXR; ++i) part_sums[sg * MAXR + i] = acc[i];
+      barrier();
+      if (part == 0u)
+        for (uint p = 1u; p < split; ++p)
+          for (uint i = 0u; i < MAXR; ++i) acc[i] += part_sums[(sg + p) * MAXR + i];
+      barrier();
+      if (part != 0u) continue;
+    }
+    for (uint i = 0u; i < MAXR; ++i)
       if (i < nr) {
-        acc[i] = subgroupAdd(acc[i]);
         if (pc.wtype == WT_INT8) acc[i] *= scale_at(m, rr[i]);
         acc[i] *= rstd;
       }
@@ -312,11 +340,11 @@ void attend(uint hh, uint chunk, uint keys, uint max_chunks) {
   float l = 0.0;
   for (uint j = 0u; j < count; ++j) l += ps[j];
   if (tid == 0u) partials[dst] = mx, partials[dst + 1u] = l;
-  const uint cols = hd / 4u, slices = THREADS / cols, g = tid % cols, slice = tid / cols;
+  const uint cols = hd / 4u, slices = VT / cols, g = tid % cols, slice = tid / cols;
   vec4 acc = vec4(0.0);
   if (slice < slices)
     for (uint j = slice; j < count; j += slices) acc += ps[j] * v4[((first + j) * D + hh * hd) / 4u + g];
-  pv[tid] = acc;
+  if (tid < VT) pv[tid] = acc;
   barrier();
   if (tid < cols) {
     vec4 t = vec4(0.0);
@@ -347,12 +375,12 @@ void attend(uint hh, uint chunk, uint keys, uint max_chunks) {
   barrier();
   total = 0.0;
   for (uint i = 0u; i < NS; ++i) total += red[i];
-  float out_e = 0.0;  // element tid of the head's output (head dim <= THREADS)
-  for (uint c0 = 0u; c0 < chunks; c0 += THREADS) {
+  float out_e = 0.0;  // element tid of the head's output (head dim <= VT)
+  for (uint c0 = 0u; c0 < chunks; c0 += VT) {
     barrier();
-    if (c0 + tid < chunks) wts[tid] = exp(partials[base + (c0 + tid) * row] - m_all);
+    if (tid < VT && c0 + tid < chunks) wts[tid] = exp(partials[base + (c0 + tid) * row] - m_all);
     barrier();
-    const uint n = min(THREADS, chunks - c0);
+    const uint n = min(VT, chunks - c0);
     if (tid < hd)
       for (uint c = 0u; c < n; ++c) out_e += partials[base + (c0 + c) * row + 2u + tid] * wts[c];
   }
