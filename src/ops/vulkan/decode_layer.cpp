@@ -22,9 +22,9 @@ uint64_t shared_bytes(int64_t dim, uint32_t threads) {
 }
 
 struct LayerPush {  // decode_layer.comp
-  uint32_t dim, heads, max_keys, wtype, group, scale_f16, bias_f16, norm_f16;
+  uint32_t dim, heads, max_keys, wtype_unused, group, scale_f16, bias_f16, norm_f16;
   float eps, attn_scale;
-  uint32_t spin_limit, probe, split;
+  uint32_t spin_limit, probe, split, phases, poll;
 };
 
 bool is_cpu(const DeviceInfo& i) { return i.type == VK_PHYSICAL_DEVICE_TYPE_CPU; }
@@ -72,13 +72,13 @@ void Ops::dispatch_layer(Recorder& r, const DecodeLayerArgs& a, LayerGrid grid, 
   if (gemv_shape_.rows) rows = std::clamp<uint32_t>(gemv_shape_.rows, 1, 4);
   const uint32_t qkv_rows = std::min<uint32_t>(4, std::max<uint32_t>(2, rows + rows % 2));
   const Kernel& k = kernels_.get("decode_layer", kBindings, sizeof(LayerPush), {},
-                                 {static_cast<uint32_t>(4 * a.out->cols), rows, qkv_rows, grid.threads});
+                                 {static_cast<uint32_t>(4 * a.out->cols), rows, qkv_rows, grid.threads,
+                                  shader_wtype(a.qkv->dtype)});
   const uint32_t D = static_cast<uint32_t>(a.out->cols);
   LayerPush p{};
   p.dim = D;
   p.heads = a.heads;
   p.max_keys = a.max_keys;
-  p.wtype = shader_wtype(a.qkv->dtype);
   p.group = static_cast<uint32_t>(std::max(a.qkv->group, 1));
   p.scale_f16 = a.qkv->scale_f16 ? 1 : 0;
   p.bias_f16 = a.qkv_bias->dtype == EdgeDType::f16 ? 1 : 0;
@@ -92,6 +92,12 @@ void Ops::dispatch_layer(Recorder& r, const DecodeLayerArgs& a, LayerGrid grid, 
   if (!probe && std::getenv("PYLON_VK_FAIL_BARRIERS")) p.spin_limit = 0;  // tests: every barrier gives up
   p.probe = probe ? 1 : 0;
   p.split = gemv_shape_.split;  // 0 unless forced (tests): a power of two
+  // Benchmark diagnostics (bench/vulkan_notes.md): PYLON_VK_LAYER_PHASES=mask runs only those
+  // phases (wrong results: timing only); PYLON_VK_BARRIER_POLL=load polls the barrier with loads.
+  const char* phases = std::getenv("PYLON_VK_LAYER_PHASES");
+  p.phases = phases ? static_cast<uint32_t>(std::strtoul(phases, nullptr, 0)) : 31;
+  const char* poll = std::getenv("PYLON_VK_BARRIER_POLL");
+  p.poll = poll && std::string(poll) == "load" && !is_cpu(ctx_.info()) ? 1 : 0;
   const BufferView none{&dummy_, 0, 0};
   const auto scales = [&](const DeviceMatrix* m) { return m->scales.buffer ? m->scales : none; };
   const auto values = [](const DeviceMatrix* m) { return m->chunks[0].values; };

@@ -30,18 +30,16 @@ layout(local_size_x_id = 3) in;                    // 256, 512 or 1024 (Ops::per
 layout(constant_id = 0) const uint XS = 8192u;     // floats of staged x: >= 4·dim, a multiple of 4
 layout(constant_id = 1) const uint ROWS = 1u;      // rows per subgroup, phases 3-5 (<= MAXR)
 layout(constant_id = 2) const uint QKV_ROWS = 2u;  // rows per subgroup, phase 1 (even, <= MAXR)
+layout(constant_id = 4) const uint WTYPE = 1u;     // WT_* of the four matrices
 const uint MAXR = 4u, CHUNK = 32u;
 const uint THREADS = gl_WorkGroupSize.x, VT = 256u;  // VT: threads of the attention's p·V pass
-#define WT_F32 0u
-#define WT_F16 1u
-#define WT_INT8 2u
-#define WT_INT4 3u
+const uint WT_F32 = 0u, WT_F16 = 1u, WT_INT8 = 2u, WT_INT4 = 3u;
 
 layout(push_constant) uniform Push {
   uint dim;         // D; the FFN is 4D wide
   uint heads;       // H (head dim D / H)
   uint max_keys;    // KV cache rows (partials per head: max_keys / CHUNK rounded up)
-  uint wtype;       // WT_* of the four matrices
+  uint wtype_unused;  // (WTYPE is a specialization constant: one decoding per pipeline)
   uint group;       // int4 columns per scale
   uint scale_f16;   // int4 scales stored as f16
   uint bias_f16;    // biases (qkv, out_proj) as f16, else f32
@@ -51,6 +49,8 @@ layout(push_constant) uniform Push {
   uint spin_limit;  // reads of the barrier count before giving up
   uint probe;       // 1: the residency probe (two barriers, nothing else)
   uint split;       // subgroups per row set in every GEMV phase (a power of two); 0: split_for's
+  uint phases;      // bit i: run phase i + 1 (all 31; else a benchmark's diagnostic: wrong results)
+  uint poll;        // the barrier's wait reads the count: 0 with atomics, 1 with volatile loads
 } pc;
 
 layout(std430, binding = 0) coherent buffer Hid { float h[]; };  // (D) the residual stream, in and out
@@ -79,7 +79,7 @@ layout(std430, binding = 18) coherent buffer KCache4 { vec4 k4[]; };
 layout(std430, binding = 19) coherent buffer VCache { float v_cache[]; };
 layout(std430, binding = 19) coherent buffer VCache4 { vec4 v4[]; };
 layout(std430, binding = 20) coherent buffer Partials { float partials[]; };  // per (head, chunk): m, l, o
-layout(std430, binding = 21) coherent buffer Sync { uint sync_[]; };  // 0 count, 1 done, 2 failed, 16.. heads
+layout(std430, binding = 21) volatile coherent buffer Sync { uint sync_[]; };  // 0 count, 1 done, 2 failed, 16.. heads
 layout(std430, binding = 22) buffer Failed { uint failed[]; };  // host-visible: a barrier gave up
 
 #include "words.glsl"
@@ -96,7 +96,9 @@ shared bool flag;           // attention: this workgroup combines the head
 #define tid gl_LocalInvocationIndex
 
 // ---- grid barrier ----------------------------------------------------------------------------
-uint sync_read(uint i) { return atomicOr(sync_[i], 0u); }  // an atomic: never hoisted out of a loop
+// An atomic read is never hoisted out of a loop (llvmpipe hoists volatile loads); a GPU may poll
+// with loads instead (pc.poll).
+uint sync_read(uint i) { return pc.poll != 0u ? sync_[i] : atomicOr(sync_[i], 0u); }
 
 void grid_sync(uint n) {
   memoryBarrierBuffer();
@@ -140,7 +142,7 @@ uint s_word(uint m, uint i) {
   return s_2[i];
 }
 float scale_at(uint m, uint i) {  // int8: row i's scale; int4: scale i of the (rows, groups) table
-  if (pc.wtype == WT_INT4 && pc.scale_f16 != 0u) return unpackHalf2x16(s_word(m, i >> 1))[i & 1u];
+  if (WTYPE == WT_INT4 && pc.scale_f16 != 0u) return unpackHalf2x16(s_word(m, i >> 1))[i & 1u];
   return uintBitsToFloat(s_word(m, i));
 }
 float half_or_float(uint word_f32, uint word_f16, uint i, bool f16) {
@@ -184,9 +186,9 @@ float stage(uint src, uint cols, uint norm) {
 
 // ---- GEMV phases -------------------------------------------------------------------------------
 uint row_words(uint cols) {  // 16-byte words per weight row
-  if (pc.wtype == WT_F32) return cols / 4u;
-  if (pc.wtype == WT_F16) return cols / 8u;
-  if (pc.wtype == WT_INT8) return cols / 16u;
+  if (WTYPE == WT_F32) return cols / 4u;
+  if (WTYPE == WT_F16) return cols / 8u;
+  if (WTYPE == WT_INT8) return cols / 16u;
   return cols / 32u;
 }
 
@@ -255,13 +257,13 @@ void gemv(uint m, uint rows, uint cols, uint nr, float rstd) {
         const uint v = v0 + k / nr * split * S, i = k % nr;
         if (k >= nr * U || v >= per_row) continue;
         const uvec4 w = q[k];
-        if (pc.wtype == WT_F16) {
+        if (WTYPE == WT_F16) {
           acc[i] += dot(f16x4(w.x, w.y), xs4[2u * v]) + dot(f16x4(w.z, w.w), xs4[2u * v + 1u]);
-        } else if (pc.wtype == WT_INT8) {
+        } else if (WTYPE == WT_INT8) {
           const uint c = 4u * v;
           acc[i] += dot(i8x4(w.x), xs4[c]) + dot(i8x4(w.y), xs4[c + 1u]) + dot(i8x4(w.z), xs4[c + 2u]) +
                     dot(i8x4(w.w), xs4[c + 3u]);
-        } else if (pc.wtype == WT_INT4) {
+        } else if (WTYPE == WT_INT4) {
           const uint c = 8u * v, g = pow2 ? v >> shift : v / words_per_group;
           acc[i] += (dot(i4lo(w.x), xs4[c]) + dot(i4hi(w.x), xs4[c + 1u]) + dot(i4lo(w.y), xs4[c + 2u]) +
                      dot(i4hi(w.y), xs4[c + 3u]) + dot(i4lo(w.z), xs4[c + 4u]) + dot(i4hi(w.z), xs4[c + 5u]) +
@@ -286,7 +288,7 @@ void gemv(uint m, uint rows, uint cols, uint nr, float rstd) {
     }
     for (uint i = 0u; i < MAXR; ++i)
       if (i < nr) {
-        if (pc.wtype == WT_INT8) acc[i] *= scale_at(m, rr[i]);
+        if (WTYPE == WT_INT8) acc[i] *= scale_at(m, rr[i]);
         acc[i] *= rstd;
       }
     if (m == 0u) {
@@ -397,21 +399,18 @@ void main() {
     return;
   }
   const uint D = pc.dim, G = gl_NumWorkGroups.x;
-  float rstd = stage(0u, D, 1u);
-  gemv(0u, 3u * D, D, QKV_ROWS, rstd);
+  if ((pc.phases & 1u) != 0u) gemv(0u, 3u * D, D, QKV_ROWS, stage(0u, D, 1u));
   grid_sync(1u);
   const uint keys = position[0] + 1u, chunks = (keys + CHUNK - 1u) / CHUNK;
   const uint max_chunks = (pc.max_keys + CHUNK - 1u) / CHUNK;
-  for (uint item = gl_WorkGroupID.x; item < pc.heads * chunks; item += G)
-    attend(item / chunks, item % chunks, keys, max_chunks);
+  if ((pc.phases & 2u) != 0u)
+    for (uint item = gl_WorkGroupID.x; item < pc.heads * chunks; item += G)
+      attend(item / chunks, item % chunks, keys, max_chunks);
   grid_sync(2u);
-  stage(1u, D, 0u);
-  gemv(1u, D, D, ROWS, 1.0);
+  if ((pc.phases & 4u) != 0u) gemv(1u, D, D, ROWS, stage(1u, D, 0u));
   grid_sync(3u);
-  rstd = stage(0u, D, 2u);
-  gemv(2u, 4u * D, D, ROWS, rstd);
+  if ((pc.phases & 8u) != 0u) gemv(2u, 4u * D, D, ROWS, stage(0u, D, 2u));
   grid_sync(4u);
-  stage(2u, 4u * D, 0u);
-  gemv(3u, D, 4u * D, ROWS, 1.0);
+  if ((pc.phases & 16u) != 0u) gemv(3u, D, 4u * D, ROWS, stage(2u, 4u * D, 0u));
   finish();
 }
