@@ -79,6 +79,8 @@ struct VulkanDecoder::Impl {
                 " is not auto, subgroup or rows");
     if (o.gemv != "auto") ops.set_gemv_rows(o.gemv == "rows");
     ops.set_gemv_shape({o.gemv_rows, o.gemv_split});
+    PYLON_CHECK(o.attention_chunk % 32 == 0, "attention chunk ", o.attention_chunk, " is not a multiple of 32");
+    ops.set_attention_chunk(o.attention_chunk);
     const uint64_t T = static_cast<uint64_t>(max_tokens), D = static_cast<uint64_t>(cfg.dim);
     const uint64_t V = static_cast<uint64_t>(cfg.vocab), H = static_cast<uint64_t>(cfg.heads);
     const auto make = [&](uint64_t floats, vk::MemoryKind kind, const char* what) {

@@ -33,6 +33,8 @@ struct VulkanOptions {
   // Test hook: the subgroup GEMVs' shape (Ops::set_gemv_shape): rows per subgroup, subgroups per
   // row set (a power of two for the persistent kernel). 0: chosen per matrix.
   uint32_t gemv_rows = 0, gemv_split = 0;
+  // Test hook: the persistent kernel's keys per attention item (a multiple of 32); 0: chosen.
+  uint32_t attention_chunk = 0;
 };
 
 // The options of --device vulkan|vulkan:N (throws pylon::Error for another spelling), --no-coopmat

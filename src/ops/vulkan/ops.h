@@ -155,6 +155,8 @@ class Ops {
   // (use the per-op path).
   LayerGrid persistent_grid(const DecodeLayerArgs& a, LayerGrid want);
   void decode_layer(Recorder& r, const DecodeLayerArgs& a, LayerGrid grid);
+  // Test hook: decode_layer's keys per attention item (a multiple of 32); 0: chosen per token.
+  void set_attention_chunk(uint32_t keys) { attention_chunk_ = keys; }
   // Whether a decode_layer barrier gave up waiting since the last call (then its results are
   // wrong: the caller redoes the work on the per-op path). Clears the flag. Env
   // PYLON_VK_FAIL_BARRIERS=1 makes every barrier of decode_layer (not of the probe) give up: tests.
@@ -170,6 +172,7 @@ class Ops {
   bool coopmat_on_ = true;
   bool gemv_rows_, gemv_texel_;
   GemvShape gemv_shape_;
+  uint32_t attention_chunk_ = 0;
   Buffer dummy_;  // bound where a shader's optional buffer is absent
   Buffer zero_;   // 16 bytes of zeros: zero_position()
   Buffer counters_;  // attention_decode's per-head counts of finished chunks, zero between dispatches

@@ -119,7 +119,8 @@ TEST(VulkanDecoder, GreedyIdenticalToCpuAndLogitsClose) {
 // against the op-by-op decode on the same device, teacher-forced: 40 prompt tokens, then 30 steps,
 // so attention spans three chunks of 32 keys. Grids of 1 and 3 workgroups make every workgroup
 // take several attention items and row sets; 0 is the probed grid (CPU devices: 1 only). Forced
-// GEMV shapes cover odd rows per subgroup and row sets split over subgroups.
+// GEMV shapes cover odd rows per subgroup and row sets split over subgroups, and attention items
+// of 32 keys the combine of a head's items.
 TEST(VulkanDecoder, PersistentDecodeMatchesOpByOp) {
   if (!testing::vulkan_available()) GTEST_SKIP() << "no Vulkan device";
   testing::TempDir tmp;
@@ -142,14 +143,16 @@ TEST(VulkanDecoder, PersistentDecodeMatchesOpByOp) {
     // CPU devices: one workgroup only (Ops::persistent_grid says why).
     const bool cpu = testing::vulkan_context_or_null()->info().type == VK_PHYSICAL_DEVICE_TYPE_CPU;
     // Then forced shapes: 1 or 3 rows per subgroup, row sets split over 2 or 4 subgroups.
+    // Attention in items of 32 keys: three per head, combined by the last.
     struct Case {
-      uint32_t grid, rows, split;
+      uint32_t grid, rows, split, chunk;
     };
-    std::vector<Case> cases = {{1, 0, 0}, {1, 1, 2}, {1, 3, 4}};
-    if (!cpu) cases.insert(cases.end(), {{0, 0, 0}, {3, 0, 0}, {0, 1, 4}});
-    for (const auto [grid, rows, split] : cases) {
+    std::vector<Case> cases = {{1, 0, 0, 0}, {1, 1, 2, 32}, {1, 3, 4, 0}};
+    if (!cpu) cases.insert(cases.end(), {{0, 0, 0, 0}, {3, 0, 0, 32}, {0, 1, 4, 32}});
+    for (const auto [grid, rows, split, chunk] : cases) {
       VulkanOptions o;
       o.decode = "persistent", o.persistent_grid = grid, o.gemv_rows = rows, o.gemv_split = split;
+      o.attention_chunk = chunk;
       VulkanDecoder gpu(path, o, 80);
       ASSERT_GT(gpu.persistent_grid(), 0u);
       if (grid) {
@@ -164,9 +167,9 @@ TEST(VulkanDecoder, PersistentDecodeMatchesOpByOp) {
       }
       EXPECT_GT(gpu.persistent_grid(), 0u) << "no barrier may have given up";
       EXPECT_LT(worst, 1e-3) << edge_dtype_name(q) << " grid " << grid << " rows " << rows << " split "
-                             << split;  // fp32 summation order, as vs the CPU
-      std::printf("[ vulkan ] persistent decode %s, grid %u, rows %u, split %u: worst logit relative "
-                  "difference %.2e\n", edge_dtype_name(q), gpu.persistent_grid(), rows, split, worst);
+                             << split << " chunk " << chunk;  // fp32 summation order, as vs the CPU
+      std::printf("[ vulkan ] persistent decode %s, grid %u, rows %u, split %u, chunk %u: worst logit "
+                  "relative difference %.2e\n", edge_dtype_name(q), gpu.persistent_grid(), rows, split, chunk, worst);
     }
   }
 }

@@ -3,8 +3,9 @@
 // the block's five phases with a grid barrier between each:
 //   1. qkv = (rmsnorm(h)·g1)·Wqkvᵀ + bqkv; q and k rotated at p = position[0] (RoPE); k, v
 //      written to row p of the layer's KV cache
-//   2. att = attention of q over the cache's p + 1 keys: items (head, chunk of CHUNK keys) over
-//      the workgroups, the last item of a head to finish combining its chunks (one softmax)
+//   2. att = attention of q over the cache's p + 1 keys: items (head, run of keys) over the
+//      workgroups; where a head has several, the last to finish combines them (one softmax);
+//      workgroups without an item read their rows of phases 3 and 4 ahead, into the L2 cache
 //   3. h += att·Woᵀ + bo
 //   4. f1 = silu((rmsnorm(h)·g2)·W1ᵀ)
 //   5. h += f1·W2ᵀ
@@ -31,7 +32,7 @@ layout(constant_id = 0) const uint XS = 8192u;     // floats of staged x: >= 4·
 layout(constant_id = 1) const uint ROWS = 1u;      // rows per subgroup, phases 3-5 (<= MAXR)
 layout(constant_id = 2) const uint QKV_ROWS = 2u;  // rows per subgroup, phase 1 (even, <= MAXR)
 layout(constant_id = 4) const uint WTYPE = 1u;     // WT_* of the four matrices
-const uint MAXR = 4u, CHUNK = 32u;
+const uint MAXR = 4u, CHUNK = 32u, MIN_ITEM = 256u;
 const uint THREADS = gl_WorkGroupSize.x, VT = 256u;  // VT: threads of the attention's p·V pass
 const uint WT_F32 = 0u, WT_F16 = 1u, WT_INT8 = 2u, WT_INT4 = 3u;
 
@@ -51,6 +52,10 @@ layout(push_constant) uniform Push {
   uint split;       // subgroups per row set in every GEMV phase (a power of two); 0: split_for's
   uint phases;      // bit i: run phase i + 1 (all 31; else a benchmark's diagnostic: wrong results)
   uint poll;        // the barrier's wait reads the count: 0 with atomics, 1 with volatile loads
+  uint fence_one;   // 1: only the waiting invocation fences around a barrier (diagnostic)
+  uint warm;        // bit 0 / 1: workgroups idle in the attention phase read their out_proj /
+                    // ffn.0 rows ahead (into the L2 cache)
+  uint chunk;       // keys per attention item (a multiple of 32); 0: chosen (attention_phase)
 } pc;
 
 layout(std430, binding = 0) coherent buffer Hid { float h[]; };  // (D) the residual stream, in and out
@@ -88,10 +93,12 @@ shared vec4 xs4[XS / 4u];   // the staged input row
 shared float red[THREADS / 4u];               // per-subgroup sums (subgroups of 4 or more)
 shared float part_sums[THREADS / 4u * MAXR];  // a split row set's partial sums, per subgroup
 shared float qs[256];       // attention: the head's q
-shared float ps[CHUNK];     // attention: scores, then exp(s - m)
 shared vec4 pv[VT];         // attention: p·V per (vec4 column, key slice)
 shared float wts[VT];       // attention: the combine's chunk weights
 shared bool flag;           // attention: this workgroup combines the head
+// Attention's scores (then exp(s - m)), one per key of an item: in the staging row, which the
+// attention phase does not use.
+#define PS(j) xs4[(j) >> 2][(j) & 3u]
 
 #define tid gl_LocalInvocationIndex
 
@@ -101,9 +108,10 @@ shared bool flag;           // attention: this workgroup combines the head
 uint sync_read(uint i) { return pc.poll != 0u ? sync_[i] : atomicOr(sync_[i], 0u); }
 
 void grid_sync(uint n) {
-  memoryBarrierBuffer();
+  if (pc.fence_one == 0u) memoryBarrierBuffer();
   barrier();
   if (tid == 0u) {
+    if (pc.fence_one != 0u) memoryBarrierBuffer();
     atomicAdd(sync_[0], 1u);
     const uint target = n * gl_NumWorkGroups.x;
     // Two nested loops of at most 1024 and spin_limit / 1024 reads: llvmpipe ends any loop after
@@ -115,9 +123,10 @@ void grid_sync(uint n) {
       atomicOr(sync_[2], 1u);
       failed[0] = 1u;
     }
+    if (pc.fence_one != 0u) memoryBarrierBuffer();
   }
   barrier();
-  memoryBarrierBuffer();
+  if (pc.fence_one == 0u) memoryBarrierBuffer();
 }
 
 void finish() {  // the last workgroup out resets the barrier for the next dispatch
@@ -308,11 +317,31 @@ void gemv(uint m, uint rows, uint cols, uint nr, float rstd) {
 }
 
 // ---- attention phase ---------------------------------------------------------------------------
-// Item (head hh, chunk) of the p + 1 keys: its max m, sum l = Σ exp(s - m) and o = Σ exp(s - m)·v
-// into partials; the head's last item combines them into att (attention_decode.comp's method).
-void attend(uint hh, uint chunk, uint keys, uint max_chunks) {
+// Item (head hh, chunk c: keys c·chunk ..) of the p + 1 keys. A head of one item writes its output
+// at once; else each item writes its max m, sum l = Σ exp(s - m) and o = Σ exp(s - m)·v to
+// partials and the head's last item to finish combines them (attention_decode.comp's method).
+float block_max(float v) {  // over the workgroup; red free on entry and on return
+  v = subgroupMax(v);
+  if (subgroupElect()) red[gl_SubgroupID] = v;
+  barrier();
+  v = red[0];
+  for (uint i = 1u; i < gl_NumSubgroups; ++i) v = max(v, red[i]);
+  barrier();
+  return v;
+}
+float block_sum(float v) {
+  v = subgroupAdd(v);
+  if (subgroupElect()) red[gl_SubgroupID] = v;
+  barrier();
+  v = 0.0;
+  for (uint i = 0u; i < gl_NumSubgroups; ++i) v += red[i];
+  barrier();
+  return v;
+}
+
+void attend(uint hh, uint chunk, uint size, uint chunks, uint keys, uint max_chunks) {
   const uint hd = pc.dim / pc.heads, row = hd + 2u, D = pc.dim;
-  const uint first = chunk * CHUNK, count = min(CHUNK, keys - first);
+  const uint first = chunk * size, count = min(size, keys - first);
   const uint dst = (hh * max_chunks + chunk) * row;
   for (uint c = tid; c < hd; c += THREADS) qs[c] = qkv[hh * hd + c];
   barrier();
@@ -330,33 +359,41 @@ void attend(uint hh, uint chunk, uint keys, uint max_chunks) {
     }
     for (uint t = 0u; t < KB; ++t) {
       const float s = subgroupAdd(d[t]);
-      if (j0 + t * NS < count && subgroupElect()) ps[j0 + t * NS] = s * pc.attn_scale;
+      if (j0 + t * NS < count && subgroupElect()) PS(j0 + t * NS) = s * pc.attn_scale;
     }
   }
   barrier();
-  float mx = ps[0];
-  for (uint j = 1u; j < count; ++j) mx = max(mx, ps[j]);
-  barrier();  // every thread has read the scores
-  if (tid < count) ps[tid] = exp(ps[tid] - mx);
-  barrier();
+  float mx = -3.402823e38;
+  for (uint j = tid; j < count; j += THREADS) mx = max(mx, PS(j));
+  mx = block_max(mx);
   float l = 0.0;
-  for (uint j = 0u; j < count; ++j) l += ps[j];
-  if (tid == 0u) partials[dst] = mx, partials[dst + 1u] = l;
+  for (uint j = tid; j < count; j += THREADS) {
+    const float e = exp(PS(j) - mx);
+    PS(j) = e;
+    l += e;
+  }
+  l = block_sum(l);  // its barriers also make the exp(s - m) visible
   const uint cols = hd / 4u, slices = VT / cols, g = tid % cols, slice = tid / cols;
   vec4 acc = vec4(0.0);
-  if (slice < slices)
-    for (uint j = slice; j < count; j += slices) acc += ps[j] * v4[((first + j) * D + hh * hd) / 4u + g];
+  if (tid < VT && slice < slices)
+    for (uint j = slice; j < count; j += slices) acc += PS(j) * v4[((first + j) * D + hh * hd) / 4u + g];
   if (tid < VT) pv[tid] = acc;
   barrier();
+  vec4 o = vec4(0.0);
+  if (tid < cols)
+    for (uint sl = 0u; sl < slices; ++sl) o += pv[sl * cols + tid];
+  if (chunks == 1u) {  // the head's only item: its output
+    if (tid < cols) att4[(hh * hd) / 4u + tid] = o / l;
+    barrier();  // pv, qs and the scores are free again
+    return;
+  }
+  if (tid == 0u) partials[dst] = mx, partials[dst + 1u] = l;
   if (tid < cols) {
-    vec4 t = vec4(0.0);
-    for (uint sl = 0u; sl < slices; ++sl) t += pv[sl * cols + tid];
-    const uint o = dst + 2u + 4u * tid;
-    partials[o] = t.x, partials[o + 1u] = t.y, partials[o + 2u] = t.z, partials[o + 3u] = t.w;
+    const uint at = dst + 2u + 4u * tid;
+    partials[at] = o.x, partials[at + 1u] = o.y, partials[at + 2u] = o.z, partials[at + 3u] = o.w;
   }
   memoryBarrierBuffer();
   barrier();
-  const uint chunks = (keys + CHUNK - 1u) / CHUNK;
   if (tid == 0u) flag = atomicAdd(sync_[16u + hh], 1u) == chunks - 1u;
   barrier();
   if (!flag) return;
@@ -364,19 +401,10 @@ void attend(uint hh, uint chunk, uint keys, uint max_chunks) {
   const uint base = hh * max_chunks * row;
   float m_all = -3.402823e38;
   for (uint c = tid; c < chunks; c += THREADS) m_all = max(m_all, partials[base + c * row]);
-  m_all = subgroupMax(m_all);
-  if (subgroupElect()) red[gl_SubgroupID] = m_all;
-  barrier();
-  m_all = red[0];
-  for (uint i = 1u; i < NS; ++i) m_all = max(m_all, red[i]);
-  barrier();
+  m_all = block_max(m_all);
   float total = 0.0;
   for (uint c = tid; c < chunks; c += THREADS) total += partials[base + c * row + 1u] * exp(partials[base + c * row] - m_all);
-  total = subgroupAdd(total);
-  if (subgroupElect()) red[gl_SubgroupID] = total;
-  barrier();
-  total = 0.0;
-  for (uint i = 0u; i < NS; ++i) total += red[i];
+  total = block_sum(total);
   float out_e = 0.0;  // element tid of the head's output (head dim <= VT)
   for (uint c0 = 0u; c0 < chunks; c0 += VT) {
     barrier();
@@ -388,7 +416,38 @@ void attend(uint hh, uint chunk, uint keys, uint max_chunks) {
   }
   if (tid < hd) att[hh * hd + tid] = out_e / total;
   if (tid == 0u) sync_[16u + hh] = 0u;
-  barrier();  // red and the flag are free again
+  barrier();  // the flag is free again
+}
+
+// Rows of matrix m that this invocation's gemv will read, read now (into the L2 cache) and
+// dropped: a workgroup with nothing else to do in the attention phase warms the next phases.
+void warm_rows(uint m, uint rows, uint cols, uint nr) {
+  const uint S = gl_SubgroupSize, lane = gl_SubgroupInvocationID, sg = gl_SubgroupID, per_row = row_words(cols);
+  const uint split = split_for(rows, nr, per_row), part = sg % split, per_group = gl_NumSubgroups / split * nr;
+  uvec4 sink = uvec4(0u);
+  for (uint base = gl_WorkGroupID.x * per_group; base < rows; base += gl_NumWorkGroups.x * per_group) {
+    const uint r0 = base + sg / split * nr;
+    for (uint i = 0u; i < nr; ++i)
+      for (uint v = part * S + lane; v < per_row && r0 + i < rows; v += split * S) sink ^= w_word(m, (r0 + i) * per_row + v);
+  }
+  if (sink == uvec4(0x9e3779b9u, 0x7f4a7c15u, 0xf39cc060u, 0x5ced1bf1u)) failed[1] = 1u;  // keeps the loads
+}
+
+void attention_phase() {
+  const uint G = gl_NumWorkGroups.x, keys = position[0] + 1u;
+  // Keys per item: enough that the heads' items fill the grid at most once, at least MIN_ITEM (a
+  // head's item that is its only one saves the combine's round trips), a multiple of CHUNK, and
+  // at most the staging row (the scores' room).
+  const uint per_head = max(G / pc.heads, 1u);
+  uint size = pc.chunk != 0u ? pc.chunk : max(MIN_ITEM, ((keys + per_head - 1u) / per_head + CHUNK - 1u) / CHUNK * CHUNK);
+  size = min(size, XS / CHUNK * CHUNK);
+  const uint chunks = (keys + size - 1u) / size, items = pc.heads * chunks;
+  const uint max_chunks = (pc.max_keys + CHUNK - 1u) / CHUNK;
+  for (uint item = gl_WorkGroupID.x; item < items; item += G) attend(item / chunks, item % chunks, size, chunks, keys, max_chunks);
+  if (gl_WorkGroupID.x >= items) {
+    if ((pc.warm & 1u) != 0u) warm_rows(1u, pc.dim, pc.dim, ROWS);
+    if ((pc.warm & 2u) != 0u) warm_rows(2u, 4u * pc.dim, pc.dim, ROWS);
+  }
 }
 
 void main() {
@@ -398,14 +457,10 @@ void main() {
     finish();
     return;
   }
-  const uint D = pc.dim, G = gl_NumWorkGroups.x;
+  const uint D = pc.dim;
   if ((pc.phases & 1u) != 0u) gemv(0u, 3u * D, D, QKV_ROWS, stage(0u, D, 1u));
   grid_sync(1u);
-  const uint keys = position[0] + 1u, chunks = (keys + CHUNK - 1u) / CHUNK;
-  const uint max_chunks = (pc.max_keys + CHUNK - 1u) / CHUNK;
-  if ((pc.phases & 2u) != 0u)
-    for (uint item = gl_WorkGroupID.x; item < pc.heads * chunks; item += G)
-      attend(item / chunks, item % chunks, keys, max_chunks);
+  if ((pc.phases & 2u) != 0u) attention_phase();
   grid_sync(2u);
   if ((pc.phases & 4u) != 0u) gemv(1u, D, D, ROWS, stage(1u, D, 0u));
   grid_sync(3u);
