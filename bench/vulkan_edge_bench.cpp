@@ -16,7 +16,7 @@
 // workgroups, persistent:NxT of N workgroups of T threads), a decoder each, in turn in one run.
 //   pylon_bench_vulkan [--dim 2048 --layers 12 --heads 16 --vocab 32000] [--quant f16,int8,int4]
 //                      [--prefill 128] [--decode 32] [--dir /tmp] [--device N] [--gemv-sweep 0|1]
-//                      [--decode-paths auto|ops|persistent[:N[xT]],...]
+//                      [--decode-paths auto|ops|persistent[:N[xT]],...] [--gemv-rows R]
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -192,6 +192,7 @@ int run(int argc, char** argv) {
   ModelConfig c = preset_config(Preset::causal);  // seed size: V 32000, D 2048, L 12, H 16
   std::string quants = "f16,int8,int4", dir = "/tmp", decodes = "auto";
   int prefill = 128, decode = 32, device = -1, sweep = 0;
+  uint32_t gemv_rows = 0;  // rows per subgroup of the decode GEMVs (0: chosen per matrix)
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--dim") c.dim = std::stoi(v);
@@ -205,6 +206,7 @@ int run(int argc, char** argv) {
     else if (k == "--device") device = std::stoi(v);
     else if (k == "--gemv-sweep") sweep = std::stoi(v);
     else if (k == "--decode-paths") decodes = v;
+    else if (k == "--gemv-rows") gemv_rows = static_cast<uint32_t>(std::stoul(v));
     else PYLON_CHECK(false, "unknown flag ", k);
   }
   vk::ContextOptions co;
@@ -242,6 +244,7 @@ int run(int argc, char** argv) {
     if (sweep) gemv_sweep(path, device);
     VulkanOptions o;
     o.device_index = device;
+    o.gemv_rows = gemv_rows;
     VulkanDecoder d(path, o, prefill + decode);
     std::printf("\n[%s] %s (model ready in %.1f s)\n", q.c_str(), d.describe().c_str(), since(t0));
     for (const bool coop : {false, true}) {

@@ -24,7 +24,7 @@ uint64_t shared_bytes(int64_t dim, uint32_t threads) {
 struct LayerPush {  // decode_layer.comp
   uint32_t dim, heads, max_keys, wtype_unused, group, scale_f16, bias_f16, norm_f16;
   float eps, attn_scale;
-  uint32_t spin_limit, probe, split, phases, poll, fence_one, warm, chunk;
+  uint32_t spin_limit, probe, split, phases, warm, chunk;
 };
 
 bool is_cpu(const DeviceInfo& i) { return i.type == VK_PHYSICAL_DEVICE_TYPE_CPU; }
@@ -93,16 +93,11 @@ void Ops::dispatch_layer(Recorder& r, const DecodeLayerArgs& a, LayerGrid grid, 
   p.probe = probe ? 1 : 0;
   p.split = gemv_shape_.split;  // 0 unless forced (tests): a power of two
   // Benchmark diagnostics (bench/vulkan_notes.md): PYLON_VK_LAYER_PHASES=mask runs only those
-  // phases (wrong results: timing only); PYLON_VK_BARRIER_POLL=load polls the barrier with loads;
-  // PYLON_VK_BARRIER_FENCE=one fences in the waiting invocation only; PYLON_VK_WARM=mask.
+  // phases (wrong results: timing only); PYLON_VK_WARM=mask (decode_layer.comp's pc.warm).
   const char* phases = std::getenv("PYLON_VK_LAYER_PHASES");
   p.phases = phases ? static_cast<uint32_t>(std::strtoul(phases, nullptr, 0)) : 31;
-  const char* poll = std::getenv("PYLON_VK_BARRIER_POLL");
-  p.poll = poll && std::string(poll) == "load" && !is_cpu(ctx_.info()) ? 1 : 0;
-  const char* fence = std::getenv("PYLON_VK_BARRIER_FENCE");  // "one": the waiting invocation only
-  p.fence_one = fence && std::string(fence) == "one" ? 1 : 0;
   const char* warm = std::getenv("PYLON_VK_WARM");  // bit mask, decode_layer.comp
-  p.warm = warm ? static_cast<uint32_t>(std::strtoul(warm, nullptr, 0)) : 3;
+  p.warm = warm ? static_cast<uint32_t>(std::strtoul(warm, nullptr, 0)) : 1;
   p.chunk = attention_chunk_;
   const BufferView none{&dummy_, 0, 0};
   const auto scales = [&](const DeviceMatrix* m) { return m->scales.buffer ? m->scales : none; };

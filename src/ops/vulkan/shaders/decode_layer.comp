@@ -5,7 +5,7 @@
 //      written to row p of the layer's KV cache
 //   2. att = attention of q over the cache's p + 1 keys: items (head, run of keys) over the
 //      workgroups; where a head has several, the last to finish combines them (one softmax);
-//      workgroups without an item read their rows of phases 3 and 4 ahead, into the L2 cache
+//      workgroups without an item read their rows of phase 3 ahead, into the L2 cache
 //   3. h += att·Woᵀ + bo
 //   4. f1 = silu((rmsnorm(h)·g2)·W1ᵀ)
 //   5. h += f1·W2ᵀ
@@ -16,7 +16,8 @@
 // and a subgroup sum ends each row. The results are those
 // of the per-op path (gemv_subgroup + attention_decode), up to the order of the Σx² sums.
 // Grid barrier: a workgroup's writes made visible (memoryBarrierBuffer), then it counts itself in
-// on sync[0] and waits until the count reaches n·(workgroups) at the n-th barrier. The wait is
+// on sync[0], loads the first weight words of its next phase, and waits until the count reaches
+// n·(workgroups) at the n-th barrier. The wait is
 // bounded (about pc.spin_limit reads): past it, or once another workgroup has given up (sync[2]),
 // it sets failed[0] for the host, which redoes the token on the per-op path. The last workgroup to
 // finish sets the counters back to zero for the next dispatch. pc.probe != 0: only two barriers
@@ -51,8 +52,6 @@ layout(push_constant) uniform Push {
   uint probe;       // 1: the residency probe (two barriers, nothing else)
   uint split;       // subgroups per row set in every GEMV phase (a power of two); 0: split_for's
   uint phases;      // bit i: run phase i + 1 (all 31; else a benchmark's diagnostic: wrong results)
-  uint poll;        // the barrier's wait reads the count: 0 with atomics, 1 with volatile loads
-  uint fence_one;   // 1: only the waiting invocation fences around a barrier (diagnostic)
   uint warm;        // bit 0 / 1: workgroups idle in the attention phase read their out_proj /
                     // ffn.0 rows ahead (into the L2 cache)
   uint chunk;       // keys per attention item (a multiple of 32); 0: chosen (attention_phase)
@@ -103,16 +102,19 @@ shared bool flag;           // attention: this workgroup combines the head
 #define tid gl_LocalInvocationIndex
 
 // ---- grid barrier ----------------------------------------------------------------------------
-// An atomic read is never hoisted out of a loop (llvmpipe hoists volatile loads); a GPU may poll
-// with loads instead (pc.poll).
-uint sync_read(uint i) { return pc.poll != 0u ? sync_[i] : atomicOr(sync_[i], 0u); }
+// Split in two so that a workgroup can issue loads that do not depend on the other workgroups
+// (the next phase's first weight words) between arriving and waiting.
+// The count is read with an atomic: llvmpipe hoists volatile loads out of a loop.
+uint sync_read(uint i) { return atomicOr(sync_[i], 0u); }
 
-void grid_sync(uint n) {
-  if (pc.fence_one == 0u) memoryBarrierBuffer();
+void grid_arrive() {  // this workgroup's writes visible to the device, then counted
+  memoryBarrierBuffer();
   barrier();
+  if (tid == 0u) atomicAdd(sync_[0], 1u);
+}
+
+void grid_wait(uint n) {  // until every workgroup has arrived n times
   if (tid == 0u) {
-    if (pc.fence_one != 0u) memoryBarrierBuffer();
-    atomicAdd(sync_[0], 1u);
     const uint target = n * gl_NumWorkGroups.x;
     // Two nested loops of at most 1024 and spin_limit / 1024 reads: llvmpipe ends any loop after
     // 65535 iterations. Whatever ended the wait, the count decides.
@@ -123,10 +125,9 @@ void grid_sync(uint n) {
       atomicOr(sync_[2], 1u);
       failed[0] = 1u;
     }
-    if (pc.fence_one != 0u) memoryBarrierBuffer();
   }
   barrier();
-  if (pc.fence_one == 0u) memoryBarrierBuffer();
+  memoryBarrierBuffer();
 }
 
 void finish() {  // the last workgroup out resets the barrier for the next dispatch
@@ -235,17 +236,30 @@ uint split_for(uint rows, uint nr, uint per_row) {
   return split;
 }
 
+// The words this invocation's gemv(m, ...) loads first (its first row set's first step), loaded
+// ahead: between a grid barrier's arrive and wait, so their latency overlaps the barrier's.
+void prefetch(uint m, uint rows, uint cols, uint nr, out uvec4 q[MAXR]) {
+  const uint S = gl_SubgroupSize, lane = gl_SubgroupInvocationID, sg = gl_SubgroupID, per_row = row_words(cols);
+  const uint split = split_for(rows, nr, per_row), part = sg % split, per_group = gl_NumSubgroups / split * nr;
+  const uint U = max(MAXR / nr, 1u), r0 = gl_WorkGroupID.x * per_group + sg / split * nr, v0 = part * S + lane;
+  for (uint k = 0u; k < MAXR; ++k) {
+    const uint v = v0 + k / nr * split * S, l = min(r0 + k % nr, rows - 1u);
+    q[k] = k < nr * U && v < per_row && r0 < rows ? w_word(m, (m == 0u ? qkv_row(l) : l) * per_row + v) : uvec4(0u);
+  }
+}
+
 // Matrix m (rows, cols) times the staged row: each workgroup takes row sets of `nr` rows (<= MAXR)
 // per `split` subgroups, grid-stride (the loop's trip count is the workgroup's, for the split's
-// barriers). A lane holds 4 words in flight: of its nr rows, 4 / nr words of each. Each row's sum
-// is scaled by rstd and stored as phase m does.
-void gemv(uint m, uint rows, uint cols, uint nr, float rstd) {
+// barriers). A lane holds 4 words in flight: of its nr rows, 4 / nr words of each; the first step's
+// are `pre` (prefetch). Each row's sum is scaled by rstd and stored as phase m does.
+void gemv(uint m, uint rows, uint cols, uint nr, float rstd, uvec4 pre[MAXR]) {
   const uint S = gl_SubgroupSize, lane = gl_SubgroupInvocationID, sg = gl_SubgroupID, per_row = row_words(cols);
   const uint split = split_for(rows, nr, per_row), part = sg % split, per_group = gl_NumSubgroups / split * nr;
   const uint U = max(MAXR / nr, 1u);  // words of a row per lane per step
   const uint groups = (cols + pc.group - 1u) / pc.group, words_per_group = max(pc.group / 32u, 1u);
   const bool pow2 = (words_per_group & (words_per_group - 1u)) == 0u;
   const uint shift = uint(findLSB(words_per_group));
+  bool first = true;
   for (uint base = gl_WorkGroupID.x * per_group; base < rows; base += gl_NumWorkGroups.x * per_group) {
     const uint r0 = base + sg / split * nr;
     uint rr[MAXR];
@@ -258,9 +272,14 @@ void gemv(uint m, uint rows, uint cols, uint nr, float rstd) {
     // Load k (< nr·U) is word v0 + (k / nr)·split·S of row k % nr.
     for (uint v0 = part * S + lane; v0 < per_row; v0 += U * split * S) {
       uvec4 q[MAXR];
-      for (uint k = 0u; k < MAXR; ++k) {
-        const uint v = v0 + k / nr * split * S;
-        if (k < nr * U && v < per_row) q[k] = w_word(m, rr[k % nr] * per_row + v);
+      if (first) {
+        q = pre;
+        first = false;
+      } else {
+        for (uint k = 0u; k < MAXR; ++k) {
+          const uint v = v0 + k / nr * split * S;
+          if (k < nr * U && v < per_row) q[k] = w_word(m, rr[k % nr] * per_row + v);
+        }
       }
       for (uint k = 0u; k < MAXR; ++k) {
         const uint v = v0 + k / nr * split * S, i = k % nr;
@@ -452,20 +471,31 @@ void attention_phase() {
 
 void main() {
   if (pc.probe != 0u) {
-    grid_sync(1u);
-    grid_sync(2u);
+    grid_arrive();
+    grid_wait(1u);
+    grid_arrive();
+    grid_wait(2u);
     finish();
     return;
   }
   const uint D = pc.dim;
-  if ((pc.phases & 1u) != 0u) gemv(0u, 3u * D, D, QKV_ROWS, stage(0u, D, 1u));
-  grid_sync(1u);
+  uvec4 pre[MAXR];
+  prefetch(0u, 3u * D, D, QKV_ROWS, pre);
+  if ((pc.phases & 1u) != 0u) gemv(0u, 3u * D, D, QKV_ROWS, stage(0u, D, 1u), pre);
+  grid_arrive();
+  grid_wait(1u);
   if ((pc.phases & 2u) != 0u) attention_phase();
-  grid_sync(2u);
-  if ((pc.phases & 4u) != 0u) gemv(1u, D, D, ROWS, stage(1u, D, 0u));
-  grid_sync(3u);
-  if ((pc.phases & 8u) != 0u) gemv(2u, 4u * D, D, ROWS, stage(0u, D, 2u));
-  grid_sync(4u);
-  if ((pc.phases & 16u) != 0u) gemv(3u, D, 4u * D, ROWS, stage(2u, 4u * D, 0u));
+  grid_arrive();
+  prefetch(1u, D, D, ROWS, pre);
+  grid_wait(2u);
+  if ((pc.phases & 4u) != 0u) gemv(1u, D, D, ROWS, stage(1u, D, 0u), pre);
+  grid_arrive();
+  prefetch(2u, 4u * D, D, ROWS, pre);
+  grid_wait(3u);
+  if ((pc.phases & 8u) != 0u) gemv(2u, 4u * D, D, ROWS, stage(0u, D, 2u), pre);
+  grid_arrive();
+  prefetch(3u, D, 4u * D, ROWS, pre);
+  grid_wait(4u);
+  if ((pc.phases & 16u) != 0u) gemv(3u, D, 4u * D, ROWS, stage(2u, 4u * D, 0u), pre);
   finish();
 }
