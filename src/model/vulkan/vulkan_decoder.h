@@ -25,9 +25,10 @@ struct VulkanOptions {
   // fused RMSNorm, RoPE and KV append) or "rows" (the CPU devices' path).
   std::string gemv = "auto";
   // A causal token's blocks: "auto" (one persistent dispatch per block, decode_layer, on GPUs
-  // where it runs; else op by op), "persistent" (that on any device, an error where it cannot
-  // run) or "ops". persistent_grid / persistent_threads: its workgroups and their size (0: the
-  // first of Ops::persistent_grid's candidates that the device runs at once).
+  // where it runs and the weights are f16 / f32; else op by op), "persistent" (that on any
+  // device, an error where it cannot run) or "ops". persistent_grid / persistent_threads: its
+  // workgroups and their size (0: the first of Ops::persistent_grid's candidates that the device
+  // runs at once).
   std::string decode = "auto";
   uint32_t persistent_grid = 0, persistent_threads = 0;
   // Test hook: the subgroup GEMVs' shape (Ops::set_gemv_shape): rows per subgroup, subgroups per
