@@ -483,10 +483,10 @@ void main() {
   prefetch(0u, 3u * D, D, QKV_ROWS, pre);
   if ((pc.phases & 1u) != 0u) gemv(0u, 3u * D, D, QKV_ROWS, stage(0u, D, 1u), pre);
   grid_arrive();
+  prefetch(1u, D, D, ROWS, pre);  // held through the attention phase
   grid_wait(1u);
   if ((pc.phases & 2u) != 0u) attention_phase();
   grid_arrive();
-  prefetch(1u, D, D, ROWS, pre);
   grid_wait(2u);
   if ((pc.phases & 4u) != 0u) gemv(1u, D, D, ROWS, stage(1u, D, 0u), pre);
   grid_arrive();
