@@ -64,11 +64,12 @@ void Ops::dispatch_layer(Recorder& r, const DecodeLayerArgs& a, LayerGrid grid, 
   PYLON_ASSERT(why.empty(), "decode_layer: ", why);
   PYLON_ASSERT(grid.groups > 0 && (grid.threads == 256 || grid.threads == 512 || grid.threads == 1024),
                "decode_layer: ", grid.groups, " workgroups of ", grid.threads);
-  // Rows per subgroup: several rows share each staged x read where decoding costs instructions
-  // (int8, int4), one where the GEMV is bound by memory alone (f16, f32); the qkv phase takes
-  // rotation pairs. set_gemv_shape's rows and split override (tests, benchmarks).
+  // Rows per subgroup: two share each staged x read where decoding costs instructions (int8,
+  // int4), one where the GEMV is bound by memory alone (f16, f32); the qkv phase takes rotation
+  // pairs. H200, seed size, µs per block: int8 68.4 / 68.5 / 85.0 at 1 / 2 / 4 rows, int4 91.7 /
+  // 90.2 / 104.1 (bench/vulkan_notes.md). set_gemv_shape's rows and split override (tests).
   const EdgeDType d = a.qkv->dtype;
-  uint32_t rows = d == EdgeDType::int4 ? 4 : d == EdgeDType::int8 ? 2 : 1;
+  uint32_t rows = d == EdgeDType::int4 || d == EdgeDType::int8 ? 2 : 1;
   if (gemv_shape_.rows) rows = std::clamp<uint32_t>(gemv_shape_.rows, 1, 4);
   const uint32_t qkv_rows = std::min<uint32_t>(4, std::max<uint32_t>(2, rows + rows % 2));
   const Kernel& k = kernels_.get("decode_layer", kBindings, sizeof(LayerPush), {},
