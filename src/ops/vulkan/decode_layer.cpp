@@ -24,7 +24,7 @@ uint64_t shared_bytes(int64_t dim, uint32_t threads) {
 struct LayerPush {  // decode_layer.comp
   uint32_t dim, heads, max_keys, wtype_unused, group, scale_f16, bias_f16, norm_f16;
   float eps, attn_scale;
-  uint32_t spin_limit, probe, split, phases, warm, chunk;
+  uint32_t spin_limit, probe, split, phases, chunk;
 };
 
 bool is_cpu(const DeviceInfo& i) { return i.type == VK_PHYSICAL_DEVICE_TYPE_CPU; }
@@ -72,9 +72,12 @@ void Ops::dispatch_layer(Recorder& r, const DecodeLayerArgs& a, LayerGrid grid, 
   uint32_t rows = d == EdgeDType::int4 || d == EdgeDType::int8 ? 2 : 1;
   if (gemv_shape_.rows) rows = std::clamp<uint32_t>(gemv_shape_.rows, 1, 4);
   const uint32_t qkv_rows = std::min<uint32_t>(4, std::max<uint32_t>(2, rows + rows % 2));
+  // Words in flight per lane (PYLON_VK_LAYER_LOADS: a benchmark's diagnostic).
+  const char* loads_env = std::getenv("PYLON_VK_LAYER_LOADS");
+  const uint32_t loads = std::clamp<uint32_t>(loads_env ? static_cast<uint32_t>(std::stoul(loads_env)) : 4, 4, 16);
   const Kernel& k = kernels_.get("decode_layer", kBindings, sizeof(LayerPush), {},
                                  {static_cast<uint32_t>(4 * a.out->cols), rows, qkv_rows, grid.threads,
-                                  shader_wtype(a.qkv->dtype)});
+                                  shader_wtype(a.qkv->dtype), loads});
   const uint32_t D = static_cast<uint32_t>(a.out->cols);
   LayerPush p{};
   p.dim = D;
@@ -94,11 +97,9 @@ void Ops::dispatch_layer(Recorder& r, const DecodeLayerArgs& a, LayerGrid grid, 
   p.probe = probe ? 1 : 0;
   p.split = gemv_shape_.split;  // 0 unless forced (tests): a power of two
   // Benchmark diagnostics (bench/vulkan_notes.md): PYLON_VK_LAYER_PHASES=mask runs only those
-  // phases (wrong results: timing only); PYLON_VK_WARM=mask (decode_layer.comp's pc.warm).
+  // phases (wrong results: timing only).
   const char* phases = std::getenv("PYLON_VK_LAYER_PHASES");
   p.phases = phases ? static_cast<uint32_t>(std::strtoul(phases, nullptr, 0)) : 31;
-  const char* warm = std::getenv("PYLON_VK_WARM");  // bit mask, decode_layer.comp
-  p.warm = warm ? static_cast<uint32_t>(std::strtoul(warm, nullptr, 0)) : 1;
   p.chunk = attention_chunk_;
   const BufferView none{&dummy_, 0, 0};
   const auto scales = [&](const DeviceMatrix* m) { return m->scales.buffer ? m->scales : none; };
@@ -123,7 +124,7 @@ Ops::LayerGrid Ops::persistent_grid(const DecodeLayerArgs& a, LayerGrid want) {
   std::vector<LayerGrid> candidates;
   const uint32_t units = ctx_.info().compute_units;
   if (want.groups) candidates = {{want.groups, want.threads ? want.threads : 256}};
-  else if (units) candidates = {{units, 1024}, {2 * units, 512}, {4 * units, 256}, {2 * units, 256}, {units, 256}};
+  else if (units) candidates = {{units, 512}, {units, 1024}, {units, 256}};
   else if (is_cpu(ctx_.info())) candidates = {{1, 256}};  // (above)
   else candidates = {{32, 256}, {16, 256}, {8, 256}, {4, 256}, {2, 256}, {1, 256}};
   for (const LayerGrid& g : candidates) {

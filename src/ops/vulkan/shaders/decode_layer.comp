@@ -4,8 +4,7 @@
 //   1. qkv = (rmsnorm(h)·g1)·Wqkvᵀ + bqkv; q and k rotated at p = position[0] (RoPE); k, v
 //      written to row p of the layer's KV cache
 //   2. att = attention of q over the cache's p + 1 keys: items (head, run of keys) over the
-//      workgroups; where a head has several, the last to finish combines them (one softmax);
-//      workgroups without an item read their rows of phase 3 ahead, into the L2 cache
+//      workgroups; where a head has several, the last to finish combines them (one softmax)
 //   3. h += att·Woᵀ + bo
 //   4. f1 = silu((rmsnorm(h)·g2)·W1ᵀ)
 //   5. h += f1·W2ᵀ
@@ -33,6 +32,7 @@ layout(constant_id = 0) const uint XS = 8192u;     // floats of staged x: >= 4·
 layout(constant_id = 1) const uint ROWS = 1u;      // rows per subgroup, phases 3-5 (<= MAXR)
 layout(constant_id = 2) const uint QKV_ROWS = 2u;  // rows per subgroup, phase 1 (even, <= MAXR)
 layout(constant_id = 4) const uint WTYPE = 1u;     // WT_* of the four matrices
+layout(constant_id = 5) const uint LOADS = 4u;     // 16-byte words in flight per lane (>= MAXR)
 const uint MAXR = 4u, CHUNK = 32u, MIN_ITEM = 256u;
 const uint THREADS = gl_WorkGroupSize.x, VT = 256u;  // VT: threads of the attention's p·V pass
 const uint WT_F32 = 0u, WT_F16 = 1u, WT_INT8 = 2u, WT_INT4 = 3u;
@@ -52,8 +52,6 @@ layout(push_constant) uniform Push {
   uint probe;       // 1: the residency probe (two barriers, nothing else)
   uint split;       // subgroups per row set in every GEMV phase (a power of two); 0: split_for's
   uint phases;      // bit i: run phase i + 1 (all 31; else a benchmark's diagnostic: wrong results)
-  uint warm;        // bit 0 / 1: workgroups idle in the attention phase read their out_proj /
-                    // ffn.0 rows ahead (into the L2 cache)
   uint chunk;       // keys per attention item (a multiple of 32); 0: chosen (attention_phase)
 } pc;
 
@@ -238,11 +236,11 @@ uint split_for(uint rows, uint nr, uint per_row) {
 
 // The words this invocation's gemv(m, ...) loads first (its first row set's first step), loaded
 // ahead: between a grid barrier's arrive and wait, so their latency overlaps the barrier's.
-void prefetch(uint m, uint rows, uint cols, uint nr, out uvec4 q[MAXR]) {
+void prefetch(uint m, uint rows, uint cols, uint nr, out uvec4 q[LOADS]) {
   const uint S = gl_SubgroupSize, lane = gl_SubgroupInvocationID, sg = gl_SubgroupID, per_row = row_words(cols);
   const uint split = split_for(rows, nr, per_row), part = sg % split, per_group = gl_NumSubgroups / split * nr;
-  const uint U = max(MAXR / nr, 1u), r0 = gl_WorkGroupID.x * per_group + sg / split * nr, v0 = part * S + lane;
-  for (uint k = 0u; k < MAXR; ++k) {
+  const uint U = max(LOADS / nr, 1u), r0 = gl_WorkGroupID.x * per_group + sg / split * nr, v0 = part * S + lane;
+  for (uint k = 0u; k < LOADS; ++k) {
     const uint v = v0 + k / nr * split * S, l = min(r0 + k % nr, rows - 1u);
     q[k] = k < nr * U && v < per_row && r0 < rows ? w_word(m, (m == 0u ? qkv_row(l) : l) * per_row + v) : uvec4(0u);
   }
@@ -250,12 +248,12 @@ void prefetch(uint m, uint rows, uint cols, uint nr, out uvec4 q[MAXR]) {
 
 // Matrix m (rows, cols) times the staged row: each workgroup takes row sets of `nr` rows (<= MAXR)
 // per `split` subgroups, grid-stride (the loop's trip count is the workgroup's, for the split's
-// barriers). A lane holds 4 words in flight: of its nr rows, 4 / nr words of each; the first step's
-// are `pre` (prefetch). Each row's sum is scaled by rstd and stored as phase m does.
-void gemv(uint m, uint rows, uint cols, uint nr, float rstd, uvec4 pre[MAXR]) {
+// barriers). A lane holds LOADS words in flight: of its nr rows, LOADS / nr words of each; the first
+// step's are `pre` (prefetch). Each row's sum is scaled by rstd and stored as phase m does.
+void gemv(uint m, uint rows, uint cols, uint nr, float rstd, uvec4 pre[LOADS]) {
   const uint S = gl_SubgroupSize, lane = gl_SubgroupInvocationID, sg = gl_SubgroupID, per_row = row_words(cols);
   const uint split = split_for(rows, nr, per_row), part = sg % split, per_group = gl_NumSubgroups / split * nr;
-  const uint U = max(MAXR / nr, 1u);  // words of a row per lane per step
+  const uint U = max(LOADS / nr, 1u);  // words of a row per lane per step
   const uint groups = (cols + pc.group - 1u) / pc.group, words_per_group = max(pc.group / 32u, 1u);
   const bool pow2 = (words_per_group & (words_per_group - 1u)) == 0u;
   const uint shift = uint(findLSB(words_per_group));
@@ -271,17 +269,17 @@ void gemv(uint m, uint rows, uint cols, uint nr, float rstd, uvec4 pre[MAXR]) {
     }
     // Load k (< nr·U) is word v0 + (k / nr)·split·S of row k % nr.
     for (uint v0 = part * S + lane; v0 < per_row; v0 += U * split * S) {
-      uvec4 q[MAXR];
+      uvec4 q[LOADS];
       if (first) {
-        q = pre;
+        for (uint k = 0u; k < LOADS; ++k) q[k] = pre[k];
         first = false;
       } else {
-        for (uint k = 0u; k < MAXR; ++k) {
+        for (uint k = 0u; k < LOADS; ++k) {
           const uint v = v0 + k / nr * split * S;
           if (k < nr * U && v < per_row) q[k] = w_word(m, rr[k % nr] * per_row + v);
         }
       }
-      for (uint k = 0u; k < MAXR; ++k) {
+      for (uint k = 0u; k < LOADS; ++k) {
         const uint v = v0 + k / nr * split * S, i = k % nr;
         if (k >= nr * U || v >= per_row) continue;
         const uvec4 w = q[k];
@@ -438,20 +436,6 @@ void attend(uint hh, uint chunk, uint size, uint chunks, uint keys, uint max_chu
   barrier();  // the flag is free again
 }
 
-// Rows of matrix m that this invocation's gemv will read, read now (into the L2 cache) and
-// dropped: a workgroup with nothing else to do in the attention phase warms the next phases.
-void warm_rows(uint m, uint rows, uint cols, uint nr) {
-  const uint S = gl_SubgroupSize, lane = gl_SubgroupInvocationID, sg = gl_SubgroupID, per_row = row_words(cols);
-  const uint split = split_for(rows, nr, per_row), part = sg % split, per_group = gl_NumSubgroups / split * nr;
-  uvec4 sink = uvec4(0u);
-  for (uint base = gl_WorkGroupID.x * per_group; base < rows; base += gl_NumWorkGroups.x * per_group) {
-    const uint r0 = base + sg / split * nr;
-    for (uint i = 0u; i < nr; ++i)
-      for (uint v = part * S + lane; v < per_row && r0 + i < rows; v += split * S) sink ^= w_word(m, (r0 + i) * per_row + v);
-  }
-  if (sink == uvec4(0x9e3779b9u, 0x7f4a7c15u, 0xf39cc060u, 0x5ced1bf1u)) failed[1] = 1u;  // keeps the loads
-}
-
 void attention_phase() {
   const uint G = gl_NumWorkGroups.x, keys = position[0] + 1u;
   // Keys per item: enough that the heads' items fill the grid at most once, at least MIN_ITEM (a
@@ -463,10 +447,6 @@ void attention_phase() {
   const uint chunks = (keys + size - 1u) / size, items = pc.heads * chunks;
   const uint max_chunks = (pc.max_keys + CHUNK - 1u) / CHUNK;
   for (uint item = gl_WorkGroupID.x; item < items; item += G) attend(item / chunks, item % chunks, size, chunks, keys, max_chunks);
-  if (gl_WorkGroupID.x >= items) {
-    if ((pc.warm & 1u) != 0u) warm_rows(1u, pc.dim, pc.dim, ROWS);
-    if ((pc.warm & 2u) != 0u) warm_rows(2u, 4u * pc.dim, pc.dim, ROWS);
-  }
 }
 
 void main() {
@@ -479,7 +459,7 @@ void main() {
     return;
   }
   const uint D = pc.dim;
-  uvec4 pre[MAXR];
+  uvec4 pre[LOADS];
   prefetch(0u, 3u * D, D, QKV_ROWS, pre);
   if ((pc.phases & 1u) != 0u) gemv(0u, 3u * D, D, QKV_ROWS, stage(0u, D, 1u), pre);
   grid_arrive();
