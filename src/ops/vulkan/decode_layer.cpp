@@ -72,9 +72,12 @@ void Ops::dispatch_layer(Recorder& r, const DecodeLayerArgs& a, LayerGrid grid, 
   uint32_t rows = d == EdgeDType::int4 || d == EdgeDType::int8 ? 2 : 1;
   if (gemv_shape_.rows) rows = std::clamp<uint32_t>(gemv_shape_.rows, 1, 4);
   const uint32_t qkv_rows = std::min<uint32_t>(4, std::max<uint32_t>(2, rows + rows % 2));
-  // Words in flight per lane (PYLON_VK_LAYER_LOADS: a benchmark's diagnostic).
+  // 16-byte words in flight per lane: H200, µs per block at 4 / 8 / 16: f16 58.3 / 56.0 / 69.4,
+  // int8 66.4 / 61.7, int4 82.9 / 103.1 (bench/vulkan_notes.md). PYLON_VK_LAYER_LOADS overrides
+  // (a benchmark's diagnostic).
   const char* loads_env = std::getenv("PYLON_VK_LAYER_LOADS");
-  const uint32_t loads = std::clamp<uint32_t>(loads_env ? static_cast<uint32_t>(std::stoul(loads_env)) : 4, 4, 16);
+  const uint32_t loads = std::clamp<uint32_t>(
+      loads_env ? static_cast<uint32_t>(std::stoul(loads_env)) : d == EdgeDType::int4 ? 4 : 8, 4, 16);
   const Kernel& k = kernels_.get("decode_layer", kBindings, sizeof(LayerPush), {},
                                  {static_cast<uint32_t>(4 * a.out->cols), rows, qkv_rows, grid.threads,
                                   shader_wtype(a.qkv->dtype), loads});
