@@ -124,29 +124,24 @@ struct VulkanDecoder::Impl {
     choose_decode(o);
   }
 
-  // The arguments of layer l in the persistent decode kernel.
+  // The arguments of layer l's persistent decode dispatch.
   vk::Ops::DecodeLayerArgs layer_args(int l) {
     const std::string p = "layers." + std::to_string(l) + ".";
+    const uint64_t T = static_cast<uint64_t>(max_tokens), D = static_cast<uint64_t>(cfg.dim);
+    const vk::BufferView K{&k_cache, static_cast<uint64_t>(l) * T * D * 4, T * D * 4};
     vk::Ops::DecodeLayerArgs a{};
     a.norm1 = &w(p + "norm1.weight"), a.qkv = &w(p + "attn.in_proj_weight"), a.qkv_bias = &w(p + "attn.in_proj_bias");
     a.out = &w(p + "attn.out_proj.weight"), a.out_bias = &w(p + "attn.out_proj.bias");
     a.norm2 = &w(p + "norm2.weight"), a.ffn0 = &w(p + "ffn.0.weight"), a.ffn2 = &w(p + "ffn.2.weight");
     a.x = {&x}, a.qkv_out = {&qkv}, a.att = {&att}, a.f1 = {&f1}, a.partials = {&partials};
     a.table = {&rope_table}, a.position = {&position};
-    a.cache = {{&k_cache}, {&v_cache}};
-    a.layer = static_cast<uint32_t>(l), a.heads = static_cast<uint32_t>(cfg.heads);
-    a.max_keys = static_cast<uint32_t>(max_tokens);
+    a.cache = {K, {&v_cache, K.offset, K.size}};
+    a.heads = static_cast<uint32_t>(cfg.heads), a.max_keys = static_cast<uint32_t>(max_tokens);
     a.eps = cfg.norm_eps;
     return a;
   }
 
-  std::vector<vk::Ops::DecodeLayerArgs> all_layer_args() {
-    std::vector<vk::Ops::DecodeLayerArgs> all;
-    for (int l = 0; l < cfg.layers; ++l) all.push_back(layer_args(l));
-    return all;
-  }
-
-  // Causal models: whether a token's blocks run in the persistent kernel (probed here).
+  // Causal models: whether a token's blocks run as one persistent dispatch each (probed here).
   void choose_decode(const VulkanOptions& o) {
     PYLON_CHECK(o.decode == "auto" || o.decode == "persistent" || o.decode == "ops", "Vulkan decode ", o.decode,
                 " is not auto, persistent or ops");
@@ -160,7 +155,7 @@ struct VulkanDecoder::Impl {
     std::string why;
     for (int l = 0; l < cfg.layers && why.empty(); ++l) why = ops.decode_layer_unsupported(layer_args(l));
     if (why.empty()) {
-      grid = ops.persistent_grid(all_layer_args(), {o.persistent_grid, o.persistent_threads});
+      grid = ops.persistent_grid(layer_args(0), {o.persistent_grid, o.persistent_threads});
       if (!grid.groups) why = "no grid of its workgroups runs at once on this device";
     }
     PYLON_CHECK(o.decode != "persistent" || grid.groups, "Vulkan: the persistent decode kernel cannot run here: ", why);
@@ -183,8 +178,8 @@ struct VulkanDecoder::Impl {
     const uint32_t hd = D / H, T = static_cast<uint32_t>(max_tokens);
     const vk::BufferView X{&x}, Hb{&h}, QKV{&qkv}, ATT{&att}, F1{&f1}, S{&scores}, P{&position};
     ops.embedding(r, X, {&tokens}, n, w("embed.weight"));
-    if (n == 1 && grid.groups) {  // the persistent kernel: all blocks in one dispatch where it can
-      ops.decode_layers(r, all_layer_args(), grid);
+    if (n == 1 && grid.groups) {  // one persistent dispatch per block
+      for (int l = 0; l < cfg.layers; ++l) ops.decode_layer(r, layer_args(l), grid);
       return;
     }
     for (int l = 0; l < cfg.layers; ++l) {
@@ -311,10 +306,9 @@ std::string VulkanDecoder::describe() const {
   const vk::DeviceInfo& i = impl_->ctx.info();
   return detail::concat("vulkan: ", i.name, " (", i.type_name(), "), ",
                         impl_->ops.uses_coopmat(64) ? "cooperative-matrix GEMM" : "tiled GEMM", ", ",
-                        impl_->grid.groups ? "decode in a persistent kernel (" +
-                                                 std::to_string(impl_->ops.blocks_per_dispatch(impl_->all_layer_args())) +
-                                                 " blocks a dispatch, " + std::to_string(impl_->grid.groups) +
-                                                 " workgroups of " + std::to_string(impl_->grid.threads) + ")"
+                        impl_->grid.groups ? "decode in one dispatch per block (" +
+                                                 std::to_string(impl_->grid.groups) + " workgroups of " +
+                                                 std::to_string(impl_->grid.threads) + ")"
                                     : std::string("decode op by op"),
                         ", ", impl_->weights.description());
 }

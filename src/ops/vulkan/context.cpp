@@ -260,13 +260,7 @@ Context::Context(const ContextOptions& options) {
     qci.queueCount = 1;
     qci.pQueuePriorities = &priority;
     VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
-    // Arrays of storage buffers indexed by a uniform value (decode_layer's layers), where offered.
-    VkPhysicalDeviceFeatures core{};
-    vkGetPhysicalDeviceFeatures(physical_, &core);
-    info_.buffer_array_indexing = core.shaderStorageBufferArrayDynamicIndexing == VK_TRUE;
-    features.features = {};
-    features.features.shaderStorageBufferArrayDynamicIndexing = core.shaderStorageBufferArrayDynamicIndexing;
-    dci.pNext = &features;
+    dci.pNext = coopmat ? &features : nullptr;
     dci.queueCreateInfoCount = 1;
     dci.pQueueCreateInfos = &qci;
     dci.enabledExtensionCount = static_cast<uint32_t>(dev_enable.size());

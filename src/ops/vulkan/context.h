@@ -66,7 +66,6 @@ struct DeviceInfo {
   uint64_t storage_offset_alignment = 0, import_alignment = 0;
   uint32_t compute_units = 0;  // streaming multiprocessors (VK_NV_shader_sm_builtins), 0: not known
   uint32_t max_shared_bytes = 0, max_storage_buffers = 0;  // per compute workgroup, per shader stage
-  bool buffer_array_indexing = false;  // shaderStorageBufferArrayDynamicIndexing (enabled)
   bool host_import = false;  // VK_EXT_external_memory_host
   // CPU devices: every buffer is also bindable as a uniform texel buffer of 16-byte texels (RGBA32
   // uint / float), which llvmpipe reads through its sampler's gathers, several times faster than

@@ -13,7 +13,7 @@
 namespace pylon::vk {
 namespace {
 
-constexpr uint32_t kBindings = 23;  // decode_layer.comp's bindings (4-15 arrays of a block each)
+constexpr uint32_t kBindings = 23;  // decode_layer.comp's
 
 // decode_layer.comp's shared memory for workgroups of `threads`: the staged row (4D floats), red,
 // part_sums, qs, ps, pv, wts and the flag.
@@ -24,7 +24,7 @@ uint64_t shared_bytes(int64_t dim, uint32_t threads) {
 struct LayerPush {  // decode_layer.comp
   uint32_t dim, heads, max_keys, wtype_unused, group, scale_f16, bias_f16, norm_f16;
   float eps, attn_scale;
-  uint32_t spin_limit, probe, split, phases, chunk, layer0;
+  uint32_t spin_limit, probe, split, phases, chunk;
 };
 
 bool is_cpu(const DeviceInfo& i) { return i.type == VK_PHYSICAL_DEVICE_TYPE_CPU; }
@@ -59,44 +59,17 @@ std::string Ops::decode_layer_unsupported(const DecodeLayerArgs& a) const {
   return "";
 }
 
-namespace {
-// Whether blocks a and b can share a dispatch: the same encodings (specialization constants and
-// push constants are per dispatch).
-bool same_encodings(const Ops::DecodeLayerArgs& a, const Ops::DecodeLayerArgs& b) {
-  return a.qkv->dtype == b.qkv->dtype && a.qkv->group == b.qkv->group && a.qkv->scale_f16 == b.qkv->scale_f16 &&
-         a.qkv_bias->dtype == b.qkv_bias->dtype && a.norm1->dtype == b.norm1->dtype && a.out->cols == b.out->cols;
-}
-}  // namespace
-
-uint32_t Ops::blocks_per_dispatch(const std::vector<DecodeLayerArgs>& blocks) const {
-  // Descriptors: 11 fixed, per block 4 matrices, 2 biases, 2 norms and (int8 / int4) 4 scales.
-  const DeviceInfo& info = ctx_.info();
-  if (!info.buffer_array_indexing || blocks.empty()) return 1;
-  const bool scaled = blocks[0].qkv->dtype == EdgeDType::int8 || blocks[0].qkv->dtype == EdgeDType::int4;
-  const uint32_t fixed = 11 + (scaled ? 0 : 4), per_block = scaled ? 12 : 8;
-  uint32_t n = info.max_storage_buffers > fixed ? (info.max_storage_buffers - fixed) / per_block : 1;
-  n = std::clamp<uint32_t>(n, 1, std::min<uint32_t>(kMaxBlocksPerDispatch, static_cast<uint32_t>(blocks.size())));
-  for (uint32_t i = 1; i < n; ++i)
-    if (!same_encodings(blocks[0], blocks[i])) return i;
-  return n;
-}
-
-void Ops::dispatch_layers(Recorder& r, const DecodeLayerArgs* blocks, uint32_t count, LayerGrid grid, bool probe) {
-  PYLON_ASSERT(count > 0 && count <= kMaxBlocksPerDispatch, "decode_layer: ", count, " blocks");
-  for (uint32_t i = 0; i < count; ++i) {
-    const std::string why = decode_layer_unsupported(blocks[i]);
-    PYLON_ASSERT(why.empty() && same_encodings(blocks[0], blocks[i]), "decode_layer: ", why);
-  }
+void Ops::dispatch_layer(Recorder& r, const DecodeLayerArgs& a, LayerGrid grid, bool probe) {
+  const std::string why = decode_layer_unsupported(a);
+  PYLON_ASSERT(why.empty(), "decode_layer: ", why);
   PYLON_ASSERT(grid.groups > 0 && (grid.threads == 256 || grid.threads == 512 || grid.threads == 1024),
                "decode_layer: ", grid.groups, " workgroups of ", grid.threads);
-  const DecodeLayerArgs& a = blocks[0];
   // Rows per subgroup: two share each staged x read where decoding costs instructions (int8,
   // int4), one where the GEMV is bound by memory alone (f16, f32); the qkv phase takes rotation
   // pairs. H200, seed size, µs per block: int8 68.4 / 68.5 / 85.0 at 1 / 2 / 4 rows, int4 91.7 /
   // 90.2 / 104.1 (bench/vulkan_notes.md). set_gemv_shape's rows and split override (tests).
   const EdgeDType d = a.qkv->dtype;
-  const bool scaled = d == EdgeDType::int8 || d == EdgeDType::int4;
-  uint32_t rows = scaled ? 2 : 1;
+  uint32_t rows = d == EdgeDType::int4 || d == EdgeDType::int8 ? 2 : 1;
   if (gemv_shape_.rows) rows = std::clamp<uint32_t>(gemv_shape_.rows, 1, 4);
   const uint32_t qkv_rows = std::min<uint32_t>(4, std::max<uint32_t>(2, rows + rows % 2));
   // 16-byte words in flight per lane: H200, µs per block at 4 / 8 / 16: f16 58.3 / 56.0 / 69.4,
@@ -105,13 +78,9 @@ void Ops::dispatch_layers(Recorder& r, const DecodeLayerArgs* blocks, uint32_t c
   const char* loads_env = std::getenv("PYLON_VK_LAYER_LOADS");
   const uint32_t loads = std::clamp<uint32_t>(
       loads_env ? static_cast<uint32_t>(std::stoul(loads_env)) : d == EdgeDType::int4 ? 4 : 8, 4, 16);
-  const uint32_t slayers = scaled ? count : 1;
-  std::vector<uint32_t> counts(kBindings, 1);
-  for (uint32_t b = 4; b < 16; ++b) counts[b] = b >= 8 && b < 12 ? slayers : count;
   const Kernel& k = kernels_.get("decode_layer", kBindings, sizeof(LayerPush), {},
                                  {static_cast<uint32_t>(4 * a.out->cols), rows, qkv_rows, grid.threads,
-                                  shader_wtype(d), loads, count, slayers},
-                                 counts);
+                                  shader_wtype(a.qkv->dtype), loads});
   const uint32_t D = static_cast<uint32_t>(a.out->cols);
   LayerPush p{};
   p.dim = D;
@@ -135,48 +104,26 @@ void Ops::dispatch_layers(Recorder& r, const DecodeLayerArgs* blocks, uint32_t c
   const char* phases = std::getenv("PYLON_VK_LAYER_PHASES");
   p.phases = phases ? static_cast<uint32_t>(std::strtoul(phases, nullptr, 0)) : 31;
   p.chunk = attention_chunk_;
-  p.layer0 = a.layer;
   const BufferView none{&dummy_, 0, 0};
-  std::vector<BufferView> views{a.x, a.qkv_out, a.att, a.f1};
-  const auto per_block = [&](auto&& view, uint32_t n) {
-    for (uint32_t i = 0; i < n; ++i) views.push_back(view(blocks[i]));
-  };
-  const auto values = [](const DeviceMatrix* m) { return m->chunks[0].values; };
   const auto scales = [&](const DeviceMatrix* m) { return m->scales.buffer ? m->scales : none; };
-  per_block([&](const DecodeLayerArgs& b) { return values(b.qkv); }, count);
-  per_block([&](const DecodeLayerArgs& b) { return values(b.out); }, count);
-  per_block([&](const DecodeLayerArgs& b) { return values(b.ffn0); }, count);
-  per_block([&](const DecodeLayerArgs& b) { return values(b.ffn2); }, count);
-  per_block([&](const DecodeLayerArgs& b) { return scales(b.qkv); }, slayers);
-  per_block([&](const DecodeLayerArgs& b) { return scales(b.out); }, slayers);
-  per_block([&](const DecodeLayerArgs& b) { return scales(b.ffn0); }, slayers);
-  per_block([&](const DecodeLayerArgs& b) { return scales(b.ffn2); }, slayers);
-  per_block([&](const DecodeLayerArgs& b) { return values(b.qkv_bias); }, count);
-  per_block([&](const DecodeLayerArgs& b) { return values(b.out_bias); }, count);
-  per_block([&](const DecodeLayerArgs& b) { return values(b.norm1); }, count);
-  per_block([&](const DecodeLayerArgs& b) { return values(b.norm2); }, count);
-  views.insert(views.end(), {a.table, a.position, a.cache.k, a.cache.v, a.partials, {&sync_, 0, 0}, {&failed_, 0, 0}});
-  r.label_next(std::string("decode_layer ") + edge_dtype_name(d) + (count > 1 ? " x" + std::to_string(count) : ""));
-  r.dispatch(k, views, p, grid.groups);
+  const auto values = [](const DeviceMatrix* m) { return m->chunks[0].values; };
+  r.label_next(std::string("decode_layer ") + edge_dtype_name(a.qkv->dtype));
+  r.dispatch(k,
+             {a.x, a.qkv_out, a.att, a.f1, values(a.qkv), values(a.out), values(a.ffn0), values(a.ffn2),
+              scales(a.qkv), scales(a.out), scales(a.ffn0), scales(a.ffn2), values(a.qkv_bias),
+              values(a.out_bias), values(a.norm1), values(a.norm2), a.table, a.position, a.cache.k, a.cache.v,
+              a.partials, {&sync_, 0, 0}, {&failed_, 0, 0}},
+             p, grid.groups);
 }
 
-void Ops::decode_layers(Recorder& r, const std::vector<DecodeLayerArgs>& blocks, LayerGrid grid) {
-  for (size_t i = 0; i < blocks.size();) {
-    const std::vector<DecodeLayerArgs> rest(blocks.begin() + static_cast<std::ptrdiff_t>(i), blocks.end());
-    const uint32_t n = blocks_per_dispatch(rest);
-    dispatch_layers(r, rest.data(), n, grid, false);
-    i += n;
-  }
-}
+void Ops::decode_layer(Recorder& r, const DecodeLayerArgs& a, LayerGrid grid) { dispatch_layer(r, a, grid, false); }
 
 // A CPU device (llvmpipe) runs a workgroup per thread, shared with everything else on the machine,
 // and ends any shader loop after 65535 iterations, so a barrier's wait there lasts about a
 // millisecond: a grid of several workgroups passes the probe but gives up mid-token whenever
 // another workgroup's thread is busy. So one workgroup there (its barriers never wait).
-Ops::LayerGrid Ops::persistent_grid(const std::vector<DecodeLayerArgs>& blocks, LayerGrid want) {
-  if (blocks.empty()) return {};
-  for (const DecodeLayerArgs& b : blocks)
-    if (!decode_layer_unsupported(b).empty()) return {};
+Ops::LayerGrid Ops::persistent_grid(const DecodeLayerArgs& a, LayerGrid want) {
+  if (!decode_layer_unsupported(a).empty()) return {};
   std::vector<LayerGrid> candidates;
   const uint32_t units = ctx_.info().compute_units;
   if (want.groups) candidates = {{want.groups, want.threads ? want.threads : 256}};
@@ -184,9 +131,9 @@ Ops::LayerGrid Ops::persistent_grid(const std::vector<DecodeLayerArgs>& blocks, 
   else if (is_cpu(ctx_.info())) candidates = {{1, 256}};  // (above)
   else candidates = {{32, 256}, {16, 256}, {8, 256}, {4, 256}, {2, 256}, {1, 256}};
   for (const LayerGrid& g : candidates) {
-    if (shared_bytes(blocks[0].out->cols, g.threads) > ctx_.info().max_shared_bytes) continue;
+    if (shared_bytes(a.out->cols, g.threads) > ctx_.info().max_shared_bytes) continue;
     Recorder r(ctx_);
-    dispatch_layers(r, blocks.data(), blocks_per_dispatch(blocks), g, true);  // the pipeline decode runs
+    dispatch_layer(r, a, g, true);
     r.run();
     if (!persistent_failed()) return g;
   }

@@ -130,18 +130,16 @@ class Ops {
                         const AttentionArgs& a);
   static uint64_t attention_partials(uint32_t heads, uint32_t hd, uint32_t max_keys);
 
-  // One causal token through blocks in as few dispatches as the device binds buffers for (all of
-  // them on the H200), a persistent kernel whose workgroups meet at grid barriers between the
-  // blocks' phases (decode_layer.comp): the same results as qkv_rope_gemv, attention_decode,
-  // matmul (out_proj), normed_gemv (ffn.0) and matmul (ffn.2) per block.
+  // One causal token through a whole block in one dispatch, a persistent kernel whose workgroups
+  // meet at grid barriers between the block's phases (decode_layer.comp): the same results as
+  // qkv_rope_gemv, attention_decode, matmul (out_proj), normed_gemv (ffn.0) and matmul (ffn.2).
   // x (D): the residual stream, read and updated; qkv (3D), att (D), f1 (4D): scratch;
-  // partials: attention_partials(heads, hd, max_keys) floats; cache: every block's, (blocks,
-  // max_keys, D) each, this block's at index `layer`.
+  // partials: attention_partials(heads, hd, max_keys) floats.
   struct DecodeLayerArgs {
     const DeviceMatrix *norm1, *qkv, *qkv_bias, *out, *out_bias, *norm2, *ffn0, *ffn2;
     BufferView x, qkv_out, att, f1, partials, table, position;
     KvCache cache;
-    uint32_t layer, heads, max_keys;
+    uint32_t heads, max_keys;
     float eps;
   };
   // "" where decode_layer runs these weights on this device, else why not (one line).
@@ -155,13 +153,8 @@ class Ops {
   // `want` alone where its groups are non-zero (threads 0: 256), else one workgroup of 512, 1024
   // or 256 per SM where the SM count is known (the order measured fastest on the H200; two per SM
   // exceed its shared memory). groups 0: none passed (use the per-op path).
-  LayerGrid persistent_grid(const std::vector<DecodeLayerArgs>& blocks, LayerGrid want);
-  void decode_layers(Recorder& r, const std::vector<DecodeLayerArgs>& blocks, LayerGrid grid);
-  // Blocks from the front of `blocks` that one dispatch takes: as many as the device's storage-
-  // buffer bindings allow (arrays of them need shaderStorageBufferArrayDynamicIndexing), in the
-  // same encodings; 1 at least.
-  uint32_t blocks_per_dispatch(const std::vector<DecodeLayerArgs>& blocks) const;
-  static constexpr uint32_t kMaxBlocksPerDispatch = 64;
+  LayerGrid persistent_grid(const DecodeLayerArgs& a, LayerGrid want);
+  void decode_layer(Recorder& r, const DecodeLayerArgs& a, LayerGrid grid);
   // Test hook: decode_layer's keys per attention item (a multiple of 32); 0: chosen per token.
   void set_attention_chunk(uint32_t keys) { attention_chunk_ = keys; }
   // Whether a decode_layer barrier gave up waiting since the last call (then its results are
@@ -185,7 +178,7 @@ class Ops {
   Buffer counters_;  // attention_decode's per-head counts of finished chunks, zero between dispatches
   Buffer sync_;      // decode_layer's barrier counts and per-head counts, zero between dispatches
   Buffer failed_;    // host-visible: decode_layer's "a barrier gave up" flag
-  void dispatch_layers(Recorder& r, const DecodeLayerArgs* blocks, uint32_t count, LayerGrid grid, bool probe);
+  void dispatch_layer(Recorder& r, const DecodeLayerArgs& a, LayerGrid grid, bool probe);
 };
 
 }  // namespace pylon::vk

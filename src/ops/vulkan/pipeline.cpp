@@ -17,16 +17,15 @@ VkDescriptorType descriptor_type(VkFormat texel) {
 }  // namespace
 
 Kernel::Kernel(const Context& ctx, const std::string& name, uint32_t bindings, uint32_t push_bytes,
-               std::vector<VkFormat> texels, const std::vector<uint32_t>& spec, std::vector<uint32_t> counts)
-    : device_(ctx.device()), name_(name), bindings_(bindings), push_bytes_(push_bytes), texels_(std::move(texels)),
-      counts_(std::move(counts)) {
+               std::vector<VkFormat> texels, const std::vector<uint32_t>& spec)
+    : device_(ctx.device()), name_(name), bindings_(bindings), push_bytes_(push_bytes), texels_(std::move(texels)) {
   const auto code = spirv_module(name);
   PYLON_ASSERT(!code.empty(), "no SPIR-V module named ", name);
-  PYLON_ASSERT(bindings <= kBindingsPerSet && texels_.size() <= bindings && counts_.size() <= bindings);
+  PYLON_ASSERT(bindings <= kBindingsPerSet && texels_.size() <= bindings);
   try {
     std::vector<VkDescriptorSetLayoutBinding> b(bindings);
     for (uint32_t i = 0; i < bindings; ++i)
-      b[i] = {i, descriptor_type(texel_format(i)), count(i), VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+      b[i] = {i, descriptor_type(texel_format(i)), 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
     VkDescriptorSetLayoutCreateInfo dl{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
     dl.bindingCount = bindings;
     dl.pBindings = b.data();
@@ -61,12 +60,6 @@ Kernel::Kernel(const Context& ctx, const std::string& name, uint32_t bindings, u
 
 Kernel::~Kernel() { destroy(); }
 
-uint32_t Kernel::descriptors() const {
-  uint32_t n = 0;
-  for (uint32_t i = 0; i < bindings_; ++i) n += count(i);
-  return n;
-}
-
 void Kernel::destroy() {
   if (pipeline_) vkDestroyPipeline(device_, pipeline_, nullptr);
   if (module_) vkDestroyShaderModule(device_, module_, nullptr);
@@ -76,14 +69,11 @@ void Kernel::destroy() {
 }
 
 const Kernel& KernelCache::get(const std::string& name, uint32_t bindings, uint32_t push_bytes,
-                               const std::vector<VkFormat>& texels, const std::vector<uint32_t>& spec,
-                               const std::vector<uint32_t>& counts) {
+                               const std::vector<VkFormat>& texels, const std::vector<uint32_t>& spec) {
   std::string key = name;
   for (uint32_t v : spec) key += " " + std::to_string(v);
-  key += " /";
-  for (uint32_t v : counts) key += " " + std::to_string(v);
   auto& k = kernels_[key];
-  if (!k) k = std::make_unique<Kernel>(ctx_, name, bindings, push_bytes, texels, spec, counts);
+  if (!k) k = std::make_unique<Kernel>(ctx_, name, bindings, push_bytes, texels, spec);
   bool same = k->bindings() == bindings && k->push_bytes() == push_bytes;
   for (size_t i = 0; i < bindings; ++i)
     same = same && k->texel_format(i) == (i < texels.size() ? texels[i] : VK_FORMAT_UNDEFINED);
@@ -172,28 +162,29 @@ VkDescriptorSet Recorder::allocate_set(const Kernel& k) {
 
 void Recorder::dispatch(const Kernel& k, const std::vector<BufferView>& buffers, const void* push,
                         uint32_t gx, uint32_t gy, uint32_t gz) {
-  PYLON_ASSERT(buffers.size() == k.descriptors(), k.name(), ": ", buffers.size(), " buffers for ",
-               k.descriptors(), " descriptors");
+  PYLON_ASSERT(buffers.size() == k.bindings(), k.name(), ": ", buffers.size(), " buffers for ",
+               k.bindings(), " bindings");
   PYLON_ASSERT(!ended_, "a replayed recording cannot grow");
   if (gx == 0 || gy == 0 || gz == 0) return;
   const VkDescriptorSet set = allocate_set(k);
   std::vector<VkDescriptorBufferInfo> infos(buffers.size());
   std::vector<VkBufferView> views(buffers.size(), VK_NULL_HANDLE);
-  std::vector<VkWriteDescriptorSet> writes(k.bindings());
-  for (uint32_t i = 0, at = 0; i < k.bindings(); at += k.count(i), ++i) {  // at: binding i's first buffer
+  std::vector<VkWriteDescriptorSet> writes(buffers.size());
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const BufferView& v = buffers[i];
+    PYLON_ASSERT(v.buffer && *v.buffer, k.name(), ": binding ", i, " has no buffer");
     writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
     writes[i].dstSet = set;
-    writes[i].dstBinding = i;
-    writes[i].descriptorCount = k.count(i);
+    writes[i].dstBinding = static_cast<uint32_t>(i);
+    writes[i].descriptorCount = 1;
     writes[i].descriptorType = descriptor_type(k.texel_format(i));
-    for (uint32_t j = at; j < at + k.count(i); ++j) {
-      const BufferView& v = buffers[j];
-      PYLON_ASSERT(v.buffer && *v.buffer, k.name(), ": binding ", i, " has no buffer");
-      if (k.texel_format(i) != VK_FORMAT_UNDEFINED) views[j] = texel_view(v, k.texel_format(i));
-      else infos[j] = {v.buffer->handle(), v.offset, v.size ? v.size : VK_WHOLE_SIZE};
+    if (k.texel_format(i) != VK_FORMAT_UNDEFINED) {
+      views[i] = texel_view(v, k.texel_format(i));
+      writes[i].pTexelBufferView = &views[i];
+    } else {
+      infos[i] = {v.buffer->handle(), v.offset, v.size ? v.size : VK_WHOLE_SIZE};
+      writes[i].pBufferInfo = &infos[i];
     }
-    if (k.texel_format(i) != VK_FORMAT_UNDEFINED) writes[i].pTexelBufferView = &views[at];
-    else writes[i].pBufferInfo = &infos[at];
   }
   vkUpdateDescriptorSets(ctx_.device(), static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
   vkCmdBindPipeline(cb_, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipeline());

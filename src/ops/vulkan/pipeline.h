@@ -19,21 +19,17 @@ namespace pylon::vk {
 // One shader: `bindings` buffers at binding 0..bindings-1, storage buffers except where `texels`
 // gives a format (a uniform texel buffer of that format; texels may be shorter than bindings),
 // `push_bytes` of push constants, and `spec[i]` for its specialization constant i (constant_id).
-// Binding i is an array of counts[i] storage buffers where given (counts may be shorter; 1).
 // Move-only owner of the layouts and the pipeline.
 class Kernel {
  public:
   Kernel(const Context& ctx, const std::string& name, uint32_t bindings, uint32_t push_bytes,
-         std::vector<VkFormat> texels = {}, const std::vector<uint32_t>& spec = {},
-         std::vector<uint32_t> counts = {});
+         std::vector<VkFormat> texels = {}, const std::vector<uint32_t>& spec = {});
   ~Kernel();
   Kernel(const Kernel&) = delete;
   Kernel& operator=(const Kernel&) = delete;
 
   const std::string& name() const { return name_; }
   uint32_t bindings() const { return bindings_; }
-  uint32_t count(size_t i) const { return i < counts_.size() ? counts_[i] : 1; }  // binding i's buffers
-  uint32_t descriptors() const;  // buffers a dispatch binds: the sum of count(i)
   uint32_t push_bytes() const { return push_bytes_; }
   // Binding i's texel format, or VK_FORMAT_UNDEFINED for a storage buffer.
   VkFormat texel_format(size_t i) const { return i < texels_.size() ? texels_[i] : VK_FORMAT_UNDEFINED; }
@@ -47,7 +43,6 @@ class Kernel {
   std::string name_;
   uint32_t bindings_, push_bytes_;
   std::vector<VkFormat> texels_;
-  std::vector<uint32_t> counts_;
   VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
   VkPipelineLayout layout_ = VK_NULL_HANDLE;
   VkShaderModule module_ = VK_NULL_HANDLE;
@@ -59,8 +54,7 @@ class KernelCache {
  public:
   explicit KernelCache(const Context& ctx) : ctx_(ctx) {}
   const Kernel& get(const std::string& name, uint32_t bindings, uint32_t push_bytes,
-                    const std::vector<VkFormat>& texels = {}, const std::vector<uint32_t>& spec = {},
-                    const std::vector<uint32_t>& counts = {});
+                    const std::vector<VkFormat>& texels = {}, const std::vector<uint32_t>& spec = {});
 
  private:
   const Context& ctx_;
@@ -81,7 +75,6 @@ class Recorder {
   Recorder(const Recorder&) = delete;
   Recorder& operator=(const Recorder&) = delete;
 
-  // buffers: k.descriptors() of them, binding 0's count(0) first, then binding 1's, ...
   void dispatch(const Kernel& k, const std::vector<BufferView>& buffers, const void* push,
                 uint32_t groups_x, uint32_t groups_y = 1, uint32_t groups_z = 1);
   template <typename Push>

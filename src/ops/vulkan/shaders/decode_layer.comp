@@ -1,7 +1,6 @@
-// One causal decode token through LAYERS transformer blocks in one dispatch (a persistent kernel;
-// the whole token's blocks where the device binds that many buffers). The grid's workgroups, all
-// resident at once (Ops::persistent_grid probes a grid that is), walk each block's five phases with
-// a grid barrier between each (and between blocks):
+// One causal decode token through a whole transformer block in one dispatch (a persistent kernel).
+// The grid's workgroups, all resident at once (Ops::persistent_grid probes a grid that is), walk
+// the block's five phases with a grid barrier between each:
 //   1. qkv = (rmsnorm(h)·g1)·Wqkvᵀ + bqkv; q and k rotated at p = position[0] (RoPE); k, v
 //      written to row p of the layer's KV cache
 //   2. att = attention of q over the cache's p + 1 keys: items (head, run of keys) over the
@@ -34,8 +33,6 @@ layout(constant_id = 1) const uint ROWS = 1u;      // rows per subgroup, phases 
 layout(constant_id = 2) const uint QKV_ROWS = 2u;  // rows per subgroup, phase 1 (even, <= MAXR)
 layout(constant_id = 4) const uint WTYPE = 1u;     // WT_* of the four matrices
 layout(constant_id = 5) const uint LOADS = 4u;     // 16-byte words in flight per lane (>= MAXR)
-layout(constant_id = 6) const uint LAYERS = 1u;    // blocks this dispatch runs, in turn
-layout(constant_id = 7) const uint SLAYERS = 1u;   // LAYERS where the weights have scales, else 1
 const uint MAXR = 4u, CHUNK = 32u, MIN_ITEM = 256u;
 const uint THREADS = gl_WorkGroupSize.x, VT = 256u;  // VT: threads of the attention's p·V pass
 const uint WT_F32 = 0u, WT_F16 = 1u, WT_INT8 = 2u, WT_INT4 = 3u;
@@ -56,7 +53,6 @@ layout(push_constant) uniform Push {
   uint split;       // subgroups per row set in every GEMV phase (a power of two); 0: split_for's
   uint phases;      // bit i: run phase i + 1 (all 31; else a benchmark's diagnostic: wrong results)
   uint chunk;       // keys per attention item (a multiple of 32); 0: chosen (attention_phase)
-  uint layer0;      // the model's index of the dispatch's first block (its KV cache rows)
 } pc;
 
 layout(std430, binding = 0) coherent buffer Hid { float h[]; };  // (D) the residual stream, in and out
@@ -66,22 +62,21 @@ layout(std430, binding = 2) coherent buffer Att { float att[]; };  // (D)
 layout(std430, binding = 2) coherent buffer Att4 { vec4 att4[]; };
 layout(std430, binding = 3) coherent buffer F1 { float f1[]; };  // (4D)
 layout(std430, binding = 3) coherent buffer F14 { vec4 f14[]; };
-// Per block (LAYERS of them: the dispatch's blocks; the scales SLAYERS: 1 where unused):
-layout(std430, binding = 4) readonly buffer Wqkv { uvec4 w[]; } w_qkv[LAYERS];  // (3D, D) edge encoding
-layout(std430, binding = 5) readonly buffer Wo { uvec4 w[]; } w_o[LAYERS];      // (D, D)
-layout(std430, binding = 6) readonly buffer W1 { uvec4 w[]; } w_1[LAYERS];      // (4D, D)
-layout(std430, binding = 7) readonly buffer W2 { uvec4 w[]; } w_2[LAYERS];      // (D, 4D)
-layout(std430, binding = 8) readonly buffer Sqkv { uint s[]; } s_qkv[SLAYERS];  // int8 row / int4 group scales
-layout(std430, binding = 9) readonly buffer So { uint s[]; } s_o[SLAYERS];
-layout(std430, binding = 10) readonly buffer S1 { uint s[]; } s_1[SLAYERS];
-layout(std430, binding = 11) readonly buffer S2 { uint s[]; } s_2[SLAYERS];
-layout(std430, binding = 12) readonly buffer Bqkv { uint b[]; } b_qkv[LAYERS];
-layout(std430, binding = 13) readonly buffer Bo { uint b[]; } b_o[LAYERS];
-layout(std430, binding = 14) readonly buffer G1 { uint g[]; } g_1[LAYERS];  // RMSNorm weights
-layout(std430, binding = 15) readonly buffer G2 { uint g[]; } g_2[LAYERS];
+layout(std430, binding = 4) readonly buffer Wqkv { uvec4 w_qkv[]; };  // (3D, D) edge encoding
+layout(std430, binding = 5) readonly buffer Wo { uvec4 w_o[]; };      // (D, D)
+layout(std430, binding = 6) readonly buffer W1 { uvec4 w_1[]; };      // (4D, D)
+layout(std430, binding = 7) readonly buffer W2 { uvec4 w_2[]; };      // (D, 4D)
+layout(std430, binding = 8) readonly buffer Sqkv { uint s_qkv[]; };   // int8 row / int4 group scales
+layout(std430, binding = 9) readonly buffer So { uint s_o[]; };
+layout(std430, binding = 10) readonly buffer S1 { uint s_1[]; };
+layout(std430, binding = 11) readonly buffer S2 { uint s_2[]; };
+layout(std430, binding = 12) readonly buffer Bqkv { uint b_qkv[]; };
+layout(std430, binding = 13) readonly buffer Bo { uint b_o[]; };
+layout(std430, binding = 14) readonly buffer G1 { uint g_1[]; };  // RMSNorm weights
+layout(std430, binding = 15) readonly buffer G2 { uint g_2[]; };
 layout(std430, binding = 16) readonly buffer Table { vec2 cos_sin[]; };  // (positions, hd/2)
 layout(std430, binding = 17) readonly buffer Position { uint position[]; };
-layout(std430, binding = 18) coherent buffer KCache { float k_cache[]; };  // (blocks, positions, D)
+layout(std430, binding = 18) coherent buffer KCache { float k_cache[]; };  // (positions, D)
 layout(std430, binding = 18) coherent buffer KCache4 { vec4 k4[]; };
 layout(std430, binding = 19) coherent buffer VCache { float v_cache[]; };
 layout(std430, binding = 19) coherent buffer VCache4 { vec4 v4[]; };
@@ -103,9 +98,6 @@ shared bool flag;           // attention: this workgroup combines the head
 #define PS(j) xs4[(j) >> 2][(j) & 3u]
 
 #define tid gl_LocalInvocationIndex
-
-uint layer = 0u;  // the block being run, 0 .. LAYERS - 1
-uint cache_base() { return (pc.layer0 + layer) * pc.max_keys * pc.dim; }  // its KV cache rows
 
 // ---- grid barrier ----------------------------------------------------------------------------
 // Split in two so that a workgroup can issue loads that do not depend on the other workgroups
@@ -146,17 +138,16 @@ void finish() {  // the last workgroup out resets the barrier for the next dispa
 
 // ---- the four matrices: m = 0 qkv, 1 out_proj, 2 ffn.0, 3 ffn.2 ------------------------------
 uvec4 w_word(uint m, uint i) {
-  if (m == 0u) return w_qkv[layer].w[i];
-  if (m == 1u) return w_o[layer].w[i];
-  if (m == 2u) return w_1[layer].w[i];
-  return w_2[layer].w[i];
+  if (m == 0u) return w_qkv[i];
+  if (m == 1u) return w_o[i];
+  if (m == 2u) return w_1[i];
+  return w_2[i];
 }
 uint s_word(uint m, uint i) {
-  const uint l = SLAYERS > 1u ? layer : 0u;
-  if (m == 0u) return s_qkv[l].s[i];
-  if (m == 1u) return s_o[l].s[i];
-  if (m == 2u) return s_1[l].s[i];
-  return s_2[l].s[i];
+  if (m == 0u) return s_qkv[i];
+  if (m == 1u) return s_o[i];
+  if (m == 2u) return s_1[i];
+  return s_2[i];
 }
 float scale_at(uint m, uint i) {  // int8: row i's scale; int4: scale i of the (rows, groups) table
   if (WTYPE == WT_INT4 && pc.scale_f16 != 0u) return unpackHalf2x16(s_word(m, i >> 1))[i & 1u];
@@ -165,16 +156,15 @@ float scale_at(uint m, uint i) {  // int8: row i's scale; int4: scale i of the (
 float half_or_float(uint word_f32, uint word_f16, uint i, bool f16) {
   return f16 ? unpackHalf2x16(word_f16)[i & 1u] : uintBitsToFloat(word_f32);
 }
-float bias_qkv(uint r) { return half_or_float(b_qkv[layer].b[r], b_qkv[layer].b[r >> 1], r, pc.bias_f16 != 0u); }
-float bias_o(uint r) { return half_or_float(b_o[layer].b[r], b_o[layer].b[r >> 1], r, pc.bias_f16 != 0u); }
+float bias_qkv(uint r) { return half_or_float(b_qkv[r], b_qkv[r >> 1], r, pc.bias_f16 != 0u); }
+float bias_o(uint r) { return half_or_float(b_o[r], b_o[r >> 1], r, pc.bias_f16 != 0u); }
 vec4 norm4(uint which, uint c) {  // g[c .. c + 3], c a multiple of 4
   if (pc.norm_f16 != 0u) {
-    const uvec2 w = which == 0u ? uvec2(g_1[layer].g[c >> 1], g_1[layer].g[(c >> 1) + 1u])
-                                : uvec2(g_2[layer].g[c >> 1], g_2[layer].g[(c >> 1) + 1u]);
+    const uvec2 w = which == 0u ? uvec2(g_1[c >> 1], g_1[(c >> 1) + 1u]) : uvec2(g_2[c >> 1], g_2[(c >> 1) + 1u]);
     return f16x4(w.x, w.y);
   }
-  if (which == 0u) return uintBitsToFloat(uvec4(g_1[layer].g[c], g_1[layer].g[c + 1u], g_1[layer].g[c + 2u], g_1[layer].g[c + 3u]));
-  return uintBitsToFloat(uvec4(g_2[layer].g[c], g_2[layer].g[c + 1u], g_2[layer].g[c + 2u], g_2[layer].g[c + 3u]));
+  if (which == 0u) return uintBitsToFloat(uvec4(g_1[c], g_1[c + 1u], g_1[c + 2u], g_1[c + 3u]));
+  return uintBitsToFloat(uvec4(g_2[c], g_2[c + 1u], g_2[c + 2u], g_2[c + 3u]));
 }
 
 // ---- staging -----------------------------------------------------------------------------------
@@ -228,9 +218,8 @@ void store_qkv_pair(uint ra, uint rb, float a, float b) {
     a = ya, b = yb;
   }
   qkv[ra] = a, qkv[rb] = b;
-  const uint at = cache_base() + pos * D;
-  if (ra >= 2u * D) v_cache[at + ra - 2u * D] = a, v_cache[at + rb - 2u * D] = b;
-  else if (ra >= D) k_cache[at + ra - D] = a, k_cache[at + rb - D] = b;
+  if (ra >= 2u * D) v_cache[pos * D + ra - 2u * D] = a, v_cache[pos * D + rb - 2u * D] = b;
+  else if (ra >= D) k_cache[pos * D + ra - D] = a, k_cache[pos * D + rb - D] = b;
 }
 
 // Subgroups per row set (1, 2 or 4): more where the row sets are fewer than the grid's subgroups
@@ -369,7 +358,7 @@ float block_sum(float v) {
 
 void attend(uint hh, uint chunk, uint size, uint chunks, uint keys, uint max_chunks) {
   const uint hd = pc.dim / pc.heads, row = hd + 2u, D = pc.dim;
-  const uint first = chunk * size, count = min(size, keys - first), cb = cache_base();
+  const uint first = chunk * size, count = min(size, keys - first);
   const uint dst = (hh * max_chunks + chunk) * row;
   for (uint c = tid; c < hd; c += THREADS) qs[c] = qkv[hh * hd + c];
   barrier();
@@ -382,7 +371,7 @@ void attend(uint hh, uint chunk, uint size, uint chunks, uint keys, uint max_chu
       const vec4 qv = vec4(qs[c], qs[c + 1u], qs[c + 2u], qs[c + 3u]);
       for (uint t = 0u; t < KB; ++t) {
         const uint j = j0 + t * NS;
-        if (j < count) d[t] += dot(qv, k4[(cb + (first + j) * D + hh * hd + c) >> 2]);
+        if (j < count) d[t] += dot(qv, k4[((first + j) * D + hh * hd + c) >> 2]);
       }
     }
     for (uint t = 0u; t < KB; ++t) {
@@ -404,7 +393,7 @@ void attend(uint hh, uint chunk, uint size, uint chunks, uint keys, uint max_chu
   const uint cols = hd / 4u, slices = VT / cols, g = tid % cols, slice = tid / cols;
   vec4 acc = vec4(0.0);
   if (tid < VT && slice < slices)
-    for (uint j = slice; j < count; j += slices) acc += PS(j) * v4[(cb + (first + j) * D + hh * hd) / 4u + g];
+    for (uint j = slice; j < count; j += slices) acc += PS(j) * v4[((first + j) * D + hh * hd) / 4u + g];
   if (tid < VT) pv[tid] = acc;
   barrier();
   vec4 o = vec4(0.0);
@@ -472,30 +461,21 @@ void main() {
   const uint D = pc.dim;
   uvec4 pre[LOADS];
   prefetch(0u, 3u * D, D, QKV_ROWS, pre);
-  // Block `layer`'s barriers are 5·layer + 1 .. 4; 5·(layer + 1) ends it where another follows.
-  for (;;) {
-    const uint n = 5u * layer;
-    if ((pc.phases & 1u) != 0u) gemv(0u, 3u * D, D, QKV_ROWS, stage(0u, D, 1u), pre);
-    grid_arrive();
-    prefetch(1u, D, D, ROWS, pre);  // held through the attention phase
-    grid_wait(n + 1u);
-    if ((pc.phases & 2u) != 0u) attention_phase();
-    grid_arrive();
-    grid_wait(n + 2u);
-    if ((pc.phases & 4u) != 0u) gemv(1u, D, D, ROWS, stage(1u, D, 0u), pre);
-    grid_arrive();
-    prefetch(2u, 4u * D, D, ROWS, pre);
-    grid_wait(n + 3u);
-    if ((pc.phases & 8u) != 0u) gemv(2u, 4u * D, D, ROWS, stage(0u, D, 2u), pre);
-    grid_arrive();
-    prefetch(3u, D, 4u * D, ROWS, pre);
-    grid_wait(n + 4u);
-    if ((pc.phases & 16u) != 0u) gemv(3u, D, 4u * D, ROWS, stage(2u, 4u * D, 0u), pre);
-    if (layer + 1u == LAYERS) break;
-    grid_arrive();
-    ++layer;
-    prefetch(0u, 3u * D, D, QKV_ROWS, pre);  // the next block's first words
-    grid_wait(n + 5u);
-  }
+  if ((pc.phases & 1u) != 0u) gemv(0u, 3u * D, D, QKV_ROWS, stage(0u, D, 1u), pre);
+  grid_arrive();
+  prefetch(1u, D, D, ROWS, pre);  // held through the attention phase
+  grid_wait(1u);
+  if ((pc.phases & 2u) != 0u) attention_phase();
+  grid_arrive();
+  grid_wait(2u);
+  if ((pc.phases & 4u) != 0u) gemv(1u, D, D, ROWS, stage(1u, D, 0u), pre);
+  grid_arrive();
+  prefetch(2u, 4u * D, D, ROWS, pre);
+  grid_wait(3u);
+  if ((pc.phases & 8u) != 0u) gemv(2u, 4u * D, D, ROWS, stage(0u, D, 2u), pre);
+  grid_arrive();
+  prefetch(3u, D, 4u * D, ROWS, pre);
+  grid_wait(4u);
+  if ((pc.phases & 16u) != 0u) gemv(3u, D, 4u * D, ROWS, stage(2u, 4u * D, 0u), pre);
   finish();
 }
