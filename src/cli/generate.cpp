@@ -26,7 +26,7 @@ int run_generate(int argc, char** argv) {
   int heads = 16, max_new = 100, context = 1024;
   int64_t seed = 0;
   SamplerOptions s;
-  std::string weights_path = "auto";
+  std::string weights_path = "auto", vulkan_decode = "auto";
   bool no_coopmat = false;
   ArgParser args("generate", "Continue a prompt with a trained model (KV cache for the causal preset).");
   args.add("model", &model_path, "weights: checkpoint directory, step folder, .safetensors or edge file");
@@ -38,6 +38,9 @@ int run_generate(int argc, char** argv) {
   args.add_choice("weights-path", &weights_path, {"auto", "import", "upload"},
                   "vulkan: zero-copy import of the file, upload, or auto (import on unified memory)");
   args.add_switch("no-coopmat", &no_coopmat, "vulkan: the plain tiled GEMM even where coopmat runs");
+  args.add_choice("vulkan-decode", &vulkan_decode, {"auto", "persistent", "ops"},
+                  "vulkan: a causal token's blocks in one dispatch each (persistent), op by op, or auto "
+                  "(persistent on GPUs for f16/f32 weights)");
   args.add("max-new-tokens", &max_new, "tokens to generate");
   args.add("context", &context, "maximum context length (prompt + generated)");
   args.add("temperature", &s.temperature, "sampling temperature; 0 = greedy");
@@ -62,7 +65,8 @@ int run_generate(int argc, char** argv) {
   const bool vulkan = device.rfind("vulkan", 0) == 0;
   if (vulkan) {
 #if PYLON_HAVE_VULKAN
-    const VulkanOptions options = parse_vulkan_options(device, !no_coopmat, weights_path);
+    VulkanOptions options = parse_vulkan_options(device, !no_coopmat, weights_path);
+    options.decode = vulkan_decode;
     auto gpu = std::make_shared<VulkanDecoder>(model_path, options, context);
     std::fprintf(stderr, "%s\n", gpu->describe().c_str());
     config = gpu->config();
