@@ -22,7 +22,7 @@ uint64_t shared_bytes(int64_t dim, uint32_t threads) {
 }
 
 struct LayerPush {  // decode_layer.comp
-  uint32_t dim, heads, max_keys, wtype_unused, group, scale_f16, bias_f16, norm_f16;
+  uint32_t dim, heads, max_keys, group, scale_f16, bias_f16, norm_f16;
   float eps, attn_scale;
   uint32_t spin_limit, probe, split, phases, chunk;
 };
