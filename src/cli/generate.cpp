@@ -40,7 +40,7 @@ int run_generate(int argc, char** argv) {
   args.add_switch("no-coopmat", &no_coopmat, "vulkan: the plain tiled GEMM even where coopmat runs");
   args.add_choice("vulkan-decode", &vulkan_decode, {"auto", "persistent", "ops"},
                   "vulkan: a causal token's blocks in one dispatch each (persistent), op by op, or auto "
-                  "(persistent on GPUs for f16/f32 weights)");
+                  "(persistent on NVIDIA GPUs for f16/f32 weights)");
   args.add("max-new-tokens", &max_new, "tokens to generate");
   args.add("context", &context, "maximum context length (prompt + generated)");
   args.add("temperature", &s.temperature, "sampling temperature; 0 = greedy");
