@@ -15,10 +15,10 @@ namespace {
 
 constexpr uint32_t kBindings = 23;  // decode_layer.comp's
 
-// decode_layer.comp's shared memory for workgroups of `threads`: the staged row (4D floats), red,
-// part_sums, qs, ps, pv, wts and the flag.
+// decode_layer.comp's shared memory for workgroups of `threads`: the staged row (4D floats, also
+// the attention's scores), red, part_sums, qs, pv, wts and the flag.
 uint64_t shared_bytes(int64_t dim, uint32_t threads) {
-  return 4 * (4 * static_cast<uint64_t>(dim) + threads / 4 + threads + 256 + 32 + 4 * 256 + 256) + 4;
+  return 4 * (4 * static_cast<uint64_t>(dim) + threads / 4 + threads + 256 + 4 * 256 + 256) + 4;
 }
 
 struct LayerPush {  // decode_layer.comp
