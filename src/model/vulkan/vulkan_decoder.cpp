@@ -65,9 +65,9 @@ struct VulkanDecoder::Impl {
   std::vector<int32_t> history;  // seed preset: all tokens so far
   std::vector<float> last;       // (V)
   vk::GpuTimes* times = nullptr;  // benchmarks: where device times go
+  vk::Ops::LayerGrid grid;  // the persistent decode kernel's launch; no groups: op by op
   // The recorded causal decode step (made on first use; again when `times` changes). Last member:
   // it goes before the buffers and the context it refers to.
-  vk::Ops::LayerGrid grid;  // the persistent decode kernel's launch; no groups: op by op
   std::unique_ptr<vk::Recorder> step;
   vk::GpuTimes* step_times = nullptr;
 
@@ -172,13 +172,14 @@ struct VulkanDecoder::Impl {
   }
 
   // Records the blocks over the n tokens of the token buffer at positions position[0].. ; x holds
-  // the block output (n, D).
-  void blocks(vk::Recorder& r, uint32_t n) {
+  // the block output (n, D). `persistent` (one token): in the persistent kernel, whose caller
+  // checks Ops::persistent_failed after the run.
+  void blocks(vk::Recorder& r, uint32_t n, bool persistent = false) {
     const uint32_t D = static_cast<uint32_t>(cfg.dim), H = static_cast<uint32_t>(cfg.heads);
     const uint32_t hd = D / H, T = static_cast<uint32_t>(max_tokens);
     const vk::BufferView X{&x}, Hb{&h}, QKV{&qkv}, ATT{&att}, F1{&f1}, S{&scores}, P{&position};
     ops.embedding(r, X, {&tokens}, n, w("embed.weight"));
-    if (n == 1 && grid.groups) {  // one persistent dispatch per block
+    if (persistent) {  // one dispatch per block
       for (int l = 0; l < cfg.layers; ++l) ops.decode_layer(r, layer_args(l), grid);
       return;
     }
@@ -267,7 +268,7 @@ struct VulkanDecoder::Impl {
       step.reset();
       step = std::make_unique<vk::Recorder>(ctx, times, true);
       step_times = times;
-      blocks(*step, 1);
+      blocks(*step, 1, grid.groups != 0);
       ops.matmul(*step, {&logits}, static_cast<uint32_t>(cfg.vocab), {&x}, 0, 1, w("head.weight"), nullptr, false);
     }
     set_inputs(&token, 1, static_cast<uint32_t>(pos));
