@@ -43,7 +43,7 @@ inline uint32_t shader_wtype(EdgeDType d) {
 
 class Ops {
  public:
-  static constexpr uint32_t kAttentionChunk = 32;  // keys per attention_decode / decode_layer item
+  static constexpr uint32_t kAttentionChunk = 32;  // keys per attention_decode chunk (decode_layer: a multiple)
   static constexpr uint32_t kMaxHeads = 1024;      // per-head counters the decode kernels hold
   explicit Ops(Context& ctx);
   Context& context() { return ctx_; }
