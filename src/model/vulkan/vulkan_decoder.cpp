@@ -148,6 +148,8 @@ struct VulkanDecoder::Impl {
     // auto: on GPUs whose SM count is known (the grid is then one workgroup per SM, as measured),
     // for f16 / f32 weights. The H200 decodes those 1.13x faster so, and int8 / int4 1.06x / 1.03x
     // slower (their decoding is bound by instructions; bench/vulkan_notes.md, 2026-11-30 16:43 UTC).
+    PYLON_CHECK(o.decode != "persistent" || cfg.causal(), "Vulkan: the persistent decode kernel runs causal ",
+                "models (a KV cache); this one is the ", preset_name(cfg.preset), " preset");
     const bool measured = ctx.info().type != VK_PHYSICAL_DEVICE_TYPE_CPU && ctx.info().compute_units > 0;
     const EdgeDType d = w("layers.0.attn.in_proj_weight").dtype;
     const bool quantized = d == EdgeDType::int8 || d == EdgeDType::int4;

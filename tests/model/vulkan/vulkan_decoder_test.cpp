@@ -175,7 +175,7 @@ TEST(VulkanDecoder, PersistentDecodeMatchesOpByOp) {
 }
 
 // A grid too large to run at once is refused by the probe (a clear error when the persistent path
-// is demanded); a barrier that gives up mid-token (injected) makes the decoder redo the token op by
+// is demanded, as for a seed-preset model); a barrier that gives up mid-token (injected) makes the decoder redo the token op by
 // op, with the same result, and stay on that path.
 TEST(VulkanDecoder, PersistentDecodeFallsBackWhenBarriersFail) {
   if (!testing::vulkan_available()) GTEST_SKIP() << "no Vulkan device";
@@ -190,6 +190,9 @@ TEST(VulkanDecoder, PersistentDecodeFallsBackWhenBarriersFail) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("persistent decode kernel cannot run"), std::string::npos) << e.what();
   }
+  VulkanOptions seed_o;  // the seed preset has no decode step: asking for the kernel is an error
+  seed_o.decode = "persistent";
+  EXPECT_THROW(VulkanDecoder(export_model(tmp, small_config(Preset::seed), EdgeDType::f16), seed_o, 16), Error);
   VulkanOptions ops_o;
   ops_o.decode = "ops", ops_o.gemv = "subgroup";
   VulkanDecoder ref(path, ops_o, 16);
