@@ -202,12 +202,17 @@ TEST(VulkanDecoder, PersistentDecodeFallsBackWhenBarriersFail) {
   const int32_t prompt[3] = {5, 17, 42};
   ref.feed(prompt, 3);
   gpu.feed(prompt, 3);
-  setenv("PYLON_VK_FAIL_BARRIERS", "1", 1);
   const int32_t t = 7;
   const float* a = ref.feed(&t, 1);
   const std::vector<float> want(a, a + c.vocab);
-  const float* b = gpu.feed(&t, 1);
-  unsetenv("PYLON_VK_FAIL_BARRIERS");
+  const float* b = nullptr;
+  {
+    struct FailBarriers {  // set for this scope only, also when feed throws
+      FailBarriers() { setenv("PYLON_VK_FAIL_BARRIERS", "1", 1); }
+      ~FailBarriers() { unsetenv("PYLON_VK_FAIL_BARRIERS"); }
+    } fail;
+    b = gpu.feed(&t, 1);
+  }
   EXPECT_EQ(gpu.persistent_grid(), 0u);
   for (int v = 0; v < c.vocab; ++v) EXPECT_NEAR(b[v], want[v], 1e-4 * (1e-3 + std::fabs(want[v]))) << v;
 }
