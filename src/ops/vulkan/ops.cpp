@@ -8,9 +8,6 @@
 namespace pylon::vk {
 namespace {
 
-constexpr uint32_t kAttentionChunk = Ops::kAttentionChunk;
-constexpr uint32_t kMaxHeads = Ops::kMaxHeads;
-
 struct MatmulPush {  // shaders/matmul_common.glsl
   uint32_t n, rows, cols, row_base, ldy, x_off, wtype, group, scale_f16, bias, accumulate, silu, norm;
   float norm_eps;

@@ -152,11 +152,8 @@ float scale_at(uint m, uint i) {  // int8: row i's scale; int4: scale i of the (
   if (WTYPE == WT_INT4 && pc.scale_f16 != 0u) return unpackHalf2x16(s_word(m, i >> 1))[i & 1u];
   return uintBitsToFloat(s_word(m, i));
 }
-float half_or_float(uint word_f32, uint word_f16, uint i, bool f16) {
-  return f16 ? unpackHalf2x16(word_f16)[i & 1u] : uintBitsToFloat(word_f32);
-}
-float bias_qkv(uint r) { return half_or_float(b_qkv[r], b_qkv[r >> 1], r, pc.bias_f16 != 0u); }
-float bias_o(uint r) { return half_or_float(b_o[r], b_o[r >> 1], r, pc.bias_f16 != 0u); }
+float bias_qkv(uint r) { return pc.bias_f16 != 0u ? unpackHalf2x16(b_qkv[r >> 1])[r & 1u] : uintBitsToFloat(b_qkv[r]); }
+float bias_o(uint r) { return pc.bias_f16 != 0u ? unpackHalf2x16(b_o[r >> 1])[r & 1u] : uintBitsToFloat(b_o[r]); }
 vec4 norm4(uint which, uint c) {  // g[c .. c + 3], c a multiple of 4
   if (pc.norm_f16 != 0u) {
     const uvec2 w = which == 0u ? uvec2(g_1[c >> 1], g_1[(c >> 1) + 1u]) : uvec2(g_2[c >> 1], g_2[(c >> 1) + 1u]);
@@ -233,16 +230,33 @@ uint split_for(uint rows, uint nr, uint per_row) {
   return split;
 }
 
+// Row set r0's weight rows (clamped to the last; gemv stores only rows < `rows`): logical rows of
+// phase 1 mapped by qkv_row.
+void set_rows(uint m, uint rows, uint r0, out uint rr[MAXR]) {
+  for (uint i = 0u; i < MAXR; ++i) {
+    const uint l = min(r0 + i, rows - 1u);
+    rr[i] = m == 0u ? qkv_row(l) : l;
+  }
+}
+
+// One step's words of a lane: load k (< nr·U, U = LOADS / nr) is word v0 + (k / nr)·split·S of
+// row rr[k % nr]; zero past the row's end.
+void load_step(uint m, uint per_row, uint nr, uint split, uint rr[MAXR], uint v0, out uvec4 q[LOADS]) {
+  const uint U = max(LOADS / nr, 1u);
+  for (uint k = 0u; k < LOADS; ++k) {
+    const uint v = v0 + k / nr * split * gl_SubgroupSize;
+    q[k] = k < nr * U && v < per_row ? w_word(m, rr[k % nr] * per_row + v) : uvec4(0u);
+  }
+}
+
 // The words this invocation's gemv(m, ...) loads first (its first row set's first step), loaded
 // ahead: between a grid barrier's arrive and wait, so their latency overlaps the barrier's.
 void prefetch(uint m, uint rows, uint cols, uint nr, out uvec4 q[LOADS]) {
-  const uint S = gl_SubgroupSize, lane = gl_SubgroupInvocationID, sg = gl_SubgroupID, per_row = row_words(cols);
-  const uint split = split_for(rows, nr, per_row), part = sg % split, per_group = gl_NumSubgroups / split * nr;
-  const uint U = max(LOADS / nr, 1u), r0 = gl_WorkGroupID.x * per_group + sg / split * nr, v0 = part * S + lane;
-  for (uint k = 0u; k < LOADS; ++k) {
-    const uint v = v0 + k / nr * split * S, l = min(r0 + k % nr, rows - 1u);
-    q[k] = k < nr * U && v < per_row && r0 < rows ? w_word(m, (m == 0u ? qkv_row(l) : l) * per_row + v) : uvec4(0u);
-  }
+  const uint sg = gl_SubgroupID, per_row = row_words(cols);
+  const uint split = split_for(rows, nr, per_row), per_group = gl_NumSubgroups / split * nr;
+  uint rr[MAXR];
+  set_rows(m, rows, gl_WorkGroupID.x * per_group + sg / split * nr, rr);
+  load_step(m, per_row, nr, split, rr, sg % split * gl_SubgroupSize + gl_SubgroupInvocationID, q);
 }
 
 // Matrix m (rows, cols) times the staged row: each workgroup takes row sets of `nr` rows (<= MAXR)
@@ -260,23 +274,16 @@ void gemv(uint m, uint rows, uint cols, uint nr, float rstd, uvec4 pre[LOADS]) {
   for (uint base = gl_WorkGroupID.x * per_group; base < rows; base += gl_NumWorkGroups.x * per_group) {
     const uint r0 = base + sg / split * nr;
     uint rr[MAXR];
+    set_rows(m, rows, r0, rr);
     float acc[MAXR];
-    for (uint i = 0u; i < MAXR; ++i) {
-      const uint l = min(r0 + i, rows - 1u);
-      rr[i] = m == 0u ? qkv_row(l) : l;
-      acc[i] = 0.0;
-    }
-    // Load k (< nr·U) is word v0 + (k / nr)·split·S of row k % nr.
-    for (uint v0 = part * S + lane; v0 < per_row; v0 += U * split * S) {
+    for (uint i = 0u; i < MAXR; ++i) acc[i] = 0.0;
+    for (uint v0 = part * S + lane; v0 < per_row; v0 += U * split * S) {  // load_step's words
       uvec4 q[LOADS];
       if (first) {
         for (uint k = 0u; k < LOADS; ++k) q[k] = pre[k];
         first = false;
       } else {
-        for (uint k = 0u; k < LOADS; ++k) {
-          const uint v = v0 + k / nr * split * S;
-          if (k < nr * U && v < per_row) q[k] = w_word(m, rr[k % nr] * per_row + v);
-        }
+        load_step(m, per_row, nr, split, rr, v0, q);
       }
       for (uint k = 0u; k < LOADS; ++k) {
         const uint v = v0 + k / nr * split * S, i = k % nr;
