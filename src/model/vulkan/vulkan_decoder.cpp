@@ -145,15 +145,13 @@ struct VulkanDecoder::Impl {
   void choose_decode(const VulkanOptions& o) {
     PYLON_CHECK(o.decode == "auto" || o.decode == "persistent" || o.decode == "ops", "Vulkan decode ", o.decode,
                 " is not auto, persistent or ops");
-    // auto: on GPUs whose SM count is known (the grid is then one workgroup per SM, as measured),
-    // for f16 / f32 weights. The H200 decodes those 1.13x faster so, and int8 / int4 1.06x / 1.03x
-    // slower (their decoding is bound by instructions; bench/vulkan_notes.md, 2026-11-30 16:43 UTC).
+    // auto: on GPUs whose SM count is known (the grid is then one workgroup per SM, as measured).
+    // The H200 decodes f16 / int8 / int4 1.17x / 1.07x / 1.39x faster so (bench/vulkan_notes.md,
+    // 2026-11-30 19:20 UTC).
     PYLON_CHECK(o.decode != "persistent" || cfg.causal(), "Vulkan: the persistent decode kernel runs causal ",
                 "models (a KV cache); this one is the ", preset_name(cfg.preset), " preset");
     const bool measured = ctx.info().type != VK_PHYSICAL_DEVICE_TYPE_CPU && ctx.info().compute_units > 0;
-    const EdgeDType d = w("layers.0.attn.in_proj_weight").dtype;
-    const bool quantized = d == EdgeDType::int8 || d == EdgeDType::int4;
-    if (!cfg.causal() || o.decode == "ops" || (o.decode == "auto" && (!measured || quantized))) return;
+    if (!cfg.causal() || o.decode == "ops" || (o.decode == "auto" && !measured)) return;
     std::string why;
     for (int l = 0; l < cfg.layers && why.empty(); ++l) why = ops.decode_layer_unsupported(layer_args(l));
     if (why.empty()) {

@@ -25,8 +25,8 @@ struct VulkanOptions {
   // fused RMSNorm, RoPE and KV append) or "rows" (the CPU devices' path).
   std::string gemv = "auto";
   // A causal token's blocks: "auto" (one persistent dispatch per block, decode_layer, on GPUs
-  // that report their SM count, where it runs and the weights are f16 / f32; else op by op), "persistent" (that on any
-  // device, an error where it cannot run) or "ops". persistent_grid / persistent_threads: its
+  // that report their SM count, where it runs; else op by op), "persistent" (that on any device,
+  // an error where it cannot run) or "ops". persistent_grid / persistent_threads: its
   // workgroups and their size (0: the first of Ops::persistent_grid's candidates that the device
   // runs at once).
   std::string decode = "auto";

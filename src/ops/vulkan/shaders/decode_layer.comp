@@ -36,6 +36,7 @@ layout(constant_id = 5) const uint LOADS = 4u;     // 16-byte words in flight pe
 const uint MAXR = 4u, CHUNK = 32u, MIN_ITEM = 256u;
 const uint THREADS = gl_WorkGroupSize.x, VT = 256u;  // VT: threads of the attention's p·V pass
 const uint WT_F32 = 0u, WT_F16 = 1u, WT_INT8 = 2u, WT_INT4 = 3u;
+const uint F = WTYPE == WT_F32 ? 1u : WTYPE == WT_F16 ? 2u : WTYPE == WT_INT8 ? 4u : 8u;  // x vec4s per word
 
 layout(push_constant) uniform Push {
   uint dim;         // D; the FFN is 4D wide
@@ -95,6 +96,12 @@ shared bool flag;           // attention: this workgroup combines the head
 // Attention's scores (then exp(s - m)), one per key of an item: in the staging row, which the
 // attention phase does not use.
 #define PS(j) xs4[(j) >> 2][(j) & 3u]
+
+// Where x's vec4 i lies in xs4: swizzled within each aligned run of 8 vec4s (128 bytes, all 32
+// banks), so that the lanes of a GEMV, lane v reading vec4s F·v .. F·v + F - 1 of the row, meet
+// distinct banks (unswizzled, the 8 lanes of a 16-byte access phase would share F-way: int4 8-way,
+// int8 4-way, f16 2-way). Staging writes stay conflict-free: a run of 8 is permuted in itself.
+uint swz(uint i) { return i ^ ((i >> 3u) & (F - 1u)); }
 
 #define tid gl_LocalInvocationIndex
 
@@ -174,7 +181,7 @@ float stage(uint src, uint cols, uint norm) {
       ss += dot(x, x);
       x *= norm4(norm - 1u, 4u * c4);
     }
-    xs4[c4] = x;
+    xs4[swz(c4)] = x;
   }
   if (norm != 0u) {
     ss = subgroupAdd(ss);
@@ -289,21 +296,21 @@ void gemv(uint m, uint rows, uint cols, uint nr, float rstd, uvec4 pre[LOADS]) {
         const uint v = v0 + k / nr * split * S, i = k % nr;
         if (k >= nr * U || v >= per_row) continue;
         const uvec4 w = q[k];
+        // X(j): vec4 j of word v's columns (F·v + j, swizzled: (F·v + j) >> 3 is v·F / 8).
+#define X(j) xs4[F * v + ((j) ^ ((v * F >> 3u) & (F - 1u)))]
         if (WTYPE == WT_F16) {
-          acc[i] += dot(f16x4(w.x, w.y), xs4[2u * v]) + dot(f16x4(w.z, w.w), xs4[2u * v + 1u]);
+          acc[i] += dot(f16x4(w.x, w.y), X(0u)) + dot(f16x4(w.z, w.w), X(1u));
         } else if (WTYPE == WT_INT8) {
-          const uint c = 4u * v;
-          acc[i] += dot(i8x4(w.x), xs4[c]) + dot(i8x4(w.y), xs4[c + 1u]) + dot(i8x4(w.z), xs4[c + 2u]) +
-                    dot(i8x4(w.w), xs4[c + 3u]);
+          acc[i] += dot(i8x4(w.x), X(0u)) + dot(i8x4(w.y), X(1u)) + dot(i8x4(w.z), X(2u)) + dot(i8x4(w.w), X(3u));
         } else if (WTYPE == WT_INT4) {
-          const uint c = 8u * v, g = pow2 ? v >> shift : v / words_per_group;
-          acc[i] += (dot(i4lo(w.x), xs4[c]) + dot(i4hi(w.x), xs4[c + 1u]) + dot(i4lo(w.y), xs4[c + 2u]) +
-                     dot(i4hi(w.y), xs4[c + 3u]) + dot(i4lo(w.z), xs4[c + 4u]) + dot(i4hi(w.z), xs4[c + 5u]) +
-                     dot(i4lo(w.w), xs4[c + 6u]) + dot(i4hi(w.w), xs4[c + 7u])) *
+          const uint g = pow2 ? v >> shift : v / words_per_group;
+          acc[i] += (dot(i4lo(w.x), X(0u)) + dot(i4hi(w.x), X(1u)) + dot(i4lo(w.y), X(2u)) + dot(i4hi(w.y), X(3u)) +
+                     dot(i4lo(w.z), X(4u)) + dot(i4hi(w.z), X(5u)) + dot(i4lo(w.w), X(6u)) + dot(i4hi(w.w), X(7u))) *
                     scale_at(m, rr[i] * groups + g);
         } else {
           acc[i] += dot(uintBitsToFloat(w), xs4[v]);
         }
+#undef X
       }
     }
     for (uint i = 0u; i < MAXR; ++i)
