@@ -144,7 +144,7 @@ bool Ops::persistent_failed() {
   uint32_t flag = 0;
   ctx_.download(failed_, 0, &flag, 4);
   if (!flag) return false;
-  const std::vector<uint32_t> zeros(16 + kMaxHeads, 0);
+  const std::vector<uint32_t> zeros(16 + 2 * kMaxHeads, 0);
   ctx_.upload(failed_, 0, zeros.data(), 16);
   ctx_.upload(sync_, 0, zeros.data(), zeros.size() * 4);
   return true;

@@ -38,12 +38,12 @@ Ops::Ops(Context& ctx)
       dummy_(ctx.make_buffer(16, MemoryKind::device)),
       zero_(ctx.make_buffer(16, MemoryKind::device)),
       counters_(ctx.make_buffer(4 * kMaxHeads, MemoryKind::device)),
-      sync_(ctx.make_buffer(4 * (16 + kMaxHeads), MemoryKind::device)),
+      sync_(ctx.make_buffer(4 * (16 + 2 * kMaxHeads), MemoryKind::device)),
       failed_(ctx.make_buffer(16, MemoryKind::host)) {
-  const std::vector<uint32_t> zeros(16 + kMaxHeads, 0);
+  const std::vector<uint32_t> zeros(16 + 2 * kMaxHeads, 0);
   ctx.upload(zero_, 0, zeros.data(), 16);
   ctx.upload(counters_, 0, zeros.data(), 4 * kMaxHeads);
-  ctx.upload(sync_, 0, zeros.data(), 4 * (16 + kMaxHeads));
+  ctx.upload(sync_, 0, zeros.data(), 4 * (16 + 2 * kMaxHeads));
   ctx.upload(failed_, 0, zeros.data(), 16);
 }
 

@@ -1,10 +1,14 @@
 // One causal decode token through a whole transformer block in one dispatch (a persistent kernel).
 // The grid's workgroups, all resident at once (Ops::persistent_grid probes a grid that is), walk
-// the block's five phases with a grid barrier between each:
+// the block's five phases, with a grid barrier between each from the attention on:
 //   1. qkv = (rmsnorm(h)·g1)·Wqkvᵀ + bqkv; q and k rotated at p = position[0] (RoPE); k, v
-//      written to row p of the layer's KV cache
+//      written to row p of the layer's KV cache. Rows go head by head (q, k, v of head 0, then
+//      head 1, ...), and each stored row is counted in its head's ready count.
 //   2. att = attention of q over the cache's p + 1 keys: items (head, run of keys) over the
-//      workgroups; where a head has several, the last to finish combines them (one softmax)
+//      workgroups, from the last one down, each waiting for its head's ready count only: the
+//      workgroups with no second round of qkv rows (the last ones) attend to the heads finished
+//      in the first while the rest finish theirs. Where a head has several items, the last to
+//      finish combines them (one softmax)
 //   3. h += att·Woᵀ + bo
 //   4. f1 = silu((rmsnorm(h)·g2)·W1ᵀ)
 //   5. h += f1·W2ᵀ
@@ -16,10 +20,11 @@
 // + attention_decode) up to summation order.
 // Grid barrier: a workgroup's writes made visible (memoryBarrierBuffer), then it counts itself in
 // on sync[0], loads the first weight words of its next phase, and waits until the count reaches
-// n·(workgroups) at the n-th barrier. The wait is bounded (about pc.spin_limit reads): past it,
-// or once another workgroup has given up (sync[2]), it sets failed[0] for the host, which redoes
-// the token on the per-op path. The last workgroup to finish sets the counters back to zero for
-// the next dispatch. pc.probe != 0: only two barriers (Ops::persistent_grid's residency test).
+// n·(workgroups) at the n-th barrier. Every wait (a barrier's, a head's ready count) is bounded
+// (about pc.spin_limit reads): past it, or once another workgroup has given up (sync[2]), it sets
+// failed[0] for the host, which redoes the token on the per-op path. The last workgroup to finish
+// sets the counters back to zero for the next dispatch. pc.probe != 0: only two barriers
+// (Ops::persistent_grid's residency test).
 // Needs: one chunk per matrix, rows of whole 16-byte words (int4: groups of a multiple of 32),
 // dim % 4 == 0, head dim <= 256, 4·dim <= XS (Ops::decode_layer_unsupported checks).
 #version 450
@@ -81,7 +86,8 @@ layout(std430, binding = 18) coherent buffer KCache4 { vec4 k4[]; };
 layout(std430, binding = 19) coherent buffer VCache { float v_cache[]; };
 layout(std430, binding = 19) coherent buffer VCache4 { vec4 v4[]; };
 layout(std430, binding = 20) coherent buffer Partials { float partials[]; };  // per (head, chunk): m, l, o
-layout(std430, binding = 21) coherent buffer Sync { uint sync_[]; };  // 0 count, 1 done, 2 failed, 16.. heads
+// 0 count, 1 done, 2 failed; 16 + h: head h's finished attention items; 16 + H + h: its stored qkv rows
+layout(std430, binding = 21) coherent buffer Sync { uint sync_[]; };
 layout(std430, binding = 22) buffer Failed { uint failed[]; };  // host-visible: a barrier gave up
 
 #include "words.glsl"
@@ -117,15 +123,16 @@ void grid_arrive() {  // this workgroup's writes visible to the device, then cou
   if (tid == 0u) atomicAdd(sync_[0], 1u);
 }
 
-void grid_wait(uint n) {  // until every workgroup has arrived n times
+// Until sync[i] >= target: the workgroup waits on its first invocation, then sees what the
+// counted writes wrote.
+void wait_for(uint i, uint target) {
   if (tid == 0u) {
-    const uint target = n * gl_NumWorkGroups.x;
     // Two nested loops of at most 1024 and spin_limit / 1024 reads: llvmpipe ends any loop after
     // 65535 iterations. Whatever ended the wait, the count decides.
-    for (uint outer = 0u; outer < max(pc.spin_limit >> 10u, 1u) && sync_read(0u) < target && sync_read(2u) == 0u; ++outer)
-      for (uint spins = 0u; spins < min(pc.spin_limit, 1024u) && sync_read(0u) < target; ++spins) {
+    for (uint outer = 0u; outer < max(pc.spin_limit >> 10u, 1u) && sync_read(i) < target && sync_read(2u) == 0u; ++outer)
+      for (uint spins = 0u; spins < min(pc.spin_limit, 1024u) && sync_read(i) < target; ++spins) {
       }
-    if (sync_read(0u) < target || pc.spin_limit == 0u) {  // 0: a failure injected by tests
+    if (sync_read(i) < target || pc.spin_limit == 0u) {  // 0: a failure injected by tests
       atomicOr(sync_[2], 1u);
       failed[0] = 1u;
     }
@@ -134,11 +141,14 @@ void grid_wait(uint n) {  // until every workgroup has arrived n times
   memoryBarrierBuffer();
 }
 
-void finish() {  // the last workgroup out resets the barrier for the next dispatch
+void grid_wait(uint n) { wait_for(0u, n * gl_NumWorkGroups.x); }  // every workgroup arrived n times
+
+void finish() {  // the last workgroup out resets the counts for the next dispatch
   barrier();
   if (tid == 0u && atomicAdd(sync_[1], 1u) == gl_NumWorkGroups.x - 1u) {
     sync_[0] = 0u;
     sync_[1] = 0u;
+    for (uint hh = 0u; hh < pc.heads; ++hh) sync_[16u + pc.heads + hh] = 0u;
   }
 }
 
@@ -203,13 +213,13 @@ uint row_words(uint cols) {  // 16-byte words per weight row
   return cols / 32u;
 }
 
-// Phase 1's rows: logical rows 2j, 2j + 1 are the j-th rotation pair of q's and k's heads in turn,
-// then v's rows in order (as gemv_subgroup's rope_row).
+// Phase 1's rows, head by head: head h's logical rows 3·hd·h .. are its q rows, k rows, v rows,
+// where q's and k's logical rows 2j, 2j + 1 are their j-th rotation pair (rows j, j + hd/2).
+uint qkv_head(uint l) { return l / (3u * (pc.dim / pc.heads)); }
 uint qkv_row(uint l) {
-  const uint D = pc.dim;
-  if (l >= 2u * D) return l;
-  const uint half_hd = D / pc.heads / 2u, pair = l >> 1u;
-  return pair / half_hd * 2u * half_hd + pair % half_hd + (l & 1u) * half_hd;
+  const uint hd = pc.dim / pc.heads, half_hd = hd / 2u, hh = l / (3u * hd), within = l % (3u * hd);
+  const uint part = within / hd, i = within % hd;  // part 0 q, 1 k, 2 v
+  return part * pc.dim + hh * hd + (part == 2u ? i : (i >> 1u) + (i & 1u) * half_hd);
 }
 
 // Row r of q/k/v done: biased (the caller), rotated where q or k, stored, k and v appended.
@@ -330,10 +340,15 @@ void gemv(uint m, uint rows, uint cols, uint nr, float rstd, uvec4 pre[LOADS]) {
         if (WTYPE == WT_INT8) acc[i] *= scale_at(m, rr[i]);
         acc[i] *= rstd;
       }
-    if (m == 0u) {
+    if (m == 0u) {  // each pair stored, then counted in its head's ready count
       for (uint i = 0u; i + 1u < MAXR; i += 2u)
         if (i + 1u < nr && lane == i % S && r0 + i < rows)
           store_qkv_pair(rr[i], rr[i + 1u], acc[i] + bias_qkv(rr[i]), acc[i + 1u] + bias_qkv(rr[i + 1u]));
+      // The fence outside the branch: llvmpipe (Mesa 22.3) computed wrong sums in a split row set
+      // with it inside.
+      memoryBarrierBuffer();
+      for (uint i = 0u; i + 1u < MAXR; i += 2u)
+        if (i + 1u < nr && lane == i % S && r0 + i < rows) atomicAdd(sync_[16u + pc.heads + qkv_head(r0 + i)], 2u);
     } else {
       for (uint i = 0u; i < MAXR; ++i)
         if (i < nr && lane == i % S && r0 + i < rows) {
@@ -373,6 +388,7 @@ void attend(uint hh, uint chunk, uint size, uint chunks, uint keys, uint max_chu
   const uint hd = pc.dim / pc.heads, row = hd + 2u, D = pc.dim;
   const uint first = chunk * size, count = min(size, keys - first);
   const uint dst = (hh * max_chunks + chunk) * row;
+  if ((pc.phases & 1u) != 0u) wait_for(16u + pc.heads + hh, 3u * hd);  // the head's q, k, v stored
   for (uint c = tid; c < hd; c += THREADS) qs[c] = qkv[hh * hd + c];
   barrier();
   const uint lane = gl_SubgroupInvocationID, S = gl_SubgroupSize, NS = gl_NumSubgroups;
@@ -403,10 +419,20 @@ void attend(uint hh, uint chunk, uint size, uint chunks, uint keys, uint max_chu
     l += e;
   }
   l = block_sum(l);  // its barriers also make the exp(s - m) visible
-  const uint cols = hd / 4u, slices = VT / cols, g = tid % cols, slice = tid / cols;
+  // p·V: invocation (g, slice) sums column vec4 g over keys slice, slice + slices, ..., VB keys'
+  // loads in flight together.
+  const uint cols = hd / 4u, slices = VT / cols, g = tid % cols, slice = tid / cols, VB = 8u;
   vec4 acc = vec4(0.0);
   if (tid < VT && slice < slices)
-    for (uint j = slice; j < count; j += slices) acc += PS(j) * v4[((first + j) * D + hh * hd) / 4u + g];
+    for (uint j0 = slice; j0 < count; j0 += VB * slices) {
+      vec4 vv[VB];
+      for (uint t = 0u; t < VB; ++t) {
+        const uint j = j0 + t * slices;
+        vv[t] = j < count ? v4[((first + j) * D + hh * hd) / 4u + g] : vec4(0.0);
+      }
+      for (uint t = 0u; t < VB; ++t)
+        if (j0 + t * slices < count) acc += PS(j0 + t * slices) * vv[t];
+    }
   if (tid < VT) pv[tid] = acc;
   barrier();
   vec4 o = vec4(0.0);
@@ -459,7 +485,9 @@ void attention_phase() {
   size = min(size, XS / CHUNK * CHUNK);
   const uint chunks = (keys + size - 1u) / size, items = pc.heads * chunks;
   const uint max_chunks = (pc.max_keys + CHUNK - 1u) / CHUNK;
-  for (uint item = gl_WorkGroupID.x; item < items; item += G) attend(item / chunks, item % chunks, size, chunks, keys, max_chunks);
+  // From the last workgroup down: those are the ones with no second round of qkv rows.
+  for (uint item = G - 1u - gl_WorkGroupID.x; item < items; item += G)
+    attend(item / chunks, item % chunks, size, chunks, keys, max_chunks);
 }
 
 void main() {
@@ -475,20 +503,18 @@ void main() {
   uvec4 pre[LOADS];
   prefetch(0u, 3u * D, D, QKV_ROWS, pre);
   if ((pc.phases & 1u) != 0u) gemv(0u, 3u * D, D, QKV_ROWS, stage(0u, D, 1u), pre);
-  grid_arrive();
   prefetch(1u, D, D, ROWS, pre);  // held through the attention phase
-  grid_wait(1u);
-  if ((pc.phases & 2u) != 0u) attention_phase();
+  if ((pc.phases & 2u) != 0u) attention_phase();  // no grid barrier: per-head ready counts
   grid_arrive();
-  grid_wait(2u);
+  grid_wait(1u);
   if ((pc.phases & 4u) != 0u) gemv(1u, D, D, ROWS, stage(1u, D, 0u), pre);
   grid_arrive();
   prefetch(2u, 4u * D, D, ROWS, pre);
-  grid_wait(3u);
+  grid_wait(2u);
   if ((pc.phases & 8u) != 0u) gemv(2u, 4u * D, D, ROWS, stage(0u, D, 2u), pre);
   grid_arrive();
   prefetch(3u, D, 4u * D, ROWS, pre);
-  grid_wait(4u);
+  grid_wait(3u);
   if ((pc.phases & 16u) != 0u) gemv(3u, D, 4u * D, ROWS, stage(2u, 4u * D, 0u), pre);
   finish();
 }
