@@ -222,11 +222,11 @@ uint qkv_row(uint l) {
   return part * pc.dim + hh * hd + (part == 2u ? i : (i >> 1u) + (i & 1u) * half_hd);
 }
 
-// Row r of q/k/v done: biased (the caller), rotated where q or k, stored, k and v appended.
-void store_qkv_pair(uint ra, uint rb, float a, float b) {
-  const uint D = pc.dim, half_hd = D / pc.heads / 2u, pos = position[0];
+// Rows ra, rb (a rotation pair where q or k) of q/k/v done: biased (the caller), rotated by cs
+// (cos, sin) where q or k, stored, k and v appended at pos.
+void store_qkv_pair(uint ra, uint rb, float a, float b, vec2 cs, uint pos) {
+  const uint D = pc.dim;
   if (ra < 2u * D) {
-    const vec2 cs = cos_sin[pos * half_hd + ra % half_hd];
     const float ya = a * cs.x - b * cs.y, yb = b * cs.x + a * cs.y;
     a = ya, b = yb;
   }
@@ -287,11 +287,25 @@ void gemv(uint m, uint rows, uint cols, uint nr, float rstd, uvec4 pre[LOADS]) {
   const uint groups = (cols + pc.group - 1u) / pc.group, words_per_group = max(pc.group / 32u, 1u);
   const bool pow2 = (words_per_group & (words_per_group - 1u)) == 0u;
   const uint shift = uint(findLSB(words_per_group));
+  const uint pos = position[0], half_hd = pc.dim / pc.heads / 2u;
   bool first = true;
   for (uint base = gl_WorkGroupID.x * per_group; base < rows; base += gl_NumWorkGroups.x * per_group) {
     const uint r0 = base + sg / split * nr;
     uint rr[MAXR];
     set_rows(m, rows, r0, rr);
+    // What the rows' stores need besides the sums, loaded now so that their latency overlaps the
+    // dot products': the sum's factor (int8's row scale), the addend (bias, residual) and the
+    // pair's rotation (phase 1).
+    float factor[MAXR], addend[MAXR];
+    vec2 cs[MAXR];
+    for (uint i = 0u; i < MAXR; ++i) {
+      factor[i] = 1.0, addend[i] = 0.0, cs[i] = vec2(1.0, 0.0);
+      if (i >= nr) continue;
+      const uint r = rr[i];
+      factor[i] = WTYPE == WT_INT8 ? scale_at(m, r) : 1.0;
+      addend[i] = m == 0u ? bias_qkv(r) : m == 1u ? h[r] + bias_o(r) : m == 3u ? h[r] : 0.0;
+      cs[i] = m == 0u && i % 2u == 0u && r < 2u * pc.dim ? cos_sin[pos * half_hd + r % half_hd] : vec2(1.0, 0.0);
+    }
     float acc[MAXR];
     for (uint i = 0u; i < MAXR; ++i) acc[i] = 0.0;
     for (uint v0 = part * S + lane; v0 < per_row; v0 += U * split * S) {  // load_step's words
@@ -335,15 +349,11 @@ void gemv(uint m, uint rows, uint cols, uint nr, float rstd, uvec4 pre[LOADS]) {
       barrier();
       if (part != 0u) continue;
     }
-    for (uint i = 0u; i < MAXR; ++i)
-      if (i < nr) {
-        if (WTYPE == WT_INT8) acc[i] *= scale_at(m, rr[i]);
-        acc[i] *= rstd;
-      }
+    for (uint i = 0u; i < MAXR; ++i) acc[i] *= factor[i] * rstd;
     if (m == 0u) {  // each pair stored, then counted in its head's ready count
       for (uint i = 0u; i + 1u < MAXR; i += 2u)
         if (i + 1u < nr && lane == i % S && r0 + i < rows)
-          store_qkv_pair(rr[i], rr[i + 1u], acc[i] + bias_qkv(rr[i]), acc[i + 1u] + bias_qkv(rr[i + 1u]));
+          store_qkv_pair(rr[i], rr[i + 1u], acc[i] + addend[i], acc[i + 1u] + addend[i + 1u], cs[i], pos);
       // The fence outside the branch: llvmpipe (Mesa 22.3) computed wrong sums in a split row set
       // with it inside.
       memoryBarrierBuffer();
@@ -353,9 +363,8 @@ void gemv(uint m, uint rows, uint cols, uint nr, float rstd, uvec4 pre[LOADS]) {
       for (uint i = 0u; i < MAXR; ++i)
         if (i < nr && lane == i % S && r0 + i < rows) {
           const uint r = rr[i];
-          if (m == 1u) h[r] = h[r] + (acc[i] + bias_o(r));
-          else if (m == 2u) f1[r] = acc[i] / (1.0 + exp(-acc[i]));
-          else h[r] = h[r] + acc[i];
+          if (m == 2u) f1[r] = acc[i] / (1.0 + exp(-acc[i]));
+          else h[r] = acc[i] + addend[i];  // the residual (and out_proj's bias) added
         }
     }
   }
