@@ -14,9 +14,12 @@
 // warm-up run). --decode-paths measures decode on each listed path (auto: the device's default;
 // ops: a dispatch per op; persistent: a dispatch per block, persistent:N on a grid of N
 // workgroups, persistent:NxT of N workgroups of T threads), a decoder each, in turn in one run.
+// --attention-chunk K: the persistent kernel's keys per attention item (a multiple of 32; 0: its
+// own choice, >= 256).
 //   pylon_bench_vulkan [--dim 2048 --layers 12 --heads 16 --vocab 32000] [--quant f16,int8,int4]
 //                      [--prefill 128] [--decode 32] [--dir /tmp] [--device N] [--gemv-sweep 0|1]
 //                      [--decode-paths auto|ops|persistent[:N[xT]],...] [--gemv-rows R]
+//                      [--attention-chunk K]
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -193,6 +196,7 @@ int run(int argc, char** argv) {
   std::string quants = "f16,int8,int4", dir = "/tmp", decodes = "auto";
   int prefill = 128, decode = 32, device = -1, sweep = 0;
   uint32_t gemv_rows = 0;  // rows per subgroup of the decode GEMVs (0: chosen per matrix)
+  uint32_t attention_chunk = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--dim") c.dim = std::stoi(v);
@@ -207,6 +211,7 @@ int run(int argc, char** argv) {
     else if (k == "--gemv-sweep") sweep = std::stoi(v);
     else if (k == "--decode-paths") decodes = v;
     else if (k == "--gemv-rows") gemv_rows = static_cast<uint32_t>(std::stoul(v));
+    else if (k == "--attention-chunk") attention_chunk = static_cast<uint32_t>(std::stoul(v));
     else PYLON_CHECK(false, "unknown flag ", k);
   }
   vk::ContextOptions co;
@@ -308,6 +313,7 @@ int run(int argc, char** argv) {
     std::string path_name;
     while (std::getline(paths, path_name, ',')) {
       VulkanOptions od = o;
+      od.attention_chunk = attention_chunk;
       od.decode = path_name.substr(0, path_name.find(':'));
       if (path_name.find(':') != std::string::npos) {  // persistent:GROUPS or persistent:GROUPSxTHREADS
         const std::string g = path_name.substr(path_name.find(':') + 1);

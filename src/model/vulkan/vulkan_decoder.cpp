@@ -269,7 +269,11 @@ struct VulkanDecoder::Impl {
       step = std::make_unique<vk::Recorder>(ctx, times, true);
       step_times = times;
       blocks(*step, 1, grid.groups != 0);
-      ops.matmul(*step, {&logits}, static_cast<uint32_t>(cfg.vocab), {&x}, 0, 1, w("head.weight"), nullptr, false);
+      const vk::DeviceMatrix& head_w = w("head.weight");
+      if (grid.groups && ops.decode_head_unsupported(head_w).empty())  // the head with the kernel's GEMV too
+        ops.decode_head(*step, {&logits}, {&x}, head_w, grid);
+      else
+        ops.matmul(*step, {&logits}, static_cast<uint32_t>(cfg.vocab), {&x}, 0, 1, head_w, nullptr, false);
     }
     set_inputs(&token, 1, static_cast<uint32_t>(pos));
     step->replay();

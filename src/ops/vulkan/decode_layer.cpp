@@ -24,7 +24,7 @@ uint64_t shared_bytes(int64_t dim, uint32_t threads) {
 struct LayerPush {  // decode_layer.comp
   uint32_t dim, heads, max_keys, group, scale_f16, bias_f16, norm_f16;
   float eps, attn_scale;
-  uint32_t spin_limit, probe, split, phases, chunk;
+  uint32_t spin_limit, probe, split, phases, chunk, head_rows;
 };
 
 bool is_cpu(const DeviceInfo& i) { return i.type == VK_PHYSICAL_DEVICE_TYPE_CPU; }
@@ -59,16 +59,13 @@ std::string Ops::decode_layer_unsupported(const DecodeLayerArgs& a) const {
   return "";
 }
 
-void Ops::dispatch_layer(Recorder& r, const DecodeLayerArgs& a, LayerGrid grid, bool probe) {
-  const std::string why = decode_layer_unsupported(a);
-  PYLON_ASSERT(why.empty(), "decode_layer: ", why);
-  PYLON_ASSERT(grid.groups > 0 && (grid.threads == 256 || grid.threads == 512 || grid.threads == 1024),
-               "decode_layer: ", grid.groups, " workgroups of ", grid.threads);
+// decode_layer's pipeline for weights of dtype d, rows of `dim` columns (the staged row's room
+// is 4·dim floats), workgroups of `threads`.
+const Kernel& Ops::layer_kernel(EdgeDType d, int64_t dim, uint32_t threads) {
   // Rows per subgroup: two share each staged x read where decoding costs instructions (int8,
   // int4), one where the GEMV is bound by memory alone (f16, f32); the qkv phase takes rotation
   // pairs. H200, seed size, µs per block: int8 68.4 / 68.5 / 85.0 at 1 / 2 / 4 rows, int4 91.7 /
   // 90.2 / 104.1 (bench/vulkan_notes.md). set_gemv_shape's rows and split override (tests).
-  const EdgeDType d = a.qkv->dtype;
   uint32_t rows = d == EdgeDType::int4 || d == EdgeDType::int8 ? 2 : 1;
   if (gemv_shape_.rows) rows = std::clamp<uint32_t>(gemv_shape_.rows, 1, 4);
   const uint32_t qkv_rows = std::min<uint32_t>(4, std::max<uint32_t>(2, rows + rows % 2));
@@ -78,9 +75,16 @@ void Ops::dispatch_layer(Recorder& r, const DecodeLayerArgs& a, LayerGrid grid, 
   const char* loads_env = std::getenv("PYLON_VK_LAYER_LOADS");
   const uint32_t loads = std::clamp<uint32_t>(
       loads_env ? static_cast<uint32_t>(std::stoul(loads_env)) : d == EdgeDType::int4 ? 4 : 8, 4, 16);
-  const Kernel& k = kernels_.get("decode_layer", kBindings, sizeof(LayerPush), {},
-                                 {static_cast<uint32_t>(4 * a.out->cols), rows, qkv_rows, grid.threads,
-                                  shader_wtype(a.qkv->dtype), loads});
+  return kernels_.get("decode_layer", kBindings, sizeof(LayerPush), {},
+                      {static_cast<uint32_t>(4 * dim), rows, qkv_rows, threads, shader_wtype(d), loads});
+}
+
+void Ops::dispatch_layer(Recorder& r, const DecodeLayerArgs& a, LayerGrid grid, bool probe) {
+  const std::string why = decode_layer_unsupported(a);
+  PYLON_ASSERT(why.empty(), "decode_layer: ", why);
+  PYLON_ASSERT(grid.groups > 0 && (grid.threads == 256 || grid.threads == 512 || grid.threads == 1024),
+               "decode_layer: ", grid.groups, " workgroups of ", grid.threads);
+  const Kernel& k = layer_kernel(a.qkv->dtype, a.out->cols, grid.threads);
   const uint32_t D = static_cast<uint32_t>(a.out->cols);
   LayerPush p{};
   p.dim = D;
@@ -117,6 +121,38 @@ void Ops::dispatch_layer(Recorder& r, const DecodeLayerArgs& a, LayerGrid grid, 
 }
 
 void Ops::decode_layer(Recorder& r, const DecodeLayerArgs& a, LayerGrid grid) { dispatch_layer(r, a, grid, false); }
+
+std::string Ops::decode_head_unsupported(const DeviceMatrix& w) const {
+  const DeviceInfo& info = ctx_.info();
+  if (info.subgroup_size < 4) return "subgroups of fewer than 4 invocations";
+  if (info.max_storage_buffers < kBindings) return "fewer than 23 storage buffers per shader";
+  if (w.chunks.size() != 1) return "a head in several chunks";
+  if (w.cols % 4 != 0 || row_bytes(w.dtype, w.cols) % 16 != 0 || (w.dtype == EdgeDType::int4 && w.group % 32 != 0))
+    return "head rows that are not whole 16-byte words";
+  if (shared_bytes(w.cols, 256) > info.max_shared_bytes) return "a row of 4 x dim floats exceeds shared memory";
+  return "";
+}
+
+void Ops::decode_head(Recorder& r, const BufferView& y, const BufferView& x, const DeviceMatrix& w, LayerGrid grid) {
+  const std::string why = decode_head_unsupported(w);
+  PYLON_ASSERT(why.empty(), "decode_head: ", why);
+  PYLON_ASSERT(grid.groups > 0 && (grid.threads == 256 || grid.threads == 512 || grid.threads == 1024),
+               "decode_head: ", grid.groups, " workgroups of ", grid.threads);
+  const Kernel& k = layer_kernel(w.dtype, w.cols, grid.threads);
+  LayerPush p{};
+  p.dim = static_cast<uint32_t>(w.cols);
+  p.heads = 1;
+  p.group = static_cast<uint32_t>(std::max(w.group, 1));
+  p.scale_f16 = w.scale_f16 ? 1 : 0;
+  p.head_rows = static_cast<uint32_t>(w.rows);
+  const BufferView none{&dummy_, 0, 0};
+  r.label_next(std::string("decode_head ") + edge_dtype_name(w.dtype));
+  // Bound: x (0), y (1: the qkv binding), the matrix (4) and its scales (8); the rest unused.
+  r.dispatch(k,
+             {x, y, none, none, w.chunks[0].values, none, none, none, w.scales.buffer ? w.scales : none, none, none,
+              none, none, none, none, none, none, none, none, none, none, none, none},
+             p, grid.groups);
+}
 
 // A CPU device (llvmpipe) runs a workgroup per thread, shared with everything else on the machine,
 // and ends any shader loop after 65535 iterations, so a barrier's wait there lasts about a

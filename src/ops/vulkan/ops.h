@@ -155,6 +155,11 @@ class Ops {
   // exceed its shared memory). groups 0: none passed (use the per-op path).
   LayerGrid persistent_grid(const DecodeLayerArgs& a, LayerGrid want);
   void decode_layer(Recorder& r, const DecodeLayerArgs& a, LayerGrid grid);
+  // The head of a decode token with decode_layer's GEMV (x staged in shared memory, no grid
+  // barrier, so any grid): y (rows) = x (cols) · Wᵀ, as matmul's one-token GEMV up to summation
+  // order. decode_head_unsupported: "" where it runs w, else why not.
+  std::string decode_head_unsupported(const DeviceMatrix& w) const;
+  void decode_head(Recorder& r, const BufferView& y, const BufferView& x, const DeviceMatrix& w, LayerGrid grid);
   // Test hook: decode_layer's keys per attention item (a multiple of 32); 0: chosen per token.
   void set_attention_chunk(uint32_t keys) { attention_chunk_ = keys; }
   // Whether a decode_layer barrier gave up waiting since the last call (then its results are
@@ -179,6 +184,7 @@ class Ops {
   Buffer sync_;      // decode_layer's barrier counts and per-head counts, zero between dispatches
   Buffer failed_;    // host-visible: decode_layer's "a barrier gave up" flag
   void dispatch_layer(Recorder& r, const DecodeLayerArgs& a, LayerGrid grid, bool probe);
+  const Kernel& layer_kernel(EdgeDType d, int64_t dim, uint32_t threads);
 };
 
 }  // namespace pylon::vk

@@ -58,6 +58,7 @@ layout(push_constant) uniform Push {
   uint split;       // subgroups per row set in every GEMV phase (a power of two); 0: split_for's
   uint phases;      // bit i: run phase i + 1 (all 31; else a benchmark's diagnostic: wrong results)
   uint chunk;       // keys per attention item (a multiple of 32); 0: chosen (attention_phase)
+  uint head_rows;   // != 0: the head instead of a block: qkv (head_rows) = h · Wqkvᵀ, no barrier
 } pc;
 
 layout(std430, binding = 0) coherent buffer Hid { float h[]; };  // (D) the residual stream, in and out
@@ -152,15 +153,15 @@ void finish() {  // the last workgroup out resets the counts for the next dispat
   }
 }
 
-// ---- the four matrices: m = 0 qkv, 1 out_proj, 2 ffn.0, 3 ffn.2 ------------------------------
+// ---- the matrices: m = 0 qkv, 1 out_proj, 2 ffn.0, 3 ffn.2; 4 the head (in qkv's bindings) ----
 uvec4 w_word(uint m, uint i) {
-  if (m == 0u) return w_qkv[i];
+  if (m == 0u || m == 4u) return w_qkv[i];
   if (m == 1u) return w_o[i];
   if (m == 2u) return w_1[i];
   return w_2[i];
 }
 uint s_word(uint m, uint i) {
-  if (m == 0u) return s_qkv[i];
+  if (m == 0u || m == 4u) return s_qkv[i];
   if (m == 1u) return s_o[i];
   if (m == 2u) return s_1[i];
   return s_2[i];
@@ -364,6 +365,7 @@ void gemv(uint m, uint rows, uint cols, uint nr, float rstd, uvec4 pre[LOADS]) {
         if (i < nr && lane == i % S && r0 + i < rows) {
           const uint r = rr[i];
           if (m == 2u) f1[r] = acc[i] / (1.0 + exp(-acc[i]));
+          else if (m == 4u) qkv[r] = acc[i];
           else h[r] = acc[i] + addend[i];  // the residual (and out_proj's bias) added
         }
     }
@@ -510,6 +512,11 @@ void main() {
   }
   const uint D = pc.dim;
   uvec4 pre[LOADS];
+  if (pc.head_rows != 0u) {
+    prefetch(4u, pc.head_rows, D, ROWS, pre);
+    gemv(4u, pc.head_rows, D, ROWS, stage(0u, D, 0u), pre);
+    return;
+  }
   prefetch(0u, 3u * D, D, QKV_ROWS, pre);
   if ((pc.phases & 1u) != 0u) gemv(0u, 3u * D, D, QKV_ROWS, stage(0u, D, 1u), pre);
   prefetch(1u, D, D, ROWS, pre);  // held through the attention phase
