@@ -15,7 +15,7 @@
 // ops: a dispatch per op; persistent: a dispatch per block, persistent:N on a grid of N
 // workgroups, persistent:NxT of N workgroups of T threads), a decoder each, in turn in one run.
 // --attention-chunk K: the persistent kernel's keys per attention item (a multiple of 32; 0: its
-// own choice, >= 256).
+// own choice, >= 128).
 //   pylon_bench_vulkan [--dim 2048 --layers 12 --heads 16 --vocab 32000] [--quant f16,int8,int4]
 //                      [--prefill 128] [--decode 32] [--dir /tmp] [--device N] [--gemv-sweep 0|1]
 //                      [--decode-paths auto|ops|persistent[:N[xT]],...] [--gemv-rows R]

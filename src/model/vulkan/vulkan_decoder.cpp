@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -270,7 +271,10 @@ struct VulkanDecoder::Impl {
       step_times = times;
       blocks(*step, 1, grid.groups != 0);
       const vk::DeviceMatrix& head_w = w("head.weight");
-      if (grid.groups && ops.decode_head_unsupported(head_w).empty())  // the head with the kernel's GEMV too
+      // PYLON_VK_DECODE_HEAD=ops: matmul's GEMV even so (a benchmark's comparison).
+      const char* head_env = std::getenv("PYLON_VK_DECODE_HEAD");
+      const bool kernel_head = !(head_env && std::string(head_env) == "ops");
+      if (grid.groups && kernel_head && ops.decode_head_unsupported(head_w).empty())  // the kernel's GEMV
         ops.decode_head(*step, {&logits}, {&x}, head_w, grid);
       else
         ops.matmul(*step, {&logits}, static_cast<uint32_t>(cfg.vocab), {&x}, 0, 1, head_w, nullptr, false);

@@ -15,10 +15,11 @@ namespace {
 
 constexpr uint32_t kBindings = 23;  // decode_layer.comp's
 
-// decode_layer.comp's shared memory for workgroups of `threads`: the staged row (4D floats, also
-// the attention's scores), red, part_sums, qs, pv, wts and the flag.
-uint64_t shared_bytes(int64_t dim, uint32_t threads) {
-  return 4 * (4 * static_cast<uint64_t>(dim) + threads / 4 + threads + 256 + 4 * 256 + 256) + 4;
+// decode_layer.comp's shared memory for workgroups of `threads` staging rows of up to `xs` floats
+// (a block: 4D, also the attention's scores; the head: D): xs4, red, part_sums, qs, pv, wts and
+// the flag.
+uint64_t shared_bytes(int64_t xs, uint32_t threads) {
+  return 4 * (static_cast<uint64_t>(xs) + threads / 4 + threads + 256 + 4 * 256 + 256) + 4;
 }
 
 struct LayerPush {  // decode_layer.comp
@@ -55,13 +56,13 @@ std::string Ops::decode_layer_unsupported(const DecodeLayerArgs& a) const {
     if (!v || v->chunks.size() != 1 || (v->dtype != EdgeDType::f32 && v->dtype != EdgeDType::f16))
       return "a bias or norm weight missing, split or not f32/f16";
   if (a.qkv_bias->dtype != a.out_bias->dtype || a.norm1->dtype != a.norm2->dtype) return "mixed bias or norm encodings";
-  if (shared_bytes(D, 256) > info.max_shared_bytes) return "a row of 4 x dim floats exceeds shared memory";
+  if (shared_bytes(4 * D, 256) > info.max_shared_bytes) return "a row of 4 x dim floats exceeds shared memory";
   return "";
 }
 
-// decode_layer's pipeline for weights of dtype d, rows of `dim` columns (the staged row's room
-// is 4·dim floats), workgroups of `threads`.
-const Kernel& Ops::layer_kernel(EdgeDType d, int64_t dim, uint32_t threads) {
+// decode_layer's pipeline for weights of dtype d, staged rows of up to `xs` floats, workgroups of
+// `threads`.
+const Kernel& Ops::layer_kernel(EdgeDType d, int64_t xs, uint32_t threads) {
   // Rows per subgroup: two share each staged x read where decoding costs instructions (int8,
   // int4), one where the GEMV is bound by memory alone (f16, f32); the qkv phase takes rotation
   // pairs. H200, seed size, µs per block: int8 68.4 / 68.5 / 85.0 at 1 / 2 / 4 rows, int4 91.7 /
@@ -76,7 +77,7 @@ const Kernel& Ops::layer_kernel(EdgeDType d, int64_t dim, uint32_t threads) {
   const uint32_t loads = std::clamp<uint32_t>(
       loads_env ? static_cast<uint32_t>(std::stoul(loads_env)) : d == EdgeDType::int4 ? 4 : 8, 4, 16);
   return kernels_.get("decode_layer", kBindings, sizeof(LayerPush), {},
-                      {static_cast<uint32_t>(4 * dim), rows, qkv_rows, threads, shader_wtype(d), loads});
+                      {static_cast<uint32_t>(xs), rows, qkv_rows, threads, shader_wtype(d), loads});
 }
 
 void Ops::dispatch_layer(Recorder& r, const DecodeLayerArgs& a, LayerGrid grid, bool probe) {
@@ -84,7 +85,7 @@ void Ops::dispatch_layer(Recorder& r, const DecodeLayerArgs& a, LayerGrid grid, 
   PYLON_ASSERT(why.empty(), "decode_layer: ", why);
   PYLON_ASSERT(grid.groups > 0 && (grid.threads == 256 || grid.threads == 512 || grid.threads == 1024),
                "decode_layer: ", grid.groups, " workgroups of ", grid.threads);
-  const Kernel& k = layer_kernel(a.qkv->dtype, a.out->cols, grid.threads);
+  const Kernel& k = layer_kernel(a.qkv->dtype, 4 * a.out->cols, grid.threads);
   const uint32_t D = static_cast<uint32_t>(a.out->cols);
   LayerPush p{};
   p.dim = D;
@@ -129,7 +130,7 @@ std::string Ops::decode_head_unsupported(const DeviceMatrix& w) const {
   if (w.chunks.size() != 1) return "a head in several chunks";
   if (w.cols % 4 != 0 || row_bytes(w.dtype, w.cols) % 16 != 0 || (w.dtype == EdgeDType::int4 && w.group % 32 != 0))
     return "head rows that are not whole 16-byte words";
-  if (shared_bytes(w.cols, 256) > info.max_shared_bytes) return "a row of 4 x dim floats exceeds shared memory";
+  if (shared_bytes(w.cols, 256) > info.max_shared_bytes) return "a row of dim floats exceeds shared memory";
   return "";
 }
 
@@ -138,7 +139,13 @@ void Ops::decode_head(Recorder& r, const BufferView& y, const BufferView& x, con
   PYLON_ASSERT(why.empty(), "decode_head: ", why);
   PYLON_ASSERT(grid.groups > 0 && (grid.threads == 256 || grid.threads == 512 || grid.threads == 1024),
                "decode_head: ", grid.groups, " workgroups of ", grid.threads);
+  // Its staged row is D floats, not the block's 4D, so several workgroups fit an SM; with no
+  // barrier they need not all be resident. H200, seed size head (32000 x 2048), µs at 1 / 4
+  // workgroups per SM of the block's grid (gemv_subgroup's in the same call): f16 52.5-54.5 /
+  // 51.5-51.6 (50-55), int8 35.8-36.0 / 42.7-43.0 (48-52), int4 64.1-64.7 / 59.2-60.7 (59-60)
+  // (bench/vulkan_notes.md, 20:22 UTC).
   const Kernel& k = layer_kernel(w.dtype, w.cols, grid.threads);
+  const uint32_t groups = (w.dtype == EdgeDType::int8 ? 1 : 4) * grid.groups;
   LayerPush p{};
   p.dim = static_cast<uint32_t>(w.cols);
   p.heads = 1;
@@ -151,7 +158,7 @@ void Ops::decode_head(Recorder& r, const BufferView& y, const BufferView& x, con
   r.dispatch(k,
              {x, y, none, none, w.chunks[0].values, none, none, none, w.scales.buffer ? w.scales : none, none, none,
               none, none, none, none, none, none, none, none, none, none, none, none},
-             p, grid.groups);
+             p, groups);
 }
 
 // A CPU device (llvmpipe) runs a workgroup per thread, shared with everything else on the machine,
@@ -167,7 +174,7 @@ Ops::LayerGrid Ops::persistent_grid(const DecodeLayerArgs& a, LayerGrid want) {
   else if (is_cpu(ctx_.info())) candidates = {{1, 256}};  // (above)
   else candidates = {{32, 256}, {16, 256}, {8, 256}, {4, 256}, {2, 256}, {1, 256}};
   for (const LayerGrid& g : candidates) {
-    if (shared_bytes(a.out->cols, g.threads) > ctx_.info().max_shared_bytes) continue;
+    if (shared_bytes(4 * a.out->cols, g.threads) > ctx_.info().max_shared_bytes) continue;
     Recorder r(ctx_);
     dispatch_layer(r, a, g, true);
     r.run();

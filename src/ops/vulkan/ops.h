@@ -184,7 +184,7 @@ class Ops {
   Buffer sync_;      // decode_layer's barrier counts and per-head counts, zero between dispatches
   Buffer failed_;    // host-visible: decode_layer's "a barrier gave up" flag
   void dispatch_layer(Recorder& r, const DecodeLayerArgs& a, LayerGrid grid, bool probe);
-  const Kernel& layer_kernel(EdgeDType d, int64_t dim, uint32_t threads);
+  const Kernel& layer_kernel(EdgeDType d, int64_t xs, uint32_t threads);
 };
 
 }  // namespace pylon::vk

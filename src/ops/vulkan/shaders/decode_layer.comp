@@ -38,7 +38,7 @@ layout(constant_id = 2) const uint QKV_ROWS = 2u;  // rows per subgroup, phase 1
 layout(constant_id = 4) const uint WTYPE = 1u;     // WT_* of the four matrices (one decoding per
                                                    // pipeline: 1.55x faster than a runtime branch)
 layout(constant_id = 5) const uint LOADS = 4u;     // 16-byte words in flight per lane (>= MAXR)
-const uint MAXR = 4u, CHUNK = 32u, MIN_ITEM = 256u;
+const uint MAXR = 4u, CHUNK = 32u, MIN_ITEM = 128u;
 const uint THREADS = gl_WorkGroupSize.x, VT = 256u;  // VT: threads of the attention's p·V pass
 const uint WT_F32 = 0u, WT_F16 = 1u, WT_INT8 = 2u, WT_INT4 = 3u;
 const uint F = WTYPE == WT_F32 ? 1u : WTYPE == WT_F16 ? 2u : WTYPE == WT_INT8 ? 4u : 8u;  // x vec4s per word
@@ -490,7 +490,9 @@ void attention_phase() {
   const uint G = gl_NumWorkGroups.x, keys = position[0] + 1u;
   // Keys per item: enough that the heads' items fill the grid at most once, at least MIN_ITEM (a
   // head's item that is its only one saves the combine's round trips), a multiple of CHUNK, and
-  // at most the staging row (the scores' room).
+  // at most the staging row (the scores' room). H200, f16, µs a block at ~220 / ~560 keys:
+  // items of >= 128 keys 60.3 / 61.5, of >= 256 63.4 / 67.7, of 64 (560 keys) 64.3.
+  // (bench/vulkan_notes.md)
   const uint per_head = max(G / pc.heads, 1u);
   uint size = pc.chunk != 0u ? pc.chunk : max(MIN_ITEM, ((keys + per_head - 1u) / per_head + CHUNK - 1u) / CHUNK * CHUNK);
   size = min(size, XS / CHUNK * CHUNK);
