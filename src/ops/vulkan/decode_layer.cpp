@@ -143,7 +143,7 @@ void Ops::decode_head(Recorder& r, const BufferView& y, const BufferView& x, con
   // barrier they need not all be resident. H200, seed size head (32000 x 2048), µs at 1 / 4
   // workgroups per SM of the block's grid (gemv_subgroup's in the same call): f16 52.5-54.5 /
   // 51.5-51.6 (50-55), int8 35.8-36.0 / 42.7-43.0 (48-52), int4 64.1-64.7 / 59.2-60.7 (59-60)
-  // (bench/vulkan_notes.md, 20:22 UTC).
+  // (bench/vulkan_notes.md, 20:11-20:14 UTC).
   const Kernel& k = layer_kernel(w.dtype, w.cols, grid.threads);
   const uint32_t groups = (w.dtype == EdgeDType::int8 ? 1 : 4) * grid.groups;
   LayerPush p{};
