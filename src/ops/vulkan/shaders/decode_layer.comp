@@ -322,18 +322,16 @@ void gemv(uint m, uint rows, uint cols, uint nr, float rstd, uvec4 pre[LOADS]) {
         if (k >= nr * U || v >= per_row) continue;
         const uvec4 w = q[k];
         // X(j): vec4 j of word v's columns (F·v + j, swizzled: (F·v + j) >> 3 is v·F / 8).
-#define X(j) xs4[F * v + ((j) ^ ((v * F >> 3u) & (F - 1u)))]
+#define X(j) xs4[F * v + (uint(j) ^ ((v * F >> 3u) & (F - 1u)))]
         if (WTYPE == WT_F16) {
-          acc[i] += dot(f16x4(w.x, w.y), X(0u)) + dot(f16x4(w.z, w.w), X(1u));
+          acc[i] += WORD_DOT_F16(w, X);
         } else if (WTYPE == WT_INT8) {
-          acc[i] += dot(i8x4(w.x), X(0u)) + dot(i8x4(w.y), X(1u)) + dot(i8x4(w.z), X(2u)) + dot(i8x4(w.w), X(3u));
+          acc[i] += WORD_DOT_I8(w, X);
         } else if (WTYPE == WT_INT4) {
           const uint g = pow2 ? v >> shift : v / words_per_group;
-          acc[i] += (dot(i4lo(w.x), X(0u)) + dot(i4hi(w.x), X(1u)) + dot(i4lo(w.y), X(2u)) + dot(i4hi(w.y), X(3u)) +
-                     dot(i4lo(w.z), X(4u)) + dot(i4hi(w.z), X(5u)) + dot(i4lo(w.w), X(6u)) + dot(i4hi(w.w), X(7u))) *
-                    scale_at(m, rr[i] * groups + g);
+          acc[i] += WORD_DOT_I4(w, X) * scale_at(m, rr[i] * groups + g);
         } else {
-          acc[i] += dot(uintBitsToFloat(w), xs4[v]);
+          acc[i] += dot(uintBitsToFloat(w), xs4[v]);  // F = 1: no swizzle
         }
 #undef X
       }

@@ -50,23 +50,16 @@ float x_at(uint c) {
 }
 
 // x · (the columns of 16-byte word v of a row), per encoding: 4 f32, 8 f16, 16 int8, 32 int4
-// (unscaled).
-float dot_f32(uvec4 w, uint v) { return dot(uintBitsToFloat(w), x4(v * 4u)); }
-float dot_f16(uvec4 w, uint v) {
-  const uint c = v * 8u;
-  return dot(f16x4(w.x, w.y), x4(c)) + dot(f16x4(w.z, w.w), x4(c + 4u));
-}
-float dot_i8(uvec4 w, uint v) {
-  const uint c = v * 16u;
-  return dot(i8x4(w.x), x4(c)) + dot(i8x4(w.y), x4(c + 4u)) + dot(i8x4(w.z), x4(c + 8u)) +
-         dot(i8x4(w.w), x4(c + 12u));
-}
-float dot_i4_word(uint w, uint c) { return dot(i4lo(w), x4(c)) + dot(i4hi(w), x4(c + 4u)); }
-float dot_i4(uvec4 w, uint v) {
-  const uint c = v * 32u;
-  return dot_i4_word(w.x, c) + dot_i4_word(w.y, c + 8u) + dot_i4_word(w.z, c + 16u) +
-         dot_i4_word(w.w, c + 24u);
-}
+// (unscaled). XW(j): x's j-th vec4 of word v's columns, loaded.
+#define XW(F, j) x4(v * (4u * F) + 4u * uint(j))
+#define XW1(j) XW(1u, j)
+#define XW2(j) XW(2u, j)
+#define XW4(j) XW(4u, j)
+#define XW8(j) XW(8u, j)
+float dot_f32(uvec4 w, uint v) { return WORD_DOT_F32(w, XW1); }
+float dot_f16(uvec4 w, uint v) { return WORD_DOT_F16(w, XW2); }
+float dot_i8(uvec4 w, uint v) { return WORD_DOT_I8(w, XW4); }
+float dot_i4(uvec4 w, uint v) { return WORD_DOT_I4(w, XW8); }
 
 // This lane's share of a row of `per_row` words from word `base`: DOT(w, v) for its words. (Four
 // loads issued before their use measured no faster on the H200 and 4x slower on llvmpipe.)
@@ -122,40 +115,42 @@ float g_acc[GEMV_N];
 
 uvec4 g_q[GEMV_N];  // the current word of row i
 
-// g_acc[i] += x · word v (loaded as g_q[i]) of row i, for each of the rows.
+// g_acc[i] += x · word v (loaded as g_q[i]) of row i, for each of the rows: x's vec4s of the word
+// loaded once (xw0 ..; XR(j) names them) for all the rows.
+#define XR(j) xw##j
 void acc_f32(uint v) {
-  const vec4 x = x4(v * 4u);
-  for (uint i = 0u; i < GEMV_N; ++i) g_acc[i] += dot(uintBitsToFloat(g_q[i]), x);
-}
-void acc_f16(uint v) {
-  const vec4 xa = x4(v * 8u), xb = x4(v * 8u + 4u);
+  const vec4 xw0 = XW1(0);
   for (uint i = 0u; i < GEMV_N; ++i) {
     const uvec4 w = g_q[i];
-    g_acc[i] += dot(f16x4(w.x, w.y), xa) + dot(f16x4(w.z, w.w), xb);
+    g_acc[i] += WORD_DOT_F32(w, XR);
+  }
+}
+void acc_f16(uint v) {
+  const vec4 xw0 = XW2(0), xw1 = XW2(1);
+  for (uint i = 0u; i < GEMV_N; ++i) {
+    const uvec4 w = g_q[i];
+    g_acc[i] += WORD_DOT_F16(w, XR);
   }
 }
 void acc_i8(uint v) {  // unscaled
-  const uint c = v * 16u;
-  const vec4 x0 = x4(c), x1 = x4(c + 4u), x2 = x4(c + 8u), x3 = x4(c + 12u);
+  const vec4 xw0 = XW4(0), xw1 = XW4(1), xw2 = XW4(2), xw3 = XW4(3);
   for (uint i = 0u; i < GEMV_N; ++i) {
     const uvec4 w = g_q[i];
-    g_acc[i] += dot(i8x4(w.x), x0) + dot(i8x4(w.y), x1) + dot(i8x4(w.z), x2) + dot(i8x4(w.w), x3);
+    g_acc[i] += WORD_DOT_I8(w, XR);
   }
 }
 void acc_i4(uint v) {  // the word's group scale applied
   const uint groups = int4_groups(), words_per_group = pc.group / 32u;
   const uint g = (words_per_group & (words_per_group - 1u)) == 0u ? v >> uint(findLSB(words_per_group))
                                                                   : v / words_per_group;
-  const uint c = v * 32u;
-  const vec4 x0 = x4(c), x1 = x4(c + 4u), x2 = x4(c + 8u), x3 = x4(c + 12u);
-  const vec4 x4_ = x4(c + 16u), x5 = x4(c + 20u), x6 = x4(c + 24u), x7 = x4(c + 28u);
+  const vec4 xw0 = XW8(0), xw1 = XW8(1), xw2 = XW8(2), xw3 = XW8(3);
+  const vec4 xw4 = XW8(4), xw5 = XW8(5), xw6 = XW8(6), xw7 = XW8(7);
   for (uint i = 0u; i < GEMV_N; ++i) {
     const uvec4 w = g_q[i];
-    g_acc[i] += (dot(i4lo(w.x), x0) + dot(i4hi(w.x), x1) + dot(i4lo(w.y), x2) + dot(i4hi(w.y), x3) +
-                 dot(i4lo(w.z), x4_) + dot(i4hi(w.z), x5) + dot(i4lo(w.w), x6) + dot(i4hi(w.w), x7)) *
-                scale_at((pc.row_base + g_rows[i]) * groups + g);
+    g_acc[i] += WORD_DOT_I4(w, XR) * scale_at((pc.row_base + g_rows[i]) * groups + g);
   }
 }
+#undef XR
 
 // g_acc[i] = this invocation's share (16-byte words lane, lane + S, ...) of the dot of x with row
 // g_rows[i], for GEMV_N rows at once: x's values for each word are loaded (with the norm fused:
