@@ -50,8 +50,10 @@ float x_at(uint c) {
 }
 
 // x · (the columns of 16-byte word v of a row), per encoding: 4 f32, 8 f16, 16 int8, 32 int4
-// (unscaled). XW(j): x's j-th vec4 of word v's columns, loaded.
+// (unscaled). XW<F>(j): x's j-th vec4 of word v's columns, loaded; XR(j): that vec4 already
+// loaded into xw<j> (once for several rows).
 #define XW(F, j) x4(v * (4u * F) + 4u * uint(j))
+#define XR(j) xw##j
 #define XW1(j) XW(1u, j)
 #define XW2(j) XW(2u, j)
 #define XW4(j) XW(4u, j)
@@ -116,8 +118,7 @@ float g_acc[GEMV_N];
 uvec4 g_q[GEMV_N];  // the current word of row i
 
 // g_acc[i] += x · word v (loaded as g_q[i]) of row i, for each of the rows: x's vec4s of the word
-// loaded once (xw0 ..; XR(j) names them) for all the rows.
-#define XR(j) xw##j
+// loaded once (xw0 ..) for all the rows.
 void acc_f32(uint v) {
   const vec4 xw0 = XW1(0);
   for (uint i = 0u; i < GEMV_N; ++i) {
@@ -150,7 +151,6 @@ void acc_i4(uint v) {  // the word's group scale applied
     g_acc[i] += WORD_DOT_I4(w, XR) * scale_at((pc.row_base + g_rows[i]) * groups + g);
   }
 }
-#undef XR
 
 // g_acc[i] = this invocation's share (16-byte words lane, lane + S, ...) of the dot of x with row
 // g_rows[i], for GEMV_N rows at once: x's values for each word are loaded (with the norm fused:

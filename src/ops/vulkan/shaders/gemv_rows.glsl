@@ -25,24 +25,27 @@ void rows_dot(uint r0, inout float acc[N]) {
   const uint per_row = row_bytes() / 16u;
   if (pc.wtype == WT_F32) {
     for (uint v = 0u; v < per_row; ++v) {
-      const vec4 x = x4(v * 4u);
-      for (uint i = 0u; i < N; ++i) acc[i] += dot(uintBitsToFloat(LOAD_W4(rs[i] * per_row + v)), x);
+      const vec4 xw0 = x4(v * 4u);
+      for (uint i = 0u; i < N; ++i) {
+        const uvec4 q = LOAD_W4(rs[i] * per_row + v);
+        acc[i] += WORD_DOT_F32(q, XR);
+      }
     }
   } else if (pc.wtype == WT_F16) {
     for (uint v = 0u; v < per_row; ++v) {
-      const vec4 xa = x4(v * 8u), xb = x4(v * 8u + 4u);
+      const vec4 xw0 = x4(v * 8u), xw1 = x4(v * 8u + 4u);
       for (uint i = 0u; i < N; ++i) {
         const uvec4 q = LOAD_W4(rs[i] * per_row + v);
-        acc[i] += dot(f16x4(q.x, q.y), xa) + dot(f16x4(q.z, q.w), xb);
+        acc[i] += WORD_DOT_F16(q, XR);
       }
     }
   } else if (pc.wtype == WT_INT8) {
     for (uint v = 0u; v < per_row; ++v) {
       const uint c = v * 16u;
-      const vec4 x0 = x4(c), x1 = x4(c + 4u), x2 = x4(c + 8u), x3 = x4(c + 12u);
+      const vec4 xw0 = x4(c), xw1 = x4(c + 4u), xw2 = x4(c + 8u), xw3 = x4(c + 12u);
       for (uint i = 0u; i < N; ++i) {
         const uvec4 q = LOAD_W4(rs[i] * per_row + v);
-        acc[i] += dot(i8x4(q.x), x0) + dot(i8x4(q.y), x1) + dot(i8x4(q.z), x2) + dot(i8x4(q.w), x3);
+        acc[i] += WORD_DOT_I8(q, XR);
       }
     }
     for (uint i = 0u; i < N; ++i) acc[i] *= scale_at(pc.row_base + rs[i]);
@@ -51,13 +54,11 @@ void rows_dot(uint r0, inout float acc[N]) {
     const bool pow2 = (words_per_group & (words_per_group - 1u)) == 0u;
     for (uint v = 0u; v < per_row; ++v) {
       const uint c = v * 32u, g = pow2 ? v >> shift : v / words_per_group;
-      const vec4 x0 = x4(c), x1 = x4(c + 4u), x2 = x4(c + 8u), x3 = x4(c + 12u);
-      const vec4 x4_ = x4(c + 16u), x5 = x4(c + 20u), x6 = x4(c + 24u), x7 = x4(c + 28u);
+      const vec4 xw0 = x4(c), xw1 = x4(c + 4u), xw2 = x4(c + 8u), xw3 = x4(c + 12u);
+      const vec4 xw4 = x4(c + 16u), xw5 = x4(c + 20u), xw6 = x4(c + 24u), xw7 = x4(c + 28u);
       for (uint i = 0u; i < N; ++i) {
         const uvec4 q = LOAD_W4(rs[i] * per_row + v);
-        acc[i] += (dot(i4lo(q.x), x0) + dot(i4hi(q.x), x1) + dot(i4lo(q.y), x2) + dot(i4hi(q.y), x3) +
-                   dot(i4lo(q.z), x4_) + dot(i4hi(q.z), x5) + dot(i4lo(q.w), x6) + dot(i4hi(q.w), x7)) *
-                  scale_at((pc.row_base + rs[i]) * groups + g);
+        acc[i] += WORD_DOT_I4(q, XR) * scale_at((pc.row_base + rs[i]) * groups + g);
       }
     }
   }
