@@ -25,6 +25,8 @@
 // failed[0] for the host, which redoes the token on the per-op path. The last workgroup to finish
 // sets the counters back to zero for the next dispatch. pc.probe != 0: only two barriers
 // (Ops::persistent_grid's residency test).
+// pc.head_rows != 0: the decode head instead (Ops::decode_head): qkv (head_rows) = h·Wᵀ with the
+// matrix in qkv's bindings, one GEMV phase, no barrier, so the grid need not be resident.
 // Needs: one chunk per matrix, rows of whole 16-byte words (int4: groups of a multiple of 32),
 // dim % 4 == 0, head dim <= 256, 4·dim <= XS (Ops::decode_layer_unsupported checks).
 #version 450
