@@ -487,6 +487,11 @@ void attend(uint hh, uint chunk, uint size, uint chunks, uint keys, uint max_chu
 }
 
 void attention_phase() {
+  // Every subgroup of this workgroup past its qkv rows before any waits for a head's count: the
+  // wait must depend on other workgroups only (resident, so they progress), never on a subgroup of
+  // its own, which a device may not run while another spins (llvmpipe in Mesa 25 does not: the
+  // wait gave up there with one workgroup).
+  barrier();
   const uint G = gl_NumWorkGroups.x, keys = position[0] + 1u;
   // Keys per item: enough that the heads' items fill the grid at most once, at least MIN_ITEM (a
   // head's item that is its only one saves the combine's round trips), a multiple of CHUNK, and
