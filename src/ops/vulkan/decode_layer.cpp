@@ -30,12 +30,18 @@ struct LayerPush {  // decode_layer.comp
 
 bool is_cpu(const DeviceInfo& i) { return i.type == VK_PHYSICAL_DEVICE_TYPE_CPU; }
 
+// "" where the device can run decode_layer.comp at all, else why not.
+std::string device_unsupported(const DeviceInfo& info) {
+  if (info.subgroup_size < 4) return "subgroups of fewer than 4 invocations";
+  if (info.max_storage_buffers < kBindings) return "fewer than 23 storage buffers per shader";
+  return "";
+}
+
 }  // namespace
 
 std::string Ops::decode_layer_unsupported(const DecodeLayerArgs& a) const {
   const DeviceInfo& info = ctx_.info();
-  if (info.subgroup_size < 4) return "subgroups of fewer than 4 invocations";
-  if (info.max_storage_buffers < kBindings) return "fewer than 23 storage buffers per shader";
+  if (std::string why = device_unsupported(info); !why.empty()) return why;
   const int64_t D = a.out ? a.out->cols : 0;
   if (D <= 0 || a.heads == 0 || a.heads > kMaxHeads || D % (2 * a.heads) != 0) return "heads do not split the width";
   const int64_t hd = D / a.heads;
@@ -125,8 +131,7 @@ void Ops::decode_layer(Recorder& r, const DecodeLayerArgs& a, LayerGrid grid) { 
 
 std::string Ops::decode_head_unsupported(const DeviceMatrix& w) const {
   const DeviceInfo& info = ctx_.info();
-  if (info.subgroup_size < 4) return "subgroups of fewer than 4 invocations";
-  if (info.max_storage_buffers < kBindings) return "fewer than 23 storage buffers per shader";
+  if (std::string why = device_unsupported(info); !why.empty()) return why;
   if (w.chunks.size() != 1) return "a head in several chunks";
   if (w.cols % 4 != 0 || row_bytes(w.dtype, w.cols) % 16 != 0 || (w.dtype == EdgeDType::int4 && w.group % 32 != 0))
     return "head rows that are not whole 16-byte words";
