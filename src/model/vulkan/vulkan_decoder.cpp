@@ -134,7 +134,7 @@ struct VulkanDecoder::Impl {
     a.norm1 = &w(p + "norm1.weight"), a.qkv = &w(p + "attn.in_proj_weight"), a.qkv_bias = &w(p + "attn.in_proj_bias");
     a.out = &w(p + "attn.out_proj.weight"), a.out_bias = &w(p + "attn.out_proj.bias");
     a.norm2 = &w(p + "norm2.weight"), a.ffn0 = &w(p + "ffn.0.weight"), a.ffn2 = &w(p + "ffn.2.weight");
-    a.x = {&x}, a.qkv_out = {&qkv}, a.att = {&att}, a.f1 = {&f1}, a.partials = {&partials};
+    a.x = {&x}, a.qkv_out = {&qkv}, a.att = {&att}, a.mid = {&f1}, a.partials = {&partials};
     a.table = {&rope_table}, a.position = {&position};
     a.cache = {K, {&v_cache, K.offset, K.size}};
     a.heads = static_cast<uint32_t>(cfg.heads), a.max_keys = static_cast<uint32_t>(max_tokens);

@@ -253,6 +253,22 @@ Context::Context(const ContextOptions& options) {
     }
 #endif
     info_.coopmat = coopmat;
+    // Float atomic add on storage buffers (decode_layer's FFN adds its slices' sums into h).
+    VkPhysicalDeviceShaderAtomicFloatFeaturesEXT atomic_float{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT};
+    if (has_extension(dev_ext, VK_EXT_SHADER_ATOMIC_FLOAT_EXTENSION_NAME)) {
+      VkPhysicalDeviceFeatures2 query{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+      query.pNext = &atomic_float;
+      vkGetPhysicalDeviceFeatures2(physical_, &query);
+      info_.float_atomic_add = atomic_float.shaderBufferFloat32AtomicAdd == VK_TRUE;
+    }
+    if (info_.float_atomic_add) {
+      dev_enable.push_back(VK_EXT_SHADER_ATOMIC_FLOAT_EXTENSION_NAME);
+      atomic_float = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT};
+      atomic_float.shaderBufferFloat32AtomicAdd = VK_TRUE;
+      atomic_float.pNext = features.pNext;  // the coopmat features, if any
+      features.pNext = &atomic_float;
+    }
 
     const float priority = 1.0f;
     VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
@@ -260,7 +276,7 @@ Context::Context(const ContextOptions& options) {
     qci.queueCount = 1;
     qci.pQueuePriorities = &priority;
     VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
-    dci.pNext = coopmat ? &features : nullptr;
+    dci.pNext = features.pNext ? &features : nullptr;
     dci.queueCreateInfoCount = 1;
     dci.pQueueCreateInfos = &qci;
     dci.enabledExtensionCount = static_cast<uint32_t>(dev_enable.size());

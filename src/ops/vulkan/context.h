@@ -73,6 +73,7 @@ struct DeviceInfo {
   bool texel_reads = false;
   uint64_t texel_offset_alignment = 0, max_texels = 0;
   bool coopmat = false;      // VK_KHR_cooperative_matrix fp16 16x16x16 -> fp32, and a shader for it
+  bool float_atomic_add = false;  // shaderBufferFloat32AtomicAdd (VK_EXT_shader_atomic_float), enabled
   double timestamp_ns = 0;   // nanoseconds per timestamp tick on the compute queue; 0: no timestamps
   uint32_t timestamp_bits = 0;  // valid bits of a timestamp
   bool unified_memory() const {

@@ -15,11 +15,17 @@ namespace {
 
 constexpr uint32_t kBindings = 23;  // decode_layer.comp's
 
-// decode_layer.comp's shared memory for workgroups of `threads` staging rows of up to `xs` floats
-// (a block: 4D, also the attention's scores; the head: D): xs4, red, part_sums, qs, pv, wts and
-// the flag.
+// decode_layer.comp's shared memory for workgroups of `threads` staging rows of up to `xs` floats:
+// xs4, red, part_sums, qs, pv, wts, the flag and the FFN's slice (SL floats).
 uint64_t shared_bytes(int64_t xs, uint32_t threads) {
-  return 4 * (static_cast<uint64_t>(xs) + threads / 4 + threads + 256 + 4 * 256 + 256) + 4;
+  return 4 * (static_cast<uint64_t>(xs) + threads / 4 + threads + 256 + 4 * 256 + 256 + 64) + 4;
+}
+
+// A block's staged row (floats): 4D (f1) where the FFN runs as two phases (f16, f32), else D (x,
+// att or hm); at least 512, for the attention's scores of an item (keys per item <= this).
+int64_t block_xs(int64_t dim, EdgeDType d) {
+  const bool fused = d == EdgeDType::int8 || d == EdgeDType::int4;  // decode_layer.comp's FFN_FUSED
+  return std::max<int64_t>(fused ? dim : 4 * dim, 512);
 }
 
 struct LayerPush {  // decode_layer.comp
@@ -34,6 +40,7 @@ bool is_cpu(const DeviceInfo& i) { return i.type == VK_PHYSICAL_DEVICE_TYPE_CPU;
 std::string device_unsupported(const DeviceInfo& info) {
   if (info.subgroup_size < 4) return "subgroups of fewer than 4 invocations";
   if (info.max_storage_buffers < kBindings) return "fewer than 23 storage buffers per shader";
+  if (!info.float_atomic_add) return "no float atomic add on storage buffers";
   return "";
 }
 
@@ -62,7 +69,7 @@ std::string Ops::decode_layer_unsupported(const DecodeLayerArgs& a) const {
     if (!v || v->chunks.size() != 1 || (v->dtype != EdgeDType::f32 && v->dtype != EdgeDType::f16))
       return "a bias or norm weight missing, split or not f32/f16";
   if (a.qkv_bias->dtype != a.out_bias->dtype || a.norm1->dtype != a.norm2->dtype) return "mixed bias or norm encodings";
-  if (shared_bytes(4 * D, 256) > info.max_shared_bytes) return "a row of 4 x dim floats exceeds shared memory";
+  if (shared_bytes(block_xs(D, a.qkv->dtype), 256) > info.max_shared_bytes) return "the staged row exceeds shared memory";
   return "";
 }
 
@@ -91,7 +98,7 @@ void Ops::dispatch_layer(Recorder& r, const DecodeLayerArgs& a, LayerGrid grid, 
   PYLON_ASSERT(why.empty(), "decode_layer: ", why);
   PYLON_ASSERT(grid.groups > 0 && (grid.threads == 256 || grid.threads == 512 || grid.threads == 1024),
                "decode_layer: ", grid.groups, " workgroups of ", grid.threads);
-  const Kernel& k = layer_kernel(a.qkv->dtype, 4 * a.out->cols, grid.threads);
+  const Kernel& k = layer_kernel(a.qkv->dtype, block_xs(a.out->cols, a.qkv->dtype), grid.threads);
   const uint32_t D = static_cast<uint32_t>(a.out->cols);
   LayerPush p{};
   p.dim = D;
@@ -120,7 +127,7 @@ void Ops::dispatch_layer(Recorder& r, const DecodeLayerArgs& a, LayerGrid grid, 
   const auto values = [](const DeviceMatrix* m) { return m->chunks[0].values; };
   r.label_next(std::string("decode_layer ") + edge_dtype_name(a.qkv->dtype));
   r.dispatch(k,
-             {a.x, a.qkv_out, a.att, a.f1, values(a.qkv), values(a.out), values(a.ffn0), values(a.ffn2),
+             {a.x, a.qkv_out, a.att, a.mid, values(a.qkv), values(a.out), values(a.ffn0), values(a.ffn2),
               scales(a.qkv), scales(a.out), scales(a.ffn0), scales(a.ffn2), values(a.qkv_bias),
               values(a.out_bias), values(a.norm1), values(a.norm2), a.table, a.position, a.cache.k, a.cache.v,
               a.partials, {&sync_, 0, 0}, {&failed_, 0, 0}},
@@ -179,7 +186,7 @@ Ops::LayerGrid Ops::persistent_grid(const DecodeLayerArgs& a, LayerGrid want) {
   else if (is_cpu(ctx_.info())) candidates = {{1, 256}};  // (above)
   else candidates = {{32, 256}, {16, 256}, {8, 256}, {4, 256}, {2, 256}, {1, 256}};
   for (const LayerGrid& g : candidates) {
-    if (shared_bytes(4 * a.out->cols, g.threads) > ctx_.info().max_shared_bytes) continue;
+    if (shared_bytes(block_xs(a.out->cols, a.qkv->dtype), g.threads) > ctx_.info().max_shared_bytes) continue;
     Recorder r(ctx_);
     dispatch_layer(r, a, g, true);
     r.run();

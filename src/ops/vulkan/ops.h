@@ -133,11 +133,12 @@ class Ops {
   // One causal token through a whole block in one dispatch, a persistent kernel whose workgroups
   // meet at grid barriers between the block's phases (decode_layer.comp): the same results as
   // qkv_rope_gemv, attention_decode, matmul (out_proj), normed_gemv (ffn.0) and matmul (ffn.2).
-  // x (D): the residual stream, read and updated; qkv (3D), att (D), f1 (4D): scratch;
+  // x (D): the residual stream, read and updated; qkv (3D), att (D), mid (4D): scratch (mid: the
+  // FFN's hidden row with f16 / f32 weights, h after the attention with int8 / int4);
   // partials: attention_partials(heads, hd, max_keys) floats.
   struct DecodeLayerArgs {
     const DeviceMatrix *norm1, *qkv, *qkv_bias, *out, *out_bias, *norm2, *ffn0, *ffn2;
-    BufferView x, qkv_out, att, f1, partials, table, position;
+    BufferView x, qkv_out, att, mid, partials, table, position;
     KvCache cache;
     uint32_t heads, max_keys;
     float eps;

@@ -1,6 +1,6 @@
 // One causal decode token through a whole transformer block in one dispatch (a persistent kernel).
 // The grid's workgroups, all resident at once (Ops::persistent_grid probes a grid that is), walk
-// the block's five phases, with a grid barrier between each from the attention on:
+// the block's phases, with a grid barrier between each from the attention on:
 //   1. qkv = (rmsnorm(h)·g1)·Wqkvᵀ + bqkv; q and k rotated at p = position[0] (RoPE); k, v
 //      written to row p of the layer's KV cache. Rows go head by head (q, k, v of head 0, then
 //      head 1, ...), and each stored row is counted in its head's ready count.
@@ -10,13 +10,22 @@
 //      in the first while the rest finish theirs. Where a head has several items, the last to
 //      finish combines them (one softmax)
 //   3. h += att·Woᵀ + bo
+//   f16 / f32 weights (FFN_FUSED false):
 //   4. f1 = silu((rmsnorm(h)·g2)·W1ᵀ)
 //   5. h += f1·W2ᵀ
+//   int8 / int4 weights (FFN_FUSED), phase 3 also writes h to hm, the FFN's input:
+//   4. h += silu((rmsnorm(hm)·g2)·W1ᵀ)·W2ᵀ by slices of SL rows of W1 (columns of W2) over the
+//      workgroups: a slice's f1 stays in its workgroup's shared memory, and its product with W2's
+//      SL columns is added into h with float atomics (so the sums' order varies run to run). No
+//      grid barrier and no staging of the 4D-wide f1 between the two matrices. H200, µs a block
+//      against phases 4 and 5: int4 51.6-52.1 / 54.8-55.5, int8 51.2-51.7 / 52.0-52.3, f16
+//      54.0-54.3 / 52.7-52.9 (its W2 rows read one lane a row, 32 cache lines a load; the
+//      alternatives are in ffn_phase), so f16 and f32 keep the two phases.
 // Each GEMV phase stages its input row in shared memory first (x·g, the norm's Σx² summed once per
 // workgroup); then each subgroup (or 2 or 4 together, where rows are few and long) takes ROWS
-// weight rows at a time (QKV_ROWS in phase 1: rotation pairs, rows i and i + hd/2 of a head),
-// grid-stride, its lanes reading consecutive 16-byte words of them, LOADS words in flight per
-// lane, and a subgroup sum ends each row. The results are those of the per-op path (gemv_subgroup
+// weight rows at a time (QKV_ROWS in phase 1: rotation pairs, rows i and i + hd/2 of a head;
+// MAXR of a slice in the fused FFN), grid-stride, its lanes reading consecutive 16-byte words of
+// them, LOADS words in flight per lane, and a subgroup sum ends each row. The results are those of the per-op path (gemv_subgroup
 // + attention_decode) up to summation order.
 // Grid barrier: a workgroup's writes made visible (memoryBarrierBuffer), then it counts itself in
 // on sync[0], loads the first weight words of its next phase, and waits until the count reaches
@@ -28,22 +37,27 @@
 // pc.head_rows != 0: the decode head instead (Ops::decode_head): qkv (head_rows) = h·Wᵀ with the
 // matrix in qkv's bindings, one GEMV phase, no barrier, so the grid need not be resident.
 // Needs: one chunk per matrix, rows of whole 16-byte words (int4: groups of a multiple of 32),
-// dim % 4 == 0, head dim <= 256, 4·dim <= XS (Ops::decode_layer_unsupported checks).
+// dim % 4 == 0, head dim <= 256, dim <= XS, float atomic add (Ops::decode_layer_unsupported checks).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_EXT_shader_atomic_float : require
 layout(local_size_x_id = 3) in;                    // 256, 512 or 1024 (Ops::persistent_grid)
-layout(constant_id = 0) const uint XS = 8192u;     // floats of staged x: >= 4·dim, a multiple of 4
-layout(constant_id = 1) const uint ROWS = 1u;      // rows per subgroup, phases 3-5 (<= MAXR)
+layout(constant_id = 0) const uint XS = 8192u;     // floats of staged x (a multiple of 4): >= dim and
+                                                   // 512, >= 4·dim unless FFN_FUSED
+layout(constant_id = 1) const uint ROWS = 1u;      // rows per subgroup, phases 3-5, the head (<= MAXR)
 layout(constant_id = 2) const uint QKV_ROWS = 2u;  // rows per subgroup, phase 1 (even, <= MAXR)
 layout(constant_id = 4) const uint WTYPE = 1u;     // WT_* of the four matrices (one decoding per
                                                    // pipeline: 1.55x faster than a runtime branch)
 layout(constant_id = 5) const uint LOADS = 4u;     // 16-byte words in flight per lane (>= MAXR)
 const uint MAXR = 4u, CHUNK = 32u, MIN_ITEM = 128u;
+const uint SL = 64u;  // FFN slice: rows of W1 (columns of W2) per workgroup at a time
+
 const uint THREADS = gl_WorkGroupSize.x, VT = 256u;  // VT: threads of the attention's p·V pass
 const uint WT_F32 = 0u, WT_F16 = 1u, WT_INT8 = 2u, WT_INT4 = 3u;
 const uint F = WTYPE == WT_F32 ? 1u : WTYPE == WT_F16 ? 2u : WTYPE == WT_INT8 ? 4u : 8u;  // x vec4s per word
+const bool FFN_FUSED = WTYPE == WT_INT8 || WTYPE == WT_INT4;  // the FFN in one phase (header)
 
 layout(push_constant) uniform Push {
   uint dim;         // D; the FFN is 4D wide
@@ -68,8 +82,10 @@ layout(std430, binding = 0) coherent buffer Hid4 { vec4 h4[]; };
 layout(std430, binding = 1) coherent buffer Qkv { float qkv[]; };  // (3D)
 layout(std430, binding = 2) coherent buffer Att { float att[]; };  // (D)
 layout(std430, binding = 2) coherent buffer Att4 { vec4 att4[]; };
-layout(std430, binding = 3) coherent buffer F1 { float f1[]; };  // (4D)
+layout(std430, binding = 3) coherent buffer F1 { float f1[]; };  // (4D) the FFN's hidden row
 layout(std430, binding = 3) coherent buffer F14 { vec4 f14[]; };
+layout(std430, binding = 3) coherent buffer Mid { float hm[]; };  // FFN_FUSED: (D) h after phase 3
+layout(std430, binding = 3) coherent buffer Mid4 { vec4 hm4[]; };
 layout(std430, binding = 4) readonly buffer Wqkv { uvec4 w_qkv[]; };  // (3D, D) edge encoding
 layout(std430, binding = 5) readonly buffer Wo { uvec4 w_o[]; };      // (D, D)
 layout(std430, binding = 6) readonly buffer W1 { uvec4 w_1[]; };      // (4D, D)
@@ -102,6 +118,7 @@ shared float qs[256];       // attention: the head's q
 shared vec4 pv[VT];         // attention: p·V per (vec4 column, key slice)
 shared float wts[VT];       // attention: the combine's chunk weights
 shared bool flag;           // attention: this workgroup combines the head
+shared vec4 f1s4[SL / 4u];  // FFN: the workgroup's slice of f1
 // Attention's scores (then exp(s - m)), one per key of an item: in the staging row, which the
 // attention phase does not use.
 #define PS(j) xs4[(j) >> 2][(j) & 3u]
@@ -184,12 +201,13 @@ vec4 norm4(uint which, uint c) {  // g[c .. c + 3], c a multiple of 4
 }
 
 // ---- staging -----------------------------------------------------------------------------------
-// xs4 = the input row (src 0: h, 1: att, 2: f1; cols floats), times g (norm 1: g1, 2: g2; 0: none).
+// xs4 = the input row (src 0: h, 1: att, 2: f1, 3: hm; cols floats), times g (norm 1: g1, 2: g2;
+// 0: none).
 // Returns rstd = 1 / sqrt(Σx² / cols + eps) with a norm, else 1.
 float stage(uint src, uint cols, uint norm) {
   float ss = 0.0;
   for (uint c4 = tid; c4 < cols / 4u; c4 += THREADS) {
-    vec4 x = src == 0u ? h4[c4] : src == 1u ? att4[c4] : f14[c4];
+    vec4 x = src == 0u ? h4[c4] : src == 1u ? att4[c4] : src == 2u ? f14[c4] : hm4[c4];
     if (norm != 0u) {
       ss += dot(x, x);
       x *= norm4(norm - 1u, 4u * c4);
@@ -279,17 +297,53 @@ void prefetch(uint m, uint rows, uint cols, uint nr, out uvec4 q[LOADS]) {
   load_step(m, per_row, nr, split, rr, sg % split * gl_SubgroupSize + gl_SubgroupInvocationID, q);
 }
 
+// acc[i] += this lane's share of row rr[i] (i < nr) of matrix m times the staged row: words
+// part·S + lane, then every split·S, LOADS in flight (of each row U = LOADS / nr a step); the first
+// step's words are `pre` where `first`. int4's group scales applied, int8's row scales not (the
+// caller's factor). Not summed over the subgroup.
+void row_dots(uint m, uint per_row, uint nr, uint split, uint part, uint rr[MAXR], bool first, uvec4 pre[LOADS],
+              inout float acc[MAXR]) {
+  const uint S = gl_SubgroupSize, lane = gl_SubgroupInvocationID;
+  const uint U = max(LOADS / nr, 1u);
+  const uint words_per_group = max(pc.group / 32u, 1u), groups = (per_row + words_per_group - 1u) / words_per_group;
+  const bool pow2 = (words_per_group & (words_per_group - 1u)) == 0u;
+  const uint shift = uint(findLSB(words_per_group));
+  for (uint v0 = part * S + lane; v0 < per_row; v0 += U * split * S) {  // load_step's words
+    uvec4 q[LOADS];
+    if (first) {
+      for (uint k = 0u; k < LOADS; ++k) q[k] = pre[k];
+      first = false;
+    } else {
+      load_step(m, per_row, nr, split, rr, v0, q);
+    }
+    for (uint k = 0u; k < LOADS; ++k) {
+      const uint v = v0 + k / nr * split * S, i = k % nr;
+      if (k >= nr * U || v >= per_row) continue;
+      const uvec4 w = q[k];
+      // X(j): vec4 j of word v's columns (F·v + j, swizzled: (F·v + j) >> 3 is v·F / 8).
+#define X(j) xs4[F * v + (uint(j) ^ ((v * F >> 3u) & (F - 1u)))]
+      if (WTYPE == WT_F16) {
+        acc[i] += WORD_DOT_F16(w, X);
+      } else if (WTYPE == WT_INT8) {
+        acc[i] += WORD_DOT_I8(w, X);
+      } else if (WTYPE == WT_INT4) {
+        const uint g = pow2 ? v >> shift : v / words_per_group;
+        acc[i] += WORD_DOT_I4(w, X) * scale_at(m, rr[i] * groups + g);
+      } else {
+        acc[i] += dot(uintBitsToFloat(w), xs4[v]);  // F = 1: no swizzle
+      }
+#undef X
+    }
+  }
+}
+
 // Matrix m (rows, cols) times the staged row: each workgroup takes row sets of `nr` rows (<= MAXR)
 // per `split` subgroups, grid-stride (the loop's trip count is the workgroup's, for the split's
-// barriers). A lane holds LOADS words in flight: of its nr rows, LOADS / nr words of each; the first
-// step's are `pre` (prefetch). Each row's sum is scaled by rstd and stored as phase m does.
+// barriers). The first step's words are `pre` (prefetch). Each row's sum is scaled by rstd and
+// stored as phase m does.
 void gemv(uint m, uint rows, uint cols, uint nr, float rstd, uvec4 pre[LOADS]) {
   const uint S = gl_SubgroupSize, lane = gl_SubgroupInvocationID, sg = gl_SubgroupID, per_row = row_words(cols);
   const uint split = split_for(rows, nr, per_row), part = sg % split, per_group = gl_NumSubgroups / split * nr;
-  const uint U = max(LOADS / nr, 1u);  // words of a row per lane per step
-  const uint groups = (cols + pc.group - 1u) / pc.group, words_per_group = max(pc.group / 32u, 1u);
-  const bool pow2 = (words_per_group & (words_per_group - 1u)) == 0u;
-  const uint shift = uint(findLSB(words_per_group));
   const uint pos = position[0], half_hd = pc.dim / pc.heads / 2u;
   bool first = true;
   for (uint base = gl_WorkGroupID.x * per_group; base < rows; base += gl_NumWorkGroups.x * per_group) {
@@ -311,33 +365,8 @@ void gemv(uint m, uint rows, uint cols, uint nr, float rstd, uvec4 pre[LOADS]) {
     }
     float acc[MAXR];
     for (uint i = 0u; i < MAXR; ++i) acc[i] = 0.0;
-    for (uint v0 = part * S + lane; v0 < per_row; v0 += U * split * S) {  // load_step's words
-      uvec4 q[LOADS];
-      if (first) {
-        for (uint k = 0u; k < LOADS; ++k) q[k] = pre[k];
-        first = false;
-      } else {
-        load_step(m, per_row, nr, split, rr, v0, q);
-      }
-      for (uint k = 0u; k < LOADS; ++k) {
-        const uint v = v0 + k / nr * split * S, i = k % nr;
-        if (k >= nr * U || v >= per_row) continue;
-        const uvec4 w = q[k];
-        // X(j): vec4 j of word v's columns (F·v + j, swizzled: (F·v + j) >> 3 is v·F / 8).
-#define X(j) xs4[F * v + (uint(j) ^ ((v * F >> 3u) & (F - 1u)))]
-        if (WTYPE == WT_F16) {
-          acc[i] += WORD_DOT_F16(w, X);
-        } else if (WTYPE == WT_INT8) {
-          acc[i] += WORD_DOT_I8(w, X);
-        } else if (WTYPE == WT_INT4) {
-          const uint g = pow2 ? v >> shift : v / words_per_group;
-          acc[i] += WORD_DOT_I4(w, X) * scale_at(m, rr[i] * groups + g);
-        } else {
-          acc[i] += dot(uintBitsToFloat(w), xs4[v]);  // F = 1: no swizzle
-        }
-#undef X
-      }
-    }
+    row_dots(m, per_row, nr, split, part, rr, first, pre, acc);
+    first = false;
     for (uint i = 0u; i < MAXR; ++i)
       if (i < nr) acc[i] = subgroupAdd(acc[i]);
     if (split > 1u) {  // the parts' sums meet in shared memory
@@ -367,8 +396,82 @@ void gemv(uint m, uint rows, uint cols, uint nr, float rstd, uvec4 pre[LOADS]) {
           if (m == 2u) f1[r] = acc[i] / (1.0 + exp(-acc[i]));
           else if (m == 4u) qkv[r] = acc[i];
           else h[r] = acc[i] + addend[i];  // the residual (and out_proj's bias) added
+          if (m == 1u && FFN_FUSED) hm[r] = acc[i] + addend[i];
         }
     }
+  }
+}
+
+// ---- FFN phase ---------------------------------------------------------------------------------
+// Slice s: rows s·SL .. of W1 (4D of them; past the end read as the last and dropped), taken by
+// the subgroups MAXR at a time, set i of them rows s·SL + i·MAXR ...
+void ffn_rows(uint s, uint set, out uint rr[MAXR]) {
+  for (uint i = 0u; i < MAXR; ++i) rr[i] = min(s * SL + set * MAXR + i, 4u * pc.dim - 1u);
+}
+
+void ffn_prefetch(out uvec4 pre[LOADS]) {  // the words this invocation's ffn_phase loads first
+  for (uint k = 0u; k < LOADS; ++k) pre[k] = uvec4(0u);
+  if (gl_WorkGroupID.x * SL >= 4u * pc.dim || gl_SubgroupID >= SL / MAXR) return;
+  uint rr[MAXR];
+  ffn_rows(gl_WorkGroupID.x, gl_SubgroupID, rr);
+  load_step(2u, row_words(pc.dim), MAXR, 1u, rr, gl_SubgroupInvocationID, pre);
+}
+
+// h += f1·W2ᵀ, f1 = silu((rmsnorm(hm)·g2)·W1ᵀ), slice by slice: the workgroup's slice of f1 into
+// f1s4, then invocation tid adds the slice's columns of W2's rows tid, tid + THREADS, ... into h,
+// reading its row's WS words (SL columns: 32 bytes in int4, 64 in int8) in turn, LOADS in flight.
+// (Two or four lanes a row, each adding its part, ran slower on the H200: the atomics doubled;
+// summing the parts by subgroup shuffles first made the whole kernel 1.4x slower.)
+void ffn_phase(uvec4 pre[LOADS]) {
+  const uint D = pc.dim, lane = gl_SubgroupInvocationID, sg = gl_SubgroupID;
+  const uint slices = (4u * D + SL - 1u) / SL, per_row1 = row_words(D), per_row2 = row_words(4u * D);
+  const uint WS = SL / (4u * F), pairs = (D + THREADS - 1u) / THREADS * WS;  // (row, word) pairs a lane
+  const uint groups2 = (4u * D + pc.group - 1u) / pc.group;
+  const float rstd = stage(3u, D, 2u);
+  bool first = true;
+  for (uint s = gl_WorkGroupID.x; s < slices; s += gl_NumWorkGroups.x) {
+    for (uint set = sg; set < SL / MAXR; set += gl_NumSubgroups) {
+      uint rr[MAXR];
+      ffn_rows(s, set, rr);
+      float factor[MAXR], acc[MAXR];
+      for (uint i = 0u; i < MAXR; ++i) factor[i] = WTYPE == WT_INT8 ? scale_at(2u, rr[i]) : 1.0, acc[i] = 0.0;
+      row_dots(2u, per_row1, MAXR, 1u, 0u, rr, first, pre, acc);
+      first = false;
+      for (uint i = 0u; i < MAXR; ++i) {
+        const float y = subgroupAdd(acc[i]) * factor[i] * rstd;
+        const uint j = set * MAXR + i;
+        if (lane == i % gl_SubgroupSize) f1s4[j >> 2u][j & 3u] = s * SL + j < 4u * D ? y / (1.0 + exp(-y)) : 0.0;
+      }
+    }
+    barrier();  // the slice's f1 complete
+    float acc = 0.0;
+    for (uint j0 = 0u; j0 < pairs; j0 += LOADS) {
+      uvec4 q[LOADS];
+      float fq[LOADS];  // the word's scale: int8 its row's, int4 its group's
+      for (uint k = 0u; k < LOADS; ++k) {
+        const uint j = j0 + k, r = tid + j / WS * THREADS, v = s * WS + j % WS;
+        const bool ok = j < pairs && r < D && v < per_row2;
+        q[k] = ok ? w_2[r * per_row2 + v] : uvec4(0u);
+        fq[k] = !ok ? 0.0 : WTYPE == WT_INT8 ? scale_at(3u, r) : WTYPE == WT_INT4 ? scale_at(3u, r * groups2 + v * 32u / pc.group) : 1.0;
+      }
+      for (uint k = 0u; k < LOADS; ++k) {
+        const uint j = j0 + k, r = tid + j / WS * THREADS, w = j % WS;
+        if (j >= pairs) continue;
+        const uvec4 wd = q[k];
+        // X(i): vec4 i of word w's columns of the slice (every lane reads the same: a broadcast).
+#define X(i) f1s4[F * w + uint(i)]
+        if (WTYPE == WT_F16) acc += WORD_DOT_F16(wd, X);
+        else if (WTYPE == WT_INT8) acc += WORD_DOT_I8(wd, X) * fq[k];
+        else if (WTYPE == WT_INT4) acc += WORD_DOT_I4(wd, X) * fq[k];
+        else acc += dot(uintBitsToFloat(wd), f1s4[w]);
+#undef X
+        if (w == WS - 1u) {
+          if (r < D) atomicAdd(h[r], acc);
+          acc = 0.0;
+        }
+      }
+    }
+    barrier();  // f1s4 free again
   }
 }
 
@@ -532,12 +635,18 @@ void main() {
   grid_wait(1u);
   if ((pc.phases & 4u) != 0u) gemv(1u, D, D, ROWS, stage(1u, D, 0u), pre);
   grid_arrive();
-  prefetch(2u, 4u * D, D, ROWS, pre);
-  grid_wait(2u);
-  if ((pc.phases & 8u) != 0u) gemv(2u, 4u * D, D, ROWS, stage(0u, D, 2u), pre);
-  grid_arrive();
-  prefetch(3u, D, 4u * D, ROWS, pre);
-  grid_wait(3u);
-  if ((pc.phases & 16u) != 0u) gemv(3u, D, 4u * D, ROWS, stage(2u, 4u * D, 0u), pre);
+  if (FFN_FUSED) {
+    ffn_prefetch(pre);
+    grid_wait(2u);
+    if ((pc.phases & 8u) != 0u) ffn_phase(pre);
+  } else {
+    prefetch(2u, 4u * D, D, ROWS, pre);
+    grid_wait(2u);
+    if ((pc.phases & 8u) != 0u) gemv(2u, 4u * D, D, ROWS, stage(0u, D, 2u), pre);
+    grid_arrive();
+    prefetch(3u, D, 4u * D, ROWS, pre);
+    grid_wait(3u);
+    if ((pc.phases & 16u) != 0u) gemv(3u, D, 4u * D, ROWS, stage(2u, 4u * D, 0u), pre);
+  }
   finish();
 }
