@@ -36,6 +36,7 @@ struct VulkanOptions {
   uint32_t gemv_rows = 0, gemv_split = 0;
   // Test hook: the persistent kernel's keys per attention item (a multiple of 32); 0: chosen.
   uint32_t attention_chunk = 0;
+  bool allow_float_atomics = true;  // test hook: false, a device without them (no persistent kernel)
 };
 
 // The options of --device vulkan|vulkan:N (throws pylon::Error for another spelling), --no-coopmat

@@ -256,7 +256,7 @@ Context::Context(const ContextOptions& options) {
     // Float atomic add on storage buffers (decode_layer's FFN adds its slices' sums into h).
     VkPhysicalDeviceShaderAtomicFloatFeaturesEXT atomic_float{
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT};
-    if (has_extension(dev_ext, VK_EXT_SHADER_ATOMIC_FLOAT_EXTENSION_NAME)) {
+    if (options.allow_float_atomics && has_extension(dev_ext, VK_EXT_SHADER_ATOMIC_FLOAT_EXTENSION_NAME)) {
       VkPhysicalDeviceFeatures2 query{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
       query.pNext = &atomic_float;
       vkGetPhysicalDeviceFeatures2(physical_, &query);

@@ -56,6 +56,7 @@ struct ContextOptions {
   // that splitting can be exercised on small models. 0: the device's limits.
   uint64_t max_buffer_bytes = 0;
   bool allow_coopmat = true;  // false: the plain GEMM even where coopmat runs
+  bool allow_float_atomics = true;  // test hook: false leaves VK_EXT_shader_atomic_float off
 };
 
 struct DeviceInfo {

@@ -190,6 +190,16 @@ TEST(VulkanDecoder, PersistentDecodeFallsBackWhenBarriersFail) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("persistent decode kernel cannot run"), std::string::npos) << e.what();
   }
+  VulkanOptions no_atomics = o;  // a device without float atomic adds: the kernel's reason, or op by op
+  no_atomics.persistent_grid = 0, no_atomics.allow_float_atomics = false;
+  try {
+    VulkanDecoder gpu(path, no_atomics, 16);
+    ADD_FAILURE() << "the persistent kernel ran without float atomics";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no float atomic add"), std::string::npos) << e.what();
+  }
+  no_atomics.decode = "auto";
+  EXPECT_EQ(VulkanDecoder(path, no_atomics, 16).persistent_grid(), 0u);
   VulkanOptions seed_o;  // the seed preset has no decode step: asking for the kernel is an error
   seed_o.decode = "persistent";
   EXPECT_THROW(VulkanDecoder(export_model(tmp, small_config(Preset::seed), EdgeDType::f16), seed_o, 16), Error);
