@@ -15,18 +15,25 @@ namespace {
 
 constexpr uint32_t kBindings = 23;  // decode_layer.comp's
 
-// decode_layer.comp's shared memory for workgroups of `threads` staging rows of up to `xs` floats:
-// xs4, red, part_sums, qs, pv, wts, the flag and the FFN's slice (SL floats).
-uint64_t shared_bytes(int64_t xs, uint32_t threads) {
-  return 4 * (static_cast<uint64_t>(xs) + threads / 4 + threads + 256 + 4 * 256 + 256 + 64) + 4;
+// 16-byte words in flight per lane for weights of dtype d: H200, µs per block at 4 / 8 / 16: f16
+// 58.3 / 56.0 / 69.4, int8 66.4 / 61.7, int4 82.9 / 103.1 (bench/vulkan_notes.md).
+// PYLON_VK_LAYER_LOADS overrides (a benchmark's diagnostic).
+uint32_t layer_loads(EdgeDType d) {
+  const char* env = std::getenv("PYLON_VK_LAYER_LOADS");
+  return std::clamp<uint32_t>(env ? static_cast<uint32_t>(std::stoul(env)) : d == EdgeDType::int4 ? 4 : 8, 4, 16);
 }
 
-// A block's staged row (floats): 4D (f1) where the FFN runs as two phases (f16, f32), else D (x,
-// att or hm); at least 512, for the attention's scores of an item (keys per item <= this).
-int64_t block_xs(int64_t dim, EdgeDType d) {
-  const bool fused = d == EdgeDType::int8 || d == EdgeDType::int4;  // decode_layer.comp's FFN_FUSED
-  return std::max<int64_t>(fused ? dim : 4 * dim, 512);
+// decode_layer.comp's shared memory for workgroups of `threads` staging rows of up to `xs` floats,
+// weights of dtype d: xs4, red, part_sums, qs, pv, wts, the flag, the FFN's slice (SL floats) and
+// its W2 partials (loads x threads).
+uint64_t shared_bytes(int64_t xs, uint32_t threads, EdgeDType d) {
+  return 4 * (static_cast<uint64_t>(xs) + threads / 4 + threads + 256 + 4 * 256 + 256 + 64 +
+              static_cast<uint64_t>(layer_loads(d)) * threads) + 4;
 }
+
+// A block's staged row (floats): D (x, att or hm), at least 512 for the attention's scores of an
+// item (keys per item <= this).
+int64_t block_xs(int64_t dim) { return std::max<int64_t>(dim, 512); }
 
 struct LayerPush {  // decode_layer.comp
   uint32_t dim, heads, max_keys, group, scale_f16, bias_f16, norm_f16;
@@ -69,7 +76,7 @@ std::string Ops::decode_layer_unsupported(const DecodeLayerArgs& a) const {
     if (!v || v->chunks.size() != 1 || (v->dtype != EdgeDType::f32 && v->dtype != EdgeDType::f16))
       return "a bias or norm weight missing, split or not f32/f16";
   if (a.qkv_bias->dtype != a.out_bias->dtype || a.norm1->dtype != a.norm2->dtype) return "mixed bias or norm encodings";
-  if (shared_bytes(block_xs(D, a.qkv->dtype), 256) > info.max_shared_bytes) return "the staged row exceeds shared memory";
+  if (shared_bytes(block_xs(D), 256, a.qkv->dtype) > info.max_shared_bytes) return "the staged row exceeds shared memory";
   return "";
 }
 
@@ -83,12 +90,7 @@ const Kernel& Ops::layer_kernel(EdgeDType d, int64_t xs, uint32_t threads) {
   uint32_t rows = d == EdgeDType::int4 || d == EdgeDType::int8 ? 2 : 1;
   if (gemv_shape_.rows) rows = std::clamp<uint32_t>(gemv_shape_.rows, 1, 4);
   const uint32_t qkv_rows = std::min<uint32_t>(4, std::max<uint32_t>(2, rows + rows % 2));
-  // 16-byte words in flight per lane: H200, µs per block at 4 / 8 / 16: f16 58.3 / 56.0 / 69.4,
-  // int8 66.4 / 61.7, int4 82.9 / 103.1 (bench/vulkan_notes.md). PYLON_VK_LAYER_LOADS overrides
-  // (a benchmark's diagnostic).
-  const char* loads_env = std::getenv("PYLON_VK_LAYER_LOADS");
-  const uint32_t loads = std::clamp<uint32_t>(
-      loads_env ? static_cast<uint32_t>(std::stoul(loads_env)) : d == EdgeDType::int4 ? 4 : 8, 4, 16);
+  const uint32_t loads = layer_loads(d);
   return kernels_.get("decode_layer", kBindings, sizeof(LayerPush), {},
                       {static_cast<uint32_t>(xs), rows, qkv_rows, threads, shader_wtype(d), loads});
 }
@@ -98,7 +100,7 @@ void Ops::dispatch_layer(Recorder& r, const DecodeLayerArgs& a, LayerGrid grid, 
   PYLON_ASSERT(why.empty(), "decode_layer: ", why);
   PYLON_ASSERT(grid.groups > 0 && (grid.threads == 256 || grid.threads == 512 || grid.threads == 1024),
                "decode_layer: ", grid.groups, " workgroups of ", grid.threads);
-  const Kernel& k = layer_kernel(a.qkv->dtype, block_xs(a.out->cols, a.qkv->dtype), grid.threads);
+  const Kernel& k = layer_kernel(a.qkv->dtype, block_xs(a.out->cols), grid.threads);
   const uint32_t D = static_cast<uint32_t>(a.out->cols);
   LayerPush p{};
   p.dim = D;
@@ -120,7 +122,7 @@ void Ops::dispatch_layer(Recorder& r, const DecodeLayerArgs& a, LayerGrid grid, 
   // Benchmark diagnostics (bench/vulkan_notes.md): PYLON_VK_LAYER_PHASES=mask runs only those
   // phases (wrong results: timing only).
   const char* phases = std::getenv("PYLON_VK_LAYER_PHASES");
-  p.phases = phases ? static_cast<uint32_t>(std::strtoul(phases, nullptr, 0)) : 31;
+  p.phases = phases ? static_cast<uint32_t>(std::strtoul(phases, nullptr, 0)) : 15;
   p.chunk = attention_chunk_;
   const BufferView none{&dummy_, 0, 0};
   const auto scales = [&](const DeviceMatrix* m) { return m->scales.buffer ? m->scales : none; };
@@ -142,7 +144,7 @@ std::string Ops::decode_head_unsupported(const DeviceMatrix& w) const {
   if (w.chunks.size() != 1) return "a head in several chunks";
   if (w.cols % 4 != 0 || row_bytes(w.dtype, w.cols) % 16 != 0 || (w.dtype == EdgeDType::int4 && w.group % 32 != 0))
     return "head rows that are not whole 16-byte words";
-  if (shared_bytes(w.cols, 256) > info.max_shared_bytes) return "a row of dim floats exceeds shared memory";
+  if (shared_bytes(w.cols, 256, w.dtype) > info.max_shared_bytes) return "a row of dim floats exceeds shared memory";
   return "";
 }
 
@@ -186,7 +188,7 @@ Ops::LayerGrid Ops::persistent_grid(const DecodeLayerArgs& a, LayerGrid want) {
   else if (is_cpu(ctx_.info())) candidates = {{1, 256}};  // (above)
   else candidates = {{32, 256}, {16, 256}, {8, 256}, {4, 256}, {2, 256}, {1, 256}};
   for (const LayerGrid& g : candidates) {
-    if (shared_bytes(block_xs(a.out->cols, a.qkv->dtype), g.threads) > ctx_.info().max_shared_bytes) continue;
+    if (shared_bytes(block_xs(a.out->cols), g.threads, a.qkv->dtype) > ctx_.info().max_shared_bytes) continue;
     Recorder r(ctx_);
     dispatch_layer(r, a, g, true);
     r.run();

@@ -133,8 +133,8 @@ class Ops {
   // One causal token through a whole block in one dispatch, a persistent kernel whose workgroups
   // meet at grid barriers between the block's phases (decode_layer.comp): the same results as
   // qkv_rope_gemv, attention_decode, matmul (out_proj), normed_gemv (ffn.0) and matmul (ffn.2).
-  // x (D): the residual stream, read and updated; qkv (3D), att (D), mid (4D): scratch (mid: the
-  // FFN's hidden row with f16 / f32 weights, h after the attention with int8 / int4);
+  // x (D): the residual stream, read and updated; qkv (3D), att (D), mid (D: h after the
+  // attention, the FFN's input): scratch;
   // partials: attention_partials(heads, hd, max_keys) floats.
   struct DecodeLayerArgs {
     const DeviceMatrix *norm1, *qkv, *qkv_bias, *out, *out_bias, *norm2, *ffn0, *ffn2;

@@ -9,22 +9,17 @@
 //      workgroups with no second round of qkv rows (the last ones) attend to the heads finished
 //      in the first while the rest finish theirs. Where a head has several items, the last to
 //      finish combines them (one softmax)
-//   3. h += att·Woᵀ + bo
-//   f16 / f32 weights (FFN_FUSED false):
-//   4. f1 = silu((rmsnorm(h)·g2)·W1ᵀ)
-//   5. h += f1·W2ᵀ
-//   int8 / int4 weights (FFN_FUSED), phase 3 also writes h to hm, the FFN's input:
+//   3. h += att·Woᵀ + bo, also written to hm, the FFN's input
 //   4. h += silu((rmsnorm(hm)·g2)·W1ᵀ)·W2ᵀ by slices of SL rows of W1 (columns of W2) over the
 //      workgroups: a slice's f1 stays in its workgroup's shared memory, and its product with W2's
 //      SL columns is added into h with float atomics (so the sums' order varies run to run). No
-//      grid barrier and no staging of the 4D-wide f1 between the two matrices. H200, µs a block
-//      against phases 4 and 5: int4 51.6-52.1 / 54.8-55.5, int8 51.2-51.7 / 52.0-52.3, f16
-//      54.0-54.3 / 52.7-52.9 (its W2 rows read one lane a row, 32 cache lines a load; the
-//      alternatives are in ffn_phase), so f16 and f32 keep the two phases.
+//      grid barrier and no staging of the 4D-wide f1 between the two matrices: H200, µs a block
+//      against the FFN as two phases (f1 = silu(...) stored, a grid barrier, h += f1·W2ᵀ): f16
+//      52.1-52.2 / 53.0, int8 48.8-49.3 / 51.4-51.7, int4 51.9 / 52.3-52.5 (bench/vulkan_notes.md).
 // Each GEMV phase stages its input row in shared memory first (x·g, the norm's Σx² summed once per
 // workgroup); then each subgroup (or 2 or 4 together, where rows are few and long) takes ROWS
 // weight rows at a time (QKV_ROWS in phase 1: rotation pairs, rows i and i + hd/2 of a head;
-// MAXR of a slice in the fused FFN), grid-stride, its lanes reading consecutive 16-byte words of
+// MAXR of a slice in phase 4), grid-stride, its lanes reading consecutive 16-byte words of
 // them, LOADS words in flight per lane, and a subgroup sum ends each row. The results are those of the per-op path (gemv_subgroup
 // + attention_decode) up to summation order.
 // Grid barrier: a workgroup's writes made visible (memoryBarrierBuffer), then it counts itself in
@@ -44,9 +39,8 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_shader_atomic_float : require
 layout(local_size_x_id = 3) in;                    // 256, 512 or 1024 (Ops::persistent_grid)
-layout(constant_id = 0) const uint XS = 8192u;     // floats of staged x (a multiple of 4): >= dim and
-                                                   // 512, >= 4·dim unless FFN_FUSED
-layout(constant_id = 1) const uint ROWS = 1u;      // rows per subgroup, phases 3-5, the head (<= MAXR)
+layout(constant_id = 0) const uint XS = 2048u;     // floats of staged x: >= dim and 512, a multiple of 4
+layout(constant_id = 1) const uint ROWS = 1u;      // rows per subgroup, phase 3 and the head (<= MAXR)
 layout(constant_id = 2) const uint QKV_ROWS = 2u;  // rows per subgroup, phase 1 (even, <= MAXR)
 layout(constant_id = 4) const uint WTYPE = 1u;     // WT_* of the four matrices (one decoding per
                                                    // pipeline: 1.55x faster than a runtime branch)
@@ -57,7 +51,6 @@ const uint SL = 64u;  // FFN slice: rows of W1 (columns of W2) per workgroup at 
 const uint THREADS = gl_WorkGroupSize.x, VT = 256u;  // VT: threads of the attention's p·V pass
 const uint WT_F32 = 0u, WT_F16 = 1u, WT_INT8 = 2u, WT_INT4 = 3u;
 const uint F = WTYPE == WT_F32 ? 1u : WTYPE == WT_F16 ? 2u : WTYPE == WT_INT8 ? 4u : 8u;  // x vec4s per word
-const bool FFN_FUSED = WTYPE == WT_INT8 || WTYPE == WT_INT4;  // the FFN in one phase (header)
 
 layout(push_constant) uniform Push {
   uint dim;         // D; the FFN is 4D wide
@@ -72,7 +65,7 @@ layout(push_constant) uniform Push {
   uint spin_limit;  // reads of the barrier count before giving up
   uint probe;       // 1: the residency probe (two barriers, nothing else)
   uint split;       // subgroups per row set in every GEMV phase (a power of two); 0: split_for's
-  uint phases;      // bit i: run phase i + 1 (all 31; else a benchmark's diagnostic: wrong results)
+  uint phases;      // bit i: run phase i + 1 (all 15; else a benchmark's diagnostic: wrong results)
   uint chunk;       // keys per attention item (a multiple of 32); 0: chosen (attention_phase)
   uint head_rows;   // != 0: the head instead of a block: qkv (head_rows) = h · Wqkvᵀ, no barrier
 } pc;
@@ -82,9 +75,7 @@ layout(std430, binding = 0) coherent buffer Hid4 { vec4 h4[]; };
 layout(std430, binding = 1) coherent buffer Qkv { float qkv[]; };  // (3D)
 layout(std430, binding = 2) coherent buffer Att { float att[]; };  // (D)
 layout(std430, binding = 2) coherent buffer Att4 { vec4 att4[]; };
-layout(std430, binding = 3) coherent buffer F1 { float f1[]; };  // (4D) the FFN's hidden row
-layout(std430, binding = 3) coherent buffer F14 { vec4 f14[]; };
-layout(std430, binding = 3) coherent buffer Mid { float hm[]; };  // FFN_FUSED: (D) h after phase 3
+layout(std430, binding = 3) coherent buffer Mid { float hm[]; };  // (D) h after phase 3
 layout(std430, binding = 3) coherent buffer Mid4 { vec4 hm4[]; };
 layout(std430, binding = 4) readonly buffer Wqkv { uvec4 w_qkv[]; };  // (3D, D) edge encoding
 layout(std430, binding = 5) readonly buffer Wo { uvec4 w_o[]; };      // (D, D)
@@ -119,6 +110,7 @@ shared vec4 pv[VT];         // attention: p·V per (vec4 column, key slice)
 shared float wts[VT];       // attention: the combine's chunk weights
 shared bool flag;           // attention: this workgroup combines the head
 shared vec4 f1s4[SL / 4u];  // FFN: the workgroup's slice of f1
+shared float w2_parts[LOADS * THREADS];  // FFN: W2 rows' partial dots, per (load, invocation)
 // Attention's scores (then exp(s - m)), one per key of an item: in the staging row, which the
 // attention phase does not use.
 #define PS(j) xs4[(j) >> 2][(j) & 3u]
@@ -201,13 +193,12 @@ vec4 norm4(uint which, uint c) {  // g[c .. c + 3], c a multiple of 4
 }
 
 // ---- staging -----------------------------------------------------------------------------------
-// xs4 = the input row (src 0: h, 1: att, 2: f1, 3: hm; cols floats), times g (norm 1: g1, 2: g2;
-// 0: none).
+// xs4 = the input row (src 0: h, 1: att, 2: hm; cols floats), times g (norm 1: g1, 2: g2; 0: none).
 // Returns rstd = 1 / sqrt(Σx² / cols + eps) with a norm, else 1.
 float stage(uint src, uint cols, uint norm) {
   float ss = 0.0;
   for (uint c4 = tid; c4 < cols / 4u; c4 += THREADS) {
-    vec4 x = src == 0u ? h4[c4] : src == 1u ? att4[c4] : src == 2u ? f14[c4] : hm4[c4];
+    vec4 x = src == 0u ? h4[c4] : src == 1u ? att4[c4] : hm4[c4];
     if (norm != 0u) {
       ss += dot(x, x);
       x *= norm4(norm - 1u, 4u * c4);
@@ -360,7 +351,7 @@ void gemv(uint m, uint rows, uint cols, uint nr, float rstd, uvec4 pre[LOADS]) {
       if (i >= nr) continue;
       const uint r = rr[i];
       factor[i] = WTYPE == WT_INT8 ? scale_at(m, r) : 1.0;
-      addend[i] = m == 0u ? bias_qkv(r) : m == 1u ? h[r] + bias_o(r) : m == 3u ? h[r] : 0.0;
+      addend[i] = m == 0u ? bias_qkv(r) : m == 1u ? h[r] + bias_o(r) : 0.0;
       cs[i] = m == 0u && i % 2u == 0u && r < 2u * pc.dim ? cos_sin[pos * half_hd + r % half_hd] : vec2(1.0, 0.0);
     }
     float acc[MAXR];
@@ -393,10 +384,8 @@ void gemv(uint m, uint rows, uint cols, uint nr, float rstd, uvec4 pre[LOADS]) {
       for (uint i = 0u; i < MAXR; ++i)
         if (i < nr && lane == i % S && r0 + i < rows) {
           const uint r = rr[i];
-          if (m == 2u) f1[r] = acc[i] / (1.0 + exp(-acc[i]));
-          else if (m == 4u) qkv[r] = acc[i];
-          else h[r] = acc[i] + addend[i];  // the residual (and out_proj's bias) added
-          if (m == 1u && FFN_FUSED) hm[r] = acc[i] + addend[i];
+          if (m == 4u) qkv[r] = acc[i];
+          else h[r] = hm[r] = acc[i] + addend[i];  // out_proj: the residual and the bias added
         }
     }
   }
@@ -418,16 +407,18 @@ void ffn_prefetch(out uvec4 pre[LOADS]) {  // the words this invocation's ffn_ph
 }
 
 // h += f1·W2ᵀ, f1 = silu((rmsnorm(hm)·g2)·W1ᵀ), slice by slice: the workgroup's slice of f1 into
-// f1s4, then invocation tid adds the slice's columns of W2's rows tid, tid + THREADS, ... into h,
-// reading its row's WS words (SL columns: 32 bytes in int4, 64 in int8) in turn, LOADS in flight.
-// (Two or four lanes a row, each adding its part, ran slower on the H200: the atomics doubled;
-// summing the parts by subgroup shuffles first made the whole kernel 1.4x slower.)
+// f1s4, then W2's SL columns of every row (WS 16-byte words: 128 bytes in f16) read coalesced, a
+// row's words by WS adjacent invocations, their partial dots summed through shared memory (below)
+// and each row added into h by one invocation. Measured slower on the H200 (bench/vulkan_notes.md):
+// one invocation a row reading its words in turn (32 cache lines a load: f16 54.1 µs a block
+// against 52.2 here), several invocations a row each adding its part (the atomics doubled or
+// more), and the parts summed by subgroup shuffles (the whole kernel 1.4x slower).
 void ffn_phase(uvec4 pre[LOADS]) {
   const uint D = pc.dim, lane = gl_SubgroupInvocationID, sg = gl_SubgroupID;
   const uint slices = (4u * D + SL - 1u) / SL, per_row1 = row_words(D), per_row2 = row_words(4u * D);
-  const uint WS = SL / (4u * F), pairs = (D + THREADS - 1u) / THREADS * WS;  // (row, word) pairs a lane
+  const uint WS = SL / (4u * F);  // 16-byte words of a W2 row in the slice
   const uint groups2 = (4u * D + pc.group - 1u) / pc.group;
-  const float rstd = stage(3u, D, 2u);
+  const float rstd = stage(2u, D, 2u);
   bool first = true;
   for (uint s = gl_WorkGroupID.x; s < slices; s += gl_NumWorkGroups.x) {
     for (uint set = sg; set < SL / MAXR; set += gl_NumSubgroups) {
@@ -444,32 +435,38 @@ void ffn_phase(uvec4 pre[LOADS]) {
       }
     }
     barrier();  // the slice's f1 complete
-    float acc = 0.0;
-    for (uint j0 = 0u; j0 < pairs; j0 += LOADS) {
+    // W2's slice, coalesced: invocation t reads word t % WS of the chunk's row k·RPR + t / WS for
+    // k < LOADS (a row's WS words in WS adjacent lanes), its partial dots go to w2_parts, and then
+    // each row's WS partials are summed by one invocation, which adds the row into h.
+    const uint RPR = THREADS / WS, CR = RPR * LOADS, w = tid % WS;
+    for (uint c0 = 0u; c0 < D; c0 += CR) {
       uvec4 q[LOADS];
-      float fq[LOADS];  // the word's scale: int8 its row's, int4 its group's
+      float fq[LOADS];
       for (uint k = 0u; k < LOADS; ++k) {
-        const uint j = j0 + k, r = tid + j / WS * THREADS, v = s * WS + j % WS;
-        const bool ok = j < pairs && r < D && v < per_row2;
+        const uint r = c0 + k * RPR + tid / WS, v = s * WS + w;
+        const bool ok = r < D && v < per_row2;
         q[k] = ok ? w_2[r * per_row2 + v] : uvec4(0u);
         fq[k] = !ok ? 0.0 : WTYPE == WT_INT8 ? scale_at(3u, r) : WTYPE == WT_INT4 ? scale_at(3u, r * groups2 + v * 32u / pc.group) : 1.0;
       }
       for (uint k = 0u; k < LOADS; ++k) {
-        const uint j = j0 + k, r = tid + j / WS * THREADS, w = j % WS;
-        if (j >= pairs) continue;
         const uvec4 wd = q[k];
-        // X(i): vec4 i of word w's columns of the slice (every lane reads the same: a broadcast).
 #define X(i) f1s4[F * w + uint(i)]
-        if (WTYPE == WT_F16) acc += WORD_DOT_F16(wd, X);
-        else if (WTYPE == WT_INT8) acc += WORD_DOT_I8(wd, X) * fq[k];
-        else if (WTYPE == WT_INT4) acc += WORD_DOT_I4(wd, X) * fq[k];
-        else acc += dot(uintBitsToFloat(wd), f1s4[w]);
+        float p;
+        if (WTYPE == WT_F16) p = WORD_DOT_F16(wd, X);
+        else if (WTYPE == WT_INT8) p = WORD_DOT_I8(wd, X) * fq[k];
+        else if (WTYPE == WT_INT4) p = WORD_DOT_I4(wd, X) * fq[k];
+        else p = dot(uintBitsToFloat(wd), f1s4[w]);
 #undef X
-        if (w == WS - 1u) {
-          if (r < D) atomicAdd(h[r], acc);
-          acc = 0.0;
-        }
+        w2_parts[k * THREADS + tid] = p;
       }
+      barrier();
+      for (uint i = tid; i < CR; i += THREADS) {  // row c0 + i: its partials from k = i / RPR
+        const uint at = i / RPR * THREADS + i % RPR * WS;
+        float sum = 0.0;
+        for (uint u = 0u; u < WS; ++u) sum += w2_parts[at + u];
+        if (c0 + i < D) atomicAdd(h[c0 + i], sum);
+      }
+      barrier();
     }
     barrier();  // f1s4 free again
   }
@@ -635,18 +632,8 @@ void main() {
   grid_wait(1u);
   if ((pc.phases & 4u) != 0u) gemv(1u, D, D, ROWS, stage(1u, D, 0u), pre);
   grid_arrive();
-  if (FFN_FUSED) {
-    ffn_prefetch(pre);
-    grid_wait(2u);
-    if ((pc.phases & 8u) != 0u) ffn_phase(pre);
-  } else {
-    prefetch(2u, 4u * D, D, ROWS, pre);
-    grid_wait(2u);
-    if ((pc.phases & 8u) != 0u) gemv(2u, 4u * D, D, ROWS, stage(0u, D, 2u), pre);
-    grid_arrive();
-    prefetch(3u, D, 4u * D, ROWS, pre);
-    grid_wait(3u);
-    if ((pc.phases & 16u) != 0u) gemv(3u, D, 4u * D, ROWS, stage(2u, 4u * D, 0u), pre);
-  }
+  ffn_prefetch(pre);
+  grid_wait(2u);
+  if ((pc.phases & 8u) != 0u) ffn_phase(pre);
   finish();
 }
