@@ -148,8 +148,8 @@ struct VulkanDecoder::Impl {
     PYLON_CHECK(o.decode == "auto" || o.decode == "persistent" || o.decode == "ops", "Vulkan decode ", o.decode,
                 " is not auto, persistent or ops");
     // auto: on GPUs whose SM count is known (the grid is then one workgroup per SM, as measured).
-    // The H200 decodes f16 / int8 / int4 1.21x / 1.15x / 1.51x faster so (bench/vulkan_notes.md,
-    // 2026-11-30 23:14-23:17 UTC).
+    // The H200 decodes f16 / int8 / int4 1.23x / 1.21x / 1.52x faster so (bench/vulkan_notes.md,
+    // 2026-11-30 23:14-23:28 UTC).
     PYLON_CHECK(o.decode != "persistent" || cfg.causal(), "Vulkan: the persistent decode kernel runs causal ",
                 "models (a KV cache); this one is the ", preset_name(cfg.preset), " preset");
     const bool measured = ctx.info().type != VK_PHYSICAL_DEVICE_TYPE_CPU && ctx.info().compute_units > 0;
