@@ -179,7 +179,7 @@ Context::Context(const ContextOptions& options) {
     info_.max_storage_buffers = props.properties.limits.maxPerStageDescriptorStorageBuffers;
     if (info_.type == VK_PHYSICAL_DEVICE_TYPE_CPU) {
       bool formats = true;
-      for (const VkFormat f : {VK_FORMAT_R32G32B32A32_UINT, VK_FORMAT_R32G32B32A32_SFLOAT}) {
+      for (const VkFormat f : {VK_FORMAT_R32G32B32A32_UINT, VK_FORMAT_R32G32B32A32_SFLOAT, VK_FORMAT_R32_UINT}) {
         VkFormatProperties fp{};
         vkGetPhysicalDeviceFormatProperties(physical_, f, &fp);
         formats = formats && (fp.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT);

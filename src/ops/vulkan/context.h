@@ -69,8 +69,8 @@ struct DeviceInfo {
   uint32_t max_shared_bytes = 0, max_storage_buffers = 0;  // per compute workgroup, per shader stage
   bool host_import = false;  // VK_EXT_external_memory_host
   // CPU devices: every buffer is also bindable as a uniform texel buffer of 16-byte texels (RGBA32
-  // uint / float), which llvmpipe reads through its sampler's gathers, several times faster than
-  // its storage-buffer loads (vulkan_notes.md).
+  // uint / float) or 4-byte ones (R32 uint), which llvmpipe reads through its sampler's gathers,
+  // several times faster than its storage-buffer loads (vulkan_notes.md).
   bool texel_reads = false;
   uint64_t texel_offset_alignment = 0, max_texels = 0;
   bool coopmat = false;      // VK_KHR_cooperative_matrix fp16 16x16x16 -> fp32, and a shader for it

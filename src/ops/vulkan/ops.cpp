@@ -115,9 +115,10 @@ void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint
              : norm      ? "gemv_rows_norm"
              : gemv_texel_ ? "gemv_rows_texel"
                            : "gemv_rows";
-  const bool texel = std::string(kernel) == "gemv_rows_texel";  // x (binding 0) and W's words (2) as texels
+  // x (binding 0), W's words (2) and the scales' (3) as texels
+  const bool texel = std::string(kernel) == "gemv_rows_texel";
   const std::vector<VkFormat> texels = {VK_FORMAT_R32G32B32A32_SFLOAT, VK_FORMAT_UNDEFINED,
-                                        VK_FORMAT_R32G32B32A32_UINT};
+                                        VK_FORMAT_R32G32B32A32_UINT, VK_FORMAT_R32_UINT};
   const bool subgroup_gemv = gemv && !gemv_rows_;
   GemvShape shape = subgroup_gemv ? gemv_shape_for(w) : GemvShape{1, 1};
   if (rope) shape.rows = std::max<uint32_t>(2, shape.rows + shape.rows % 2);  // whole rotation pairs

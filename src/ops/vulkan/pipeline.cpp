@@ -197,15 +197,16 @@ void Recorder::dispatch(const Kernel& k, const std::vector<BufferView>& buffers,
   next_label_.clear();
 }
 
-// A view of the 16-byte texels that cover v (its last one may reach past v: buffers are allocated
-// in whole texels, Context::make_buffer; imported ones in whole pages), kept until the recording is
-// begun again or destroyed.
+// A view of the 16-byte runs that cover v (the last may reach past v: buffers are allocated in
+// whole 16-byte texels, Context::make_buffer; imported ones in whole pages) as texels of `format`
+// (16 bytes, or 4 for R32), kept until the recording is begun again or destroyed.
 VkBufferView Recorder::texel_view(const BufferView& v, VkFormat format) {
   const DeviceInfo& info = ctx_.info();
   PYLON_ASSERT(info.texel_reads, "texel reads on ", info.name, ", which does not offer them");
   const VkDeviceSize size = v.size ? v.size : v.buffer->size() - v.offset;
   const VkDeviceSize texels = std::max<VkDeviceSize>((size + 15) / 16, 1);
-  PYLON_CHECK(texels <= info.max_texels, "Vulkan: a texel view of ", texels, " texels exceeds ", info.name,
+  const VkDeviceSize elements = format == VK_FORMAT_R32_UINT ? 4 * texels : texels;
+  PYLON_CHECK(elements <= info.max_texels, "Vulkan: a texel view of ", elements, " elements exceeds ", info.name,
               "'s maxTexelBufferElements ", info.max_texels);
   PYLON_ASSERT(v.offset % std::max<uint64_t>(info.texel_offset_alignment, 1) == 0 &&
                    v.offset + texels * 16 <= (v.buffer->size() + 15) / 16 * 16,

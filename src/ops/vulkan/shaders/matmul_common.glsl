@@ -33,7 +33,13 @@ layout(std430, binding = 1) readonly buffer WBuf { uint W[]; };
 #ifndef TEXEL_LOADS
 layout(std430, binding = 2) readonly buffer W4Buf { uvec4 W4[]; };
 #endif
+#ifdef TEXEL_LOADS  // the scales' 32-bit words as R32 texels (llvmpipe: gathers, not per-lane loads)
+layout(binding = 3) uniform usamplerBuffer S1;
+#define LOAD_S(i) texelFetch(S1, int(i)).x
+#else
 layout(std430, binding = 3) readonly buffer SBuf { uint S[]; };
+#define LOAD_S(i) S[i]
+#endif
 layout(std430, binding = 4) readonly buffer BBuf { uint Bias[]; };
 layout(std430, binding = 5) buffer YBuf { float Y[]; };
 layout(std430, binding = 6) readonly buffer NormBuf { uint NormW[]; };
@@ -44,8 +50,8 @@ uint int4_row_bytes() { return (pc.cols + 1u) / 2u; }
 uint int4_groups() { return (pc.cols + pc.group - 1u) / pc.group; }
 
 float scale_at(uint i) {
-  if (pc.wtype == WT_INT4 && pc.scale_f16 != 0u) return half_at_words(S[i >> 1], i);
-  return uintBitsToFloat(S[i]);
+  if (pc.wtype == WT_INT4 && pc.scale_f16 != 0u) return half_at_words(LOAD_S(i >> 1), i);
+  return uintBitsToFloat(LOAD_S(i));
 }
 
 // Dequantized W[r, c] of the chunk (r local to the chunk).
