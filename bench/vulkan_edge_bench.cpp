@@ -15,15 +15,18 @@
 // ops: a dispatch per op; persistent: a dispatch per block, persistent:N on a grid of N
 // workgroups, persistent:NxT of N workgroups of T threads), a decoder each, in turn in one run.
 // --attention-chunk K: the persistent kernel's keys per attention item (a multiple of 32; 0: its
-// own choice, >= 128).
+// own choice, >= 128). --phase-split 1: the persistent kernel's µs a block with only its first
+// 0, 1, ... 4 phases run (PYLON_VK_LAYER_PHASES; timing only, the results are wrong), a decoder
+// each, and each phase's increment.
 //   pylon_bench_vulkan [--dim 2048 --layers 12 --heads 16 --vocab 32000] [--quant f16,int8,int4]
 //                      [--prefill 128] [--decode 32] [--dir /tmp] [--device N] [--gemv-sweep 0|1]
 //                      [--decode-paths auto|ops|persistent[:N[xT]],...] [--gemv-rows R]
-//                      [--attention-chunk K]
+//                      [--attention-chunk K] [--phase-split 0|1]
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -194,7 +197,7 @@ void gemv_sweep(const std::string& path, int device) {
 int run(int argc, char** argv) {
   ModelConfig c = preset_config(Preset::causal);  // seed size: V 32000, D 2048, L 12, H 16
   std::string quants = "f16,int8,int4", dir = "/tmp", decodes = "auto";
-  int prefill = 128, decode = 32, device = -1, sweep = 0;
+  int prefill = 128, decode = 32, device = -1, sweep = 0, phase_split = 0;
   uint32_t gemv_rows = 0;  // rows per subgroup of the decode GEMVs (0: chosen per matrix)
   uint32_t attention_chunk = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -212,6 +215,7 @@ int run(int argc, char** argv) {
     else if (k == "--decode-paths") decodes = v;
     else if (k == "--gemv-rows") gemv_rows = static_cast<uint32_t>(std::stoul(v));
     else if (k == "--attention-chunk") attention_chunk = static_cast<uint32_t>(std::stoul(v));
+    else if (k == "--phase-split") phase_split = std::stoi(v);
     else PYLON_CHECK(false, "unknown flag ", k);
   }
   vk::ContextOptions co;
@@ -328,6 +332,32 @@ int run(int argc, char** argv) {
       } catch (const Error& e) {
         std::printf("  decode path %s: %s\n", path_name.c_str(), e.what());
       }
+    }
+    if (phase_split) {  // decode_layer.comp's phases: 1 qkv, 2 attention, 3 out_proj, 4 the FFN
+      const char* names[] = {"dispatch, barriers, prefetches", "+ qkv", "+ attention", "+ out_proj", "+ FFN"};
+      double last = 0;
+      for (int n = 0; n <= 4; ++n) {
+        setenv("PYLON_VK_LAYER_PHASES", std::to_string((1 << n) - 1).c_str(), 1);
+        VulkanOptions od = o;
+        od.decode = "persistent", od.attention_chunk = attention_chunk;
+        try {
+          VulkanDecoder dd(path, od, prefill + decode);
+          dd.feed(tokens.data(), prefill);
+          vk::GpuTimes times;
+          dd.time_dispatches(&times);
+          for (int i = 0; i < decode; ++i) dd.feed(&tokens[static_cast<size_t>(prefill + i)], 1);
+          dd.time_dispatches(nullptr);
+          double us = 0;
+          for (const auto& [name, e] : times.by_kernel)
+            if (name.rfind("decode_layer", 0) == 0) us = e.seconds / static_cast<double>(e.count) * 1e6;
+          std::printf("  phase split, %-31s %7.2f us a block (%+.2f)\n", names[n], us, us - last);
+          last = us;
+        } catch (const Error& e) {
+          std::printf("  phase split: %s\n", e.what());
+          n = 5;
+        }
+      }
+      unsetenv("PYLON_VK_LAYER_PHASES");
     }
   }
   return 0;
