@@ -1,0 +1,137 @@
+// decode_layer.comp's attention phase over the KV cache: items of (head, run of keys), each
+// head's items combined by its last; included by decode_layer.comp after its bindings.
+
+// Item (head hh, chunk c: keys c·chunk ..) of the p + 1 keys. A head of one item writes its output
+// at once; else each item writes its max m, sum l = Σ exp(s - m) and o = Σ exp(s - m)·v to
+// partials and the head's last item to finish combines them (attention_decode.comp's method).
+float block_max(float v) {  // over the workgroup; red free on entry and on return
+  v = subgroupMax(v);
+  if (subgroupElect()) red[gl_SubgroupID] = v;
+  barrier();
+  v = red[0];
+  for (uint i = 1u; i < gl_NumSubgroups; ++i) v = max(v, red[i]);
+  barrier();
+  return v;
+}
+float block_sum(float v) {
+  v = subgroupAdd(v);
+  if (subgroupElect()) red[gl_SubgroupID] = v;
+  barrier();
+  v = 0.0;
+  for (uint i = 0u; i < gl_NumSubgroups; ++i) v += red[i];
+  barrier();
+  return v;
+}
+
+void attend(uint hh, uint chunk, uint size, uint chunks, uint keys, uint max_chunks) {
+  const uint hd = pc.dim / pc.heads, row = hd + 2u, D = pc.dim;
+  const uint first = chunk * size, count = min(size, keys - first);
+  const uint dst = (hh * max_chunks + chunk) * row;
+  if ((pc.phases & 1u) != 0u) wait_for(16u + pc.heads + hh, 3u * hd);  // the head's q, k, v stored
+  for (uint c = tid; c < hd; c += THREADS) qs[c] = qkv[hh * hd + c];
+  barrier();
+  const uint lane = gl_SubgroupInvocationID, S = gl_SubgroupSize, NS = gl_NumSubgroups;
+  const uint KB = 4u;  // keys of a subgroup whose loads are in flight together
+  for (uint j0 = gl_SubgroupID; j0 < count; j0 += NS * KB) {
+    float d[KB];
+    for (uint t = 0u; t < KB; ++t) d[t] = 0.0;
+    for (uint c = 4u * lane; c < hd; c += 4u * S) {
+      const vec4 qv = vec4(qs[c], qs[c + 1u], qs[c + 2u], qs[c + 3u]);
+      for (uint t = 0u; t < KB; ++t) {
+        const uint j = j0 + t * NS;
+        if (j < count) d[t] += dot(qv, k4[((first + j) * D + hh * hd + c) >> 2]);
+      }
+    }
+    for (uint t = 0u; t < KB; ++t) {
+      const float s = subgroupAdd(d[t]);
+      if (j0 + t * NS < count && subgroupElect()) PS(j0 + t * NS) = s * pc.attn_scale;
+    }
+  }
+  barrier();
+  float mx = -3.402823e38;
+  for (uint j = tid; j < count; j += THREADS) mx = max(mx, PS(j));
+  mx = block_max(mx);
+  float l = 0.0;
+  for (uint j = tid; j < count; j += THREADS) {
+    const float e = exp(PS(j) - mx);
+    PS(j) = e;
+    l += e;
+  }
+  l = block_sum(l);  // its barriers also make the exp(s - m) visible
+  // p·V: invocation (g, slice) sums column vec4 g over keys slice, slice + slices, ..., VB keys'
+  // loads in flight together.
+  const uint cols = hd / 4u, slices = VT / cols, g = tid % cols, slice = tid / cols, VB = 8u;
+  vec4 acc = vec4(0.0);
+  if (tid < VT && slice < slices)
+    for (uint j0 = slice; j0 < count; j0 += VB * slices) {
+      vec4 vv[VB];
+      for (uint t = 0u; t < VB; ++t) {
+        const uint j = j0 + t * slices;
+        vv[t] = j < count ? v4[((first + j) * D + hh * hd) / 4u + g] : vec4(0.0);
+      }
+      for (uint t = 0u; t < VB; ++t)
+        if (j0 + t * slices < count) acc += PS(j0 + t * slices) * vv[t];
+    }
+  if (tid < VT) pv[tid] = acc;
+  barrier();
+  vec4 o = vec4(0.0);
+  if (tid < cols)
+    for (uint sl = 0u; sl < slices; ++sl) o += pv[sl * cols + tid];
+  if (chunks == 1u) {  // the head's only item: its output
+    if (tid < cols) att4[(hh * hd) / 4u + tid] = o / l;
+    barrier();  // pv, qs and the scores are free again
+    return;
+  }
+  if (tid == 0u) partials[dst] = mx, partials[dst + 1u] = l;
+  if (tid < cols) {
+    const uint at = dst + 2u + 4u * tid;
+    partials[at] = o.x, partials[at + 1u] = o.y, partials[at + 2u] = o.z, partials[at + 3u] = o.w;
+  }
+  memoryBarrierBuffer();
+  barrier();
+  if (tid == 0u) flag = atomicAdd(sync_[16u + hh], 1u) == chunks - 1u;
+  barrier();
+  if (!flag) return;
+  memoryBarrierBuffer();  // the other items' partials, seen after their counts
+  const uint base = hh * max_chunks * row;
+  float m_all = -3.402823e38;
+  for (uint c = tid; c < chunks; c += THREADS) m_all = max(m_all, partials[base + c * row]);
+  m_all = block_max(m_all);
+  float total = 0.0;
+  for (uint c = tid; c < chunks; c += THREADS) total += partials[base + c * row + 1u] * exp(partials[base + c * row] - m_all);
+  total = block_sum(total);
+  float out_e = 0.0;  // element tid of the head's output (head dim <= VT)
+  for (uint c0 = 0u; c0 < chunks; c0 += VT) {
+    barrier();
+    if (tid < VT && c0 + tid < chunks) wts[tid] = exp(partials[base + (c0 + tid) * row] - m_all);
+    barrier();
+    const uint n = min(VT, chunks - c0);
+    if (tid < hd)
+      for (uint c = 0u; c < n; ++c) out_e += partials[base + (c0 + c) * row + 2u + tid] * wts[c];
+  }
+  if (tid < hd) att[hh * hd + tid] = out_e / total;
+  if (tid == 0u) sync_[16u + hh] = 0u;
+  barrier();  // the flag is free again
+}
+
+void attention_phase() {
+  // Every subgroup of this workgroup past its qkv rows before any waits for a head's count: the
+  // wait must depend on other workgroups only (resident, so they progress), never on a subgroup of
+  // its own, which a device may not run while another spins (llvmpipe in Mesa 25 does not: the
+  // wait gave up there with one workgroup).
+  barrier();
+  const uint G = gl_NumWorkGroups.x, keys = position[0] + 1u;
+  // Keys per item: enough that the heads' items fill the grid at most once, at least MIN_ITEM (a
+  // head's item that is its only one saves the combine's round trips), a multiple of CHUNK, and
+  // at most the staging row (the scores' room). H200, f16, µs a block at ~220 / ~560 keys:
+  // items of >= 128 keys 60.3 / 61.5, of >= 256 63.4 / 67.7, of 64 (560 keys) 64.3.
+  // (bench/vulkan_notes.md)
+  const uint per_head = max(G / pc.heads, 1u);
+  uint size = pc.chunk != 0u ? pc.chunk : max(MIN_ITEM, ((keys + per_head - 1u) / per_head + CHUNK - 1u) / CHUNK * CHUNK);
+  size = min(size, XS / CHUNK * CHUNK);
+  const uint chunks = (keys + size - 1u) / size, items = pc.heads * chunks;
+  const uint max_chunks = (pc.max_keys + CHUNK - 1u) / CHUNK;
+  // From the last workgroup down: those are the ones with no second round of qkv rows.
+  for (uint item = G - 1u - gl_WorkGroupID.x; item < items; item += G)
+    attend(item / chunks, item % chunks, size, chunks, keys, max_chunks);
+}

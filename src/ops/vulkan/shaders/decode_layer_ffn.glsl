@@ -1,0 +1,82 @@
+// decode_layer.comp's FFN phase: slices of f1 in shared memory, W2's columns added into h with
+// float atomics; included by decode_layer.comp after decode_layer_gemv.glsl.
+
+// Slice s: rows s·SL .. of W1 (4D of them; past the end read as the last and dropped), taken by
+// the subgroups MAXR at a time, set i of them rows s·SL + i·MAXR ...
+void ffn_rows(uint s, uint set, out uint rr[MAXR]) {
+  for (uint i = 0u; i < MAXR; ++i) rr[i] = min(s * SL + set * MAXR + i, 4u * pc.dim - 1u);
+}
+
+void ffn_prefetch(out uvec4 pre[LOADS]) {  // the words this invocation's ffn_phase loads first
+  for (uint k = 0u; k < LOADS; ++k) pre[k] = uvec4(0u);
+  if (gl_WorkGroupID.x * SL >= 4u * pc.dim || gl_SubgroupID >= SL / MAXR) return;
+  uint rr[MAXR];
+  ffn_rows(gl_WorkGroupID.x, gl_SubgroupID, rr);
+  load_step(2u, row_words(pc.dim), MAXR, 1u, rr, gl_SubgroupInvocationID, pre);
+}
+
+// h += f1·W2ᵀ, f1 = silu((rmsnorm(hm)·g2)·W1ᵀ), slice by slice: the workgroup's slice of f1 into
+// f1s4, then W2's SL columns of every row (WS 16-byte words: 128 bytes in f16) read coalesced, a
+// row's words by WS adjacent invocations, their partial dots summed through shared memory (below)
+// and each row added into h by one invocation. Measured slower on the H200 (bench/vulkan_notes.md):
+// one invocation a row reading its words in turn (32 cache lines a load: f16 54.1 µs a block
+// against 52.2 here), several invocations a row each adding its part (the atomics doubled or
+// more), and the parts summed by subgroup shuffles (the whole kernel 1.4x slower).
+void ffn_phase(uvec4 pre[LOADS]) {
+  const uint D = pc.dim, lane = gl_SubgroupInvocationID, sg = gl_SubgroupID;
+  const uint slices = (4u * D + SL - 1u) / SL, per_row1 = row_words(D), per_row2 = row_words(4u * D);
+  const uint WS = SL / (4u * F);  // 16-byte words of a W2 row in the slice
+  const uint groups2 = (4u * D + pc.group - 1u) / pc.group;
+  const float rstd = stage(2u, D, 2u);
+  bool first = true;
+  for (uint s = gl_WorkGroupID.x; s < slices; s += gl_NumWorkGroups.x) {
+    for (uint set = sg; set < SL / MAXR; set += gl_NumSubgroups) {
+      uint rr[MAXR];
+      ffn_rows(s, set, rr);
+      float factor[MAXR], acc[MAXR];
+      for (uint i = 0u; i < MAXR; ++i) factor[i] = WTYPE == WT_INT8 ? scale_at(2u, rr[i]) : 1.0, acc[i] = 0.0;
+      row_dots(2u, per_row1, MAXR, 1u, 0u, rr, first, pre, acc);
+      first = false;
+      for (uint i = 0u; i < MAXR; ++i) {
+        const float y = subgroupAdd(acc[i]) * factor[i] * rstd;
+        const uint j = set * MAXR + i;
+        if (lane == i % gl_SubgroupSize) f1s4[j >> 2u][j & 3u] = s * SL + j < 4u * D ? y / (1.0 + exp(-y)) : 0.0;
+      }
+    }
+    barrier();  // the slice's f1 complete
+    // W2's slice, coalesced: invocation t reads word t % WS of the chunk's row k·RPR + t / WS for
+    // k < LOADS (a row's WS words in WS adjacent lanes), its partial dots go to w2_parts, and then
+    // each row's WS partials are summed by one invocation, which adds the row into h.
+    const uint RPR = THREADS / WS, CR = RPR * LOADS, w = tid % WS;
+    for (uint c0 = 0u; c0 < D; c0 += CR) {
+      uvec4 q[LOADS];
+      float fq[LOADS];
+      for (uint k = 0u; k < LOADS; ++k) {
+        const uint r = c0 + k * RPR + tid / WS, v = s * WS + w;
+        const bool ok = r < D && v < per_row2;
+        q[k] = ok ? w_2[r * per_row2 + v] : uvec4(0u);
+        fq[k] = !ok ? 0.0 : WTYPE == WT_INT8 ? scale_at(3u, r) : WTYPE == WT_INT4 ? scale_at(3u, r * groups2 + v * 32u / pc.group) : 1.0;
+      }
+      for (uint k = 0u; k < LOADS; ++k) {
+        const uvec4 wd = q[k];
+#define X(i) f1s4[F * w + uint(i)]
+        float p;
+        if (WTYPE == WT_F16) p = WORD_DOT_F16(wd, X);
+        else if (WTYPE == WT_INT8) p = WORD_DOT_I8(wd, X) * fq[k];
+        else if (WTYPE == WT_INT4) p = WORD_DOT_I4(wd, X) * fq[k];
+        else p = dot(uintBitsToFloat(wd), f1s4[w]);
+#undef X
+        w2_parts[k * THREADS + tid] = p;
+      }
+      barrier();
+      for (uint i = tid; i < CR; i += THREADS) {  // row c0 + i: its partials from k = i / RPR
+        const uint at = i / RPR * THREADS + i % RPR * WS;
+        float sum = 0.0;
+        for (uint u = 0u; u < WS; ++u) sum += w2_parts[at + u];
+        if (c0 + i < D) atomicAdd(h[c0 + i], sum);
+      }
+      barrier();
+    }
+    barrier();  // f1s4 free again
+  }
+}

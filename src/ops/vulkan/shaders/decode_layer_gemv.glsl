@@ -1,0 +1,175 @@
+// decode_layer.comp's GEMV phases (qkv, out_proj, the head) and the dot products of weight rows
+// with the staged row that the FFN reuses; included by decode_layer.comp after its bindings.
+
+uint row_words(uint cols) {  // 16-byte words per weight row
+  if (WTYPE == WT_F32) return cols / 4u;
+  if (WTYPE == WT_F16) return cols / 8u;
+  if (WTYPE == WT_INT8) return cols / 16u;
+  return cols / 32u;
+}
+
+// Phase 1's rows, head by head: head h's logical rows 3·hd·h .. are its q rows, k rows, v rows,
+// where q's and k's logical rows 2j, 2j + 1 are their j-th rotation pair (rows j, j + hd/2).
+uint qkv_head(uint l) { return l / (3u * (pc.dim / pc.heads)); }
+uint qkv_row(uint l) {
+  const uint hd = pc.dim / pc.heads, half_hd = hd / 2u, hh = l / (3u * hd), within = l % (3u * hd);
+  const uint part = within / hd, i = within % hd;  // part 0 q, 1 k, 2 v
+  return part * pc.dim + hh * hd + (part == 2u ? i : (i >> 1u) + (i & 1u) * half_hd);
+}
+
+// Rows ra, rb (a rotation pair where q or k) of q/k/v done: biased (the caller), rotated by cs
+// (cos, sin) where q or k, stored, k and v appended at pos.
+void store_qkv_pair(uint ra, uint rb, float a, float b, vec2 cs, uint pos) {
+  const uint D = pc.dim;
+  if (ra < 2u * D) {
+    const float ya = a * cs.x - b * cs.y, yb = b * cs.x + a * cs.y;
+    a = ya, b = yb;
+  }
+  qkv[ra] = a, qkv[rb] = b;
+  if (ra >= 2u * D) v_cache[pos * D + ra - 2u * D] = a, v_cache[pos * D + rb - 2u * D] = b;
+  else if (ra >= D) k_cache[pos * D + ra - D] = a, k_cache[pos * D + rb - D] = b;
+}
+
+// Subgroups per row set (1, 2 or 4): more where the row sets are fewer than the grid's subgroups
+// and the rows long enough to share.
+uint split_for(uint rows, uint nr, uint per_row) {
+  if (pc.split != 0u) return min(pc.split, gl_NumSubgroups);
+  const uint sets = (rows + nr - 1u) / nr, subgroups = gl_NumWorkGroups.x * gl_NumSubgroups;
+  uint split = 1u;
+  while (split < 4u && gl_NumSubgroups % (2u * split) == 0u && sets * 2u * split <= subgroups &&
+         per_row >= 2u * split * gl_SubgroupSize)
+    split *= 2u;
+  return split;
+}
+
+// Row set r0's weight rows (clamped to the last; gemv stores only rows < `rows`): logical rows of
+// phase 1 mapped by qkv_row.
+void set_rows(uint m, uint rows, uint r0, out uint rr[MAXR]) {
+  for (uint i = 0u; i < MAXR; ++i) {
+    const uint l = min(r0 + i, rows - 1u);
+    rr[i] = m == 0u ? qkv_row(l) : l;
+  }
+}
+
+// One step's words of a lane: load k (< nr·U, U = LOADS / nr) is word v0 + (k / nr)·split·S of
+// row rr[k % nr]; zero past the row's end.
+void load_step(uint m, uint per_row, uint nr, uint split, uint rr[MAXR], uint v0, out uvec4 q[LOADS]) {
+  const uint U = max(LOADS / nr, 1u);
+  for (uint k = 0u; k < LOADS; ++k) {
+    const uint v = v0 + k / nr * split * gl_SubgroupSize;
+    q[k] = k < nr * U && v < per_row ? w_word(m, rr[k % nr] * per_row + v) : uvec4(0u);
+  }
+}
+
+// The words this invocation's gemv(m, ...) loads first (its first row set's first step), loaded
+// ahead: between a grid barrier's arrive and wait, so their latency overlaps the barrier's.
+void prefetch(uint m, uint rows, uint cols, uint nr, out uvec4 q[LOADS]) {
+  const uint sg = gl_SubgroupID, per_row = row_words(cols);
+  const uint split = split_for(rows, nr, per_row), per_group = gl_NumSubgroups / split * nr;
+  uint rr[MAXR];
+  set_rows(m, rows, gl_WorkGroupID.x * per_group + sg / split * nr, rr);
+  load_step(m, per_row, nr, split, rr, sg % split * gl_SubgroupSize + gl_SubgroupInvocationID, q);
+}
+
+// acc[i] += this lane's share of row rr[i] (i < nr) of matrix m times the staged row: words
+// part·S + lane, then every split·S, LOADS in flight (of each row U = LOADS / nr a step); the first
+// step's words are `pre` where `first`. int4's group scales applied, int8's row scales not (the
+// caller's factor). Not summed over the subgroup.
+void row_dots(uint m, uint per_row, uint nr, uint split, uint part, uint rr[MAXR], bool first, uvec4 pre[LOADS],
+              inout float acc[MAXR]) {
+  const uint S = gl_SubgroupSize, lane = gl_SubgroupInvocationID;
+  const uint U = max(LOADS / nr, 1u);
+  const uint words_per_group = max(pc.group / 32u, 1u), groups = (per_row + words_per_group - 1u) / words_per_group;
+  const bool pow2 = (words_per_group & (words_per_group - 1u)) == 0u;
+  const uint shift = uint(findLSB(words_per_group));
+  for (uint v0 = part * S + lane; v0 < per_row; v0 += U * split * S) {  // load_step's words
+    uvec4 q[LOADS];
+    if (first) {
+      for (uint k = 0u; k < LOADS; ++k) q[k] = pre[k];
+      first = false;
+    } else {
+      load_step(m, per_row, nr, split, rr, v0, q);
+    }
+    for (uint k = 0u; k < LOADS; ++k) {
+      const uint v = v0 + k / nr * split * S, i = k % nr;
+      if (k >= nr * U || v >= per_row) continue;
+      const uvec4 w = q[k];
+      // X(j): vec4 j of word v's columns (F·v + j, swizzled: (F·v + j) >> 3 is v·F / 8).
+#define X(j) xs4[F * v + (uint(j) ^ ((v * F >> 3u) & (F - 1u)))]
+      if (WTYPE == WT_F16) {
+        acc[i] += WORD_DOT_F16(w, X);
+      } else if (WTYPE == WT_INT8) {
+        acc[i] += WORD_DOT_I8(w, X);
+      } else if (WTYPE == WT_INT4) {
+        const uint g = pow2 ? v >> shift : v / words_per_group;
+        acc[i] += WORD_DOT_I4(w, X) * scale_at(m, rr[i] * groups + g);
+      } else {
+        acc[i] += dot(uintBitsToFloat(w), xs4[v]);  // F = 1: no swizzle
+      }
+#undef X
+    }
+  }
+}
+
+// Matrix m (rows, cols) times the staged row: each workgroup takes row sets of `nr` rows (<= MAXR)
+// per `split` subgroups, grid-stride (the loop's trip count is the workgroup's, for the split's
+// barriers). The first step's words are `pre` (prefetch). Each row's sum is scaled by rstd and
+// stored as phase m does.
+void gemv(uint m, uint rows, uint cols, uint nr, float rstd, uvec4 pre[LOADS]) {
+  const uint S = gl_SubgroupSize, lane = gl_SubgroupInvocationID, sg = gl_SubgroupID, per_row = row_words(cols);
+  const uint split = split_for(rows, nr, per_row), part = sg % split, per_group = gl_NumSubgroups / split * nr;
+  const uint pos = position[0], half_hd = pc.dim / pc.heads / 2u;
+  bool first = true;
+  for (uint base = gl_WorkGroupID.x * per_group; base < rows; base += gl_NumWorkGroups.x * per_group) {
+    const uint r0 = base + sg / split * nr;
+    uint rr[MAXR];
+    set_rows(m, rows, r0, rr);
+    // What the rows' stores need besides the sums, loaded now so that their latency overlaps the
+    // dot products': the sum's factor (int8's row scale), the addend (bias, residual) and the
+    // pair's rotation (phase 1).
+    float factor[MAXR], addend[MAXR];
+    vec2 cs[MAXR];
+    for (uint i = 0u; i < MAXR; ++i) {
+      factor[i] = 1.0, addend[i] = 0.0, cs[i] = vec2(1.0, 0.0);
+      if (i >= nr) continue;
+      const uint r = rr[i];
+      factor[i] = WTYPE == WT_INT8 ? scale_at(m, r) : 1.0;
+      addend[i] = m == 0u ? bias_qkv(r) : m == 1u ? h[r] + bias_o(r) : 0.0;
+      cs[i] = m == 0u && i % 2u == 0u && r < 2u * pc.dim ? cos_sin[pos * half_hd + r % half_hd] : vec2(1.0, 0.0);
+    }
+    float acc[MAXR];
+    for (uint i = 0u; i < MAXR; ++i) acc[i] = 0.0;
+    row_dots(m, per_row, nr, split, part, rr, first, pre, acc);
+    first = false;
+    for (uint i = 0u; i < MAXR; ++i)
+      if (i < nr) acc[i] = subgroupAdd(acc[i]);
+    if (split > 1u) {  // the parts' sums meet in shared memory
+      if (subgroupElect())
+        for (uint i = 0u; i < MAXR; ++i) part_sums[sg * MAXR + i] = acc[i];
+      barrier();
+      if (part == 0u)
+        for (uint p = 1u; p < split; ++p)
+          for (uint i = 0u; i < MAXR; ++i) acc[i] += part_sums[(sg + p) * MAXR + i];
+      barrier();
+      if (part != 0u) continue;
+    }
+    for (uint i = 0u; i < MAXR; ++i) acc[i] *= factor[i] * rstd;
+    if (m == 0u) {  // each pair stored, then counted in its head's ready count
+      for (uint i = 0u; i + 1u < MAXR; i += 2u)
+        if (i + 1u < nr && lane == i % S && r0 + i < rows)
+          store_qkv_pair(rr[i], rr[i + 1u], acc[i] + addend[i], acc[i + 1u] + addend[i + 1u], cs[i], pos);
+      // The fence outside the branch: llvmpipe (Mesa 22.3) computed wrong sums in a split row set
+      // with it inside.
+      memoryBarrierBuffer();
+      for (uint i = 0u; i + 1u < MAXR; i += 2u)
+        if (i + 1u < nr && lane == i % S && r0 + i < rows) atomicAdd(sync_[16u + pc.heads + qkv_head(r0 + i)], 2u);
+    } else {
+      for (uint i = 0u; i < MAXR; ++i)
+        if (i < nr && lane == i % S && r0 + i < rows) {
+          const uint r = rr[i];
+          if (m == 4u) qkv[r] = acc[i];
+          else h[r] = hm[r] = acc[i] + addend[i];  // out_proj: the residual and the bias added
+        }
+    }
+  }
+}
