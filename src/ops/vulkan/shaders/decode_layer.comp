@@ -20,8 +20,8 @@
 // workgroup); then each subgroup (or 2 or 4 together, where rows are few and long) takes ROWS
 // weight rows at a time (QKV_ROWS in phase 1: rotation pairs, rows i and i + hd/2 of a head;
 // MAXR of a slice in phase 4), grid-stride, its lanes reading consecutive 16-byte words of
-// them, LOADS words in flight per lane, and a subgroup sum ends each row. The results are those of the per-op path (gemv_subgroup
-// + attention_decode) up to summation order.
+// them, LOADS words in flight per lane, and a subgroup sum ends each row. The results are those
+// of the per-op path (gemv_subgroup + attention_decode) up to summation order.
 // Grid barrier: a workgroup's writes made visible (memoryBarrierBuffer), then it counts itself in
 // on sync[0], loads the first weight words of its next phase, and waits until the count reaches
 // n·(workgroups) at the n-th barrier. Every wait (a barrier's, a head's ready count) is bounded

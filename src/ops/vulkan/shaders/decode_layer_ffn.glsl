@@ -55,7 +55,10 @@ void ffn_phase(uvec4 pre[LOADS]) {
         const uint r = c0 + k * RPR + tid / WS, v = s * WS + w;
         const bool ok = r < D && v < per_row2;
         q[k] = ok ? w_2[r * per_row2 + v] : uvec4(0u);
-        fq[k] = !ok ? 0.0 : WTYPE == WT_INT8 ? scale_at(3u, r) : WTYPE == WT_INT4 ? scale_at(3u, r * groups2 + v * 32u / pc.group) : 1.0;
+        fq[k] = !ok                 ? 0.0
+                : WTYPE == WT_INT8  ? scale_at(3u, r)
+                : WTYPE == WT_INT4  ? scale_at(3u, r * groups2 + v * 32u / pc.group)
+                                    : 1.0;
       }
       for (uint k = 0u; k < LOADS; ++k) {
         const uvec4 wd = q[k];
