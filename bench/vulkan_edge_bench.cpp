@@ -12,16 +12,18 @@
 // (rows per subgroup, subgroups per row set) shapes, dispatched back to back with barriers as in
 // a decode step, each layer's copy in turn (device timestamps, mean of 30 dispatches after a
 // warm-up run). --decode-paths measures decode on each listed path (auto: the device's default;
-// ops: a dispatch per op; persistent: a dispatch per block, persistent:N on a grid of N
-// workgroups, persistent:NxT of N workgroups of T threads), a decoder each, in turn in one run.
+// ops: a dispatch per op; persistent: the persistent kernel, as many blocks a dispatch as share
+// buffers, persistent:N on a grid of N workgroups, persistent:NxT of N workgroups of T threads,
+// any of them /B: at most B blocks a dispatch), a decoder each, in turn in one run.
 // --attention-chunk K: the persistent kernel's keys per attention item (a multiple of 32; 0: its
 // own choice, >= 128). --phase-split 1: the persistent kernel's µs a block with only its first
 // 0, 1, ... 4 phases run (PYLON_VK_LAYER_PHASES; timing only, the results are wrong), a decoder
-// each, and each phase's increment.
+// each, and each phase's increment. --buffer-cap-mb N caps every storage binding at N MiB (the
+// weights then go a buffer per tensor where the model is larger: a persistent dispatch per block).
 //   pylon_bench_vulkan [--dim 2048 --layers 12 --heads 16 --vocab 32000] [--quant f16,int8,int4]
 //                      [--prefill 128] [--decode 32] [--dir /tmp] [--device N] [--gemv-sweep 0|1]
-//                      [--decode-paths auto|ops|persistent[:N[xT]],...] [--gemv-rows R]
-//                      [--attention-chunk K] [--phase-split 0|1]
+//                      [--decode-paths auto|ops|persistent[:N[xT]][/B],...] [--gemv-rows R]
+//                      [--attention-chunk K] [--phase-split 0|1] [--buffer-cap-mb N]
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -200,6 +202,7 @@ int run(int argc, char** argv) {
   int prefill = 128, decode = 32, device = -1, sweep = 0, phase_split = 0;
   uint32_t gemv_rows = 0;  // rows per subgroup of the decode GEMVs (0: chosen per matrix)
   uint32_t attention_chunk = 0;
+  uint64_t buffer_cap = 0;  // --buffer-cap-mb: the storage-binding cap (a buffer per tensor below the model's size)
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--dim") c.dim = std::stoi(v);
@@ -216,6 +219,7 @@ int run(int argc, char** argv) {
     else if (k == "--gemv-rows") gemv_rows = static_cast<uint32_t>(std::stoul(v));
     else if (k == "--attention-chunk") attention_chunk = static_cast<uint32_t>(std::stoul(v));
     else if (k == "--phase-split") phase_split = std::stoi(v);
+    else if (k == "--buffer-cap-mb") buffer_cap = std::stoull(v) << 20;
     else PYLON_CHECK(false, "unknown flag ", k);
   }
   vk::ContextOptions co;
@@ -254,6 +258,7 @@ int run(int argc, char** argv) {
     VulkanOptions o;
     o.device_index = device;
     o.gemv_rows = gemv_rows;
+    o.max_buffer_bytes = buffer_cap;
     VulkanDecoder d(path, o, prefill + decode);
     std::printf("\n[%s] %s (model ready in %.1f s)\n", q.c_str(), d.describe().c_str(), since(t0));
     for (const bool coop : {false, true}) {
@@ -318,9 +323,14 @@ int run(int argc, char** argv) {
     while (std::getline(paths, path_name, ',')) {
       VulkanOptions od = o;
       od.attention_chunk = attention_chunk;
-      od.decode = path_name.substr(0, path_name.find(':'));
-      if (path_name.find(':') != std::string::npos) {  // persistent:GROUPS or persistent:GROUPSxTHREADS
-        const std::string g = path_name.substr(path_name.find(':') + 1);
+      std::string spec = path_name;
+      if (spec.find('/') != std::string::npos) {  // /B: at most B blocks a dispatch
+        od.persistent_blocks = static_cast<uint32_t>(std::stoul(spec.substr(spec.find('/') + 1)));
+        spec = spec.substr(0, spec.find('/'));
+      }
+      od.decode = spec.substr(0, spec.find(':'));
+      if (spec.find(':') != std::string::npos) {  // persistent:GROUPS or persistent:GROUPSxTHREADS
+        const std::string g = spec.substr(spec.find(':') + 1);
         od.persistent_grid = static_cast<uint32_t>(std::stoul(g));
         if (g.find('x') != std::string::npos) od.persistent_threads = static_cast<uint32_t>(std::stoul(g.substr(g.find('x') + 1)));
       }
@@ -347,9 +357,9 @@ int run(int argc, char** argv) {
           dd.time_dispatches(&times);
           for (int i = 0; i < decode; ++i) dd.feed(&tokens[static_cast<size_t>(prefill + i)], 1);
           dd.time_dispatches(nullptr);
-          double us = 0;
+          double us = 0;  // a block's share of the decode_layer dispatches
           for (const auto& [name, e] : times.by_kernel)
-            if (name.rfind("decode_layer", 0) == 0) us = e.seconds / static_cast<double>(e.count) * 1e6;
+            if (name.rfind("decode_layer", 0) == 0) us = e.seconds / (double(decode) * dd.config().layers) * 1e6;
           std::printf("  phase split, %-31s %7.2f us a block (%+.2f)\n", names[n], us, us - last);
           last = us;
         } catch (const Error& e) {

@@ -77,13 +77,14 @@ TEST(VulkanCli, TrainedModelGeneratesTheSameTextOnCpuAndVulkan) {
   const std::string gen = "generate --model " + edge + " --prompt 'the sky is' --max-new-tokens 24 --temperature 0";
   const auto a = run_pylon(gen + " --device cpu");
   const auto b = run_pylon(gen + " --device vulkan");
-  const auto c = run_pylon(gen + " --device vulkan --vulkan-decode persistent");
+  // The persistent kernel, both blocks in one dispatch (uploaded weights: one buffer).
+  const auto c = run_pylon(gen + " --device vulkan --vulkan-decode persistent --weights-path upload");
   ASSERT_EQ(a.exit_code, 0) << a.err;
   ASSERT_EQ(b.exit_code, 0) << b.err;
   ASSERT_EQ(c.exit_code, 0) << c.err;
   EXPECT_EQ(a.out, b.out);
   EXPECT_EQ(a.out, c.out);
-  EXPECT_NE(c.err.find("one dispatch per block"), std::string::npos) << c.err;
+  EXPECT_NE(c.err.find("decode in 1 persistent dispatch for 2 blocks"), std::string::npos) << c.err;
   EXPECT_NE(b.err.find("decode"), std::string::npos);
   EXPECT_NE(b.err.find("(vulkan)"), std::string::npos) << b.err;
   std::printf("[ vulkan ] greedy on cpu and vulkan: %s%s", a.out.c_str(), b.err.c_str());

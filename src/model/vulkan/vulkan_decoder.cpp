@@ -68,6 +68,8 @@ struct VulkanDecoder::Impl {
   std::vector<float> last;       // (V)
   vk::GpuTimes* times = nullptr;  // benchmarks: where device times go
   vk::Ops::LayerGrid grid;  // the persistent decode kernel's launch; no groups: op by op
+  std::vector<vk::Ops::DecodeLayerArgs> layer_list;  // its blocks' arguments
+  vk::Ops::LayerRuns runs;                           // and their dispatches
   // The recorded causal decode step (made on first use; again when `times` changes). Last member:
   // it goes before the buffers and the context it refers to.
   std::unique_ptr<vk::Recorder> step;
@@ -160,6 +162,10 @@ struct VulkanDecoder::Impl {
       grid = ops.persistent_grid(layer_args(0), {o.persistent_grid, o.persistent_threads});
       if (!grid.groups) why = "no grid of its workgroups runs at once on this device";
     }
+    if (grid.groups) {
+      for (int l = 0; l < cfg.layers; ++l) layer_list.push_back(layer_args(l));
+      runs = ops.plan_layers(layer_list, o.persistent_blocks);
+    }
     PYLON_CHECK(o.decode != "persistent" || grid.groups, "Vulkan: the persistent decode kernel cannot run here: ", why);
   }
 
@@ -181,8 +187,8 @@ struct VulkanDecoder::Impl {
     const uint32_t hd = D / H, T = static_cast<uint32_t>(max_tokens);
     const vk::BufferView X{&x}, Hb{&h}, QKV{&qkv}, ATT{&att}, F1{&f1}, S{&scores}, P{&position};
     ops.embedding(r, X, {&tokens}, n, w("embed.weight"));
-    if (persistent) {  // one dispatch per block
-      for (int l = 0; l < cfg.layers; ++l) ops.decode_layer(r, layer_args(l), grid);
+    if (persistent) {  // one dispatch per run of blocks
+      ops.decode_layers(r, layer_list, runs, grid);
       return;
     }
     for (int l = 0; l < cfg.layers; ++l) {
@@ -316,10 +322,12 @@ std::string VulkanDecoder::describe() const {
   const vk::DeviceInfo& i = impl_->ctx.info();
   return detail::concat("vulkan: ", i.name, " (", i.type_name(), "), ",
                         impl_->ops.uses_coopmat(64) ? "cooperative-matrix GEMM" : "tiled GEMM", ", ",
-                        impl_->grid.groups ? "decode in one dispatch per block (" +
-                                                 std::to_string(impl_->grid.groups) + " workgroups of " +
-                                                 std::to_string(impl_->grid.threads) + ")"
-                                    : std::string("decode op by op"),
+                        impl_->grid.groups ? detail::concat("decode in ", impl_->runs.starts.size(),
+                                                            impl_->runs.starts.size() == 1 ? " persistent dispatch"
+                                                                                           : " persistent dispatches",
+                                                            " for ", impl_->cfg.layers, " blocks (", impl_->grid.groups,
+                                                            " workgroups of ", impl_->grid.threads, ")")
+                                           : std::string("decode op by op"),
                         ", ", impl_->weights.description());
 }
 const float* VulkanDecoder::feed(const int32_t* tokens, int n) { return impl_->feed(tokens, n); }
@@ -334,6 +342,9 @@ bool VulkanDecoder::use_coopmat(bool on) {
   return impl_->ops.uses_coopmat(64);
 }
 uint32_t VulkanDecoder::persistent_grid() const { return impl_->grid.groups; }
+uint32_t VulkanDecoder::persistent_dispatches() const {
+  return impl_->grid.groups ? static_cast<uint32_t>(impl_->runs.starts.size()) : 0;
+}
 void VulkanDecoder::time_dispatches(vk::GpuTimes* times) { impl_->times = times; }
 void VulkanDecoder::score(const int32_t* tokens, int n, float* logits) { impl_->score(tokens, n, logits); }
 

@@ -24,13 +24,17 @@ struct VulkanOptions {
   // Test hook: the one-token GEMV, "auto" (the device type's), "subgroup" (the GPU decode path:
   // fused RMSNorm, RoPE and KV append) or "rows" (the CPU devices' path).
   std::string gemv = "auto";
-  // A causal token's blocks: "auto" (one persistent dispatch per block, decode_layer, on GPUs
+  // A causal token's blocks: "auto" (the persistent kernel, decode_layer: all blocks in one
+  // dispatch where the weights are in one buffer, else a dispatch per block, on GPUs
   // that report their SM count, where it runs; else op by op), "persistent" (that on any device,
   // an error where it cannot run) or "ops". persistent_grid / persistent_threads: its
   // workgroups and their size (0: the first of Ops::persistent_grid's candidates that the device
   // runs at once).
   std::string decode = "auto";
   uint32_t persistent_grid = 0, persistent_threads = 0;
+  // Blocks per persistent dispatch at most (0: every run of blocks whose weights share buffers,
+  // all of them with the one-buffer upload; 1: a dispatch per block, as with a buffer per tensor).
+  uint32_t persistent_blocks = 0;
   // Test hook: the subgroup GEMVs' shape (Ops::set_gemv_shape): rows per subgroup, subgroups per
   // row set (a power of two for the persistent kernel). 0: chosen per matrix.
   uint32_t gemv_rows = 0, gemv_split = 0;
@@ -72,6 +76,8 @@ class VulkanDecoder {
   void score(const int32_t* tokens, int n, float* logits);
   // Workgroups of the persistent decode kernel, 0 when decoding runs op by op.
   uint32_t persistent_grid() const;
+  // Its dispatches a token (runs of blocks whose weights share buffers), 0 when op by op.
+  uint32_t persistent_dispatches() const;
 
  private:
   struct Impl;

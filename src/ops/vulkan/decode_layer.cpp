@@ -1,6 +1,6 @@
-// Ops::decode_layer: a causal decode token through one whole block in one dispatch
-// (shaders/decode_layer.comp), the grid found by a residency probe, and the flag that says a grid
-// barrier gave up (the host then redoes the token op by op).
+// Ops::decode_layers: a causal decode token through its blocks in as few dispatches as their
+// weights' buffers allow (shaders/decode_layer.comp), the grid found by a residency probe, and the
+// flag that says a grid barrier gave up (the host then redoes the token op by op).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -13,7 +13,8 @@
 namespace pylon::vk {
 namespace {
 
-constexpr uint32_t kBindings = 23;  // decode_layer.comp's
+constexpr uint32_t kBindings = 24;  // decode_layer.comp's
+constexpr uint32_t kTableWords = 16;  // per block: decode_layer.comp's Table
 
 // 16-byte words in flight per lane for weights of dtype d: H200, µs per block at 4 / 8 / 16: f16
 // 58.3 / 56.0 / 69.4, int8 66.4 / 61.7, int4 82.9 / 103.1 (bench/vulkan_notes.md).
@@ -38,15 +39,31 @@ int64_t block_xs(int64_t dim) { return std::max<int64_t>(dim, 512); }
 struct LayerPush {  // decode_layer.comp
   uint32_t dim, heads, max_keys, group, scale_f16, bias_f16, norm_f16;
   float eps, attn_scale;
-  uint32_t spin_limit, probe, split, phases, chunk, head_rows;
+  uint32_t spin_limit, probe, split, phases, chunk, head_rows, blocks, first_row;
 };
+
+// A block's bindings 4-15 (weights, scales, biases, norms) and 18 (its KV cache rows; V at the
+// same offsets) with the bytes per element its Table offset counts in.
+struct BlockView {
+  BufferView view;
+  uint32_t unit;
+};
+std::vector<BlockView> block_views(const Ops::DecodeLayerArgs& a, const BufferView& none) {
+  const auto values = [](const DeviceMatrix* m) { return m->chunks[0].values; };
+  const auto scales = [&](const DeviceMatrix* m) { return m->scales.buffer ? m->scales : none; };
+  return {{values(a.qkv), 16},     {values(a.out), 16},     {values(a.ffn0), 16},   {values(a.ffn2), 16},
+          {scales(a.qkv), 4},      {scales(a.out), 4},      {scales(a.ffn0), 4},    {scales(a.ffn2), 4},
+          {values(a.qkv_bias), 4}, {values(a.out_bias), 4}, {values(a.norm1), 4},   {values(a.norm2), 4},
+          {a.cache.k, 4}};
+}
+
 
 bool is_cpu(const DeviceInfo& i) { return i.type == VK_PHYSICAL_DEVICE_TYPE_CPU; }
 
 // "" where the device can run decode_layer.comp at all, else why not.
 std::string device_unsupported(const DeviceInfo& info) {
   if (info.subgroup_size < 4) return "subgroups of fewer than 4 invocations";
-  if (info.max_storage_buffers < kBindings) return "fewer than 23 storage buffers per shader";
+  if (info.max_storage_buffers < kBindings) return "fewer than 24 storage buffers per shader";
   if (!info.float_atomic_add) return "no float atomic add on storage buffers";
   return "";
 }
@@ -81,8 +98,9 @@ std::string Ops::decode_layer_unsupported(const DecodeLayerArgs& a) const {
 }
 
 // decode_layer's pipeline for weights of dtype d, staged rows of up to `xs` floats, workgroups of
-// `threads`.
-const Kernel& Ops::layer_kernel(EdgeDType d, int64_t xs, uint32_t threads) {
+// `threads`; multi: several blocks a dispatch (their offsets from the Table), else one at its own
+// bindings.
+const Kernel& Ops::layer_kernel(EdgeDType d, int64_t xs, uint32_t threads, bool multi) {
   // Rows per subgroup: two share each staged x read where decoding costs instructions (int8,
   // int4), one where the GEMV is bound by memory alone (f16, f32); the qkv phase takes rotation
   // pairs. H200, seed size, µs per block: int8 68.4 / 68.5 / 85.0 at 1 / 2 / 4 rows, int4 91.7 /
@@ -92,15 +110,20 @@ const Kernel& Ops::layer_kernel(EdgeDType d, int64_t xs, uint32_t threads) {
   const uint32_t qkv_rows = std::min<uint32_t>(4, std::max<uint32_t>(2, rows + rows % 2));
   const uint32_t loads = layer_loads(d);
   return kernels_.get("decode_layer", kBindings, sizeof(LayerPush), {},
-                      {static_cast<uint32_t>(xs), rows, qkv_rows, threads, shader_wtype(d), loads});
+                      {static_cast<uint32_t>(xs), rows, qkv_rows, threads, shader_wtype(d), loads, multi ? 1u : 0u});
 }
 
-void Ops::dispatch_layer(Recorder& r, const DecodeLayerArgs& a, LayerGrid grid, bool probe) {
-  const std::string why = decode_layer_unsupported(a);
-  PYLON_ASSERT(why.empty(), "decode_layer: ", why);
+void Ops::dispatch_layers(Recorder& r, const DecodeLayerArgs* first, uint32_t count, const BufferView& table,
+                          uint32_t first_row, LayerGrid grid, bool probe) {
+  PYLON_ASSERT(count > 0, "decode_layers: no blocks");
+  for (uint32_t b = 0; b < count; ++b) {
+    const std::string why = decode_layer_unsupported(first[b]);
+    PYLON_ASSERT(why.empty(), "decode_layer: ", why);
+  }
   PYLON_ASSERT(grid.groups > 0 && (grid.threads == 256 || grid.threads == 512 || grid.threads == 1024),
                "decode_layer: ", grid.groups, " workgroups of ", grid.threads);
-  const Kernel& k = layer_kernel(a.qkv->dtype, block_xs(a.out->cols), grid.threads);
+  const DecodeLayerArgs& a = first[0];
+  const Kernel& k = layer_kernel(a.qkv->dtype, block_xs(a.out->cols), grid.threads, count > 1);
   const uint32_t D = static_cast<uint32_t>(a.out->cols);
   LayerPush p{};
   p.dim = D;
@@ -124,19 +147,72 @@ void Ops::dispatch_layer(Recorder& r, const DecodeLayerArgs& a, LayerGrid grid, 
   const char* phases = std::getenv("PYLON_VK_LAYER_PHASES");
   p.phases = phases ? static_cast<uint32_t>(std::strtoul(phases, nullptr, 0)) : 15;
   p.chunk = attention_chunk_;
+  p.blocks = count;
+  p.first_row = first_row;
+  // Each block binding over the run's blocks from the lowest offset on (Table: the rest).
   const BufferView none{&dummy_, 0, 0};
-  const auto scales = [&](const DeviceMatrix* m) { return m->scales.buffer ? m->scales : none; };
-  const auto values = [](const DeviceMatrix* m) { return m->chunks[0].values; };
+  std::vector<BlockView> bound = block_views(a, none);
+  for (uint32_t b = 1; b < count; ++b) {
+    const std::vector<BlockView> v = block_views(first[b], none);
+    for (size_t i = 0; i < bound.size(); ++i) bound[i].view.offset = std::min(bound[i].view.offset, v[i].view.offset);
+  }
+  for (BlockView& v : bound) v.view.size = 0;  // to the end of the buffer
+  const BufferView v_cache{a.cache.v.buffer, bound[12].view.offset, 0};
   r.label_next(std::string("decode_layer ") + edge_dtype_name(a.qkv->dtype));
   r.dispatch(k,
-             {a.x, a.qkv_out, a.att, a.mid, values(a.qkv), values(a.out), values(a.ffn0), values(a.ffn2),
-              scales(a.qkv), scales(a.out), scales(a.ffn0), scales(a.ffn2), values(a.qkv_bias),
-              values(a.out_bias), values(a.norm1), values(a.norm2), a.table, a.position, a.cache.k, a.cache.v,
-              a.partials, {&sync_, 0, 0}, {&failed_, 0, 0}},
+             {a.x, a.qkv_out, a.att, a.mid, bound[0].view, bound[1].view, bound[2].view, bound[3].view, bound[4].view,
+              bound[5].view, bound[6].view, bound[7].view, bound[8].view, bound[9].view, bound[10].view,
+              bound[11].view, a.table, a.position, bound[12].view, v_cache, a.partials, {&sync_, 0, 0},
+              {&failed_, 0, 0}, table},
              p, grid.groups);
 }
 
-void Ops::decode_layer(Recorder& r, const DecodeLayerArgs& a, LayerGrid grid) { dispatch_layer(r, a, grid, false); }
+Ops::LayerRuns Ops::plan_layers(const std::vector<DecodeLayerArgs>& blocks, uint32_t max_blocks) {
+  LayerRuns runs;
+  const BufferView none{&dummy_, 0, 0};
+  std::vector<std::vector<BlockView>> views;
+  for (const DecodeLayerArgs& a : blocks) views.push_back(block_views(a, none));
+  // A block joins the run before it where every binding is in the same buffer (and the K and V
+  // caches' offsets agree) and the run is not full.
+  const auto joins = [&](size_t b) {
+    if (runs.starts.empty() || (max_blocks && b - runs.starts.back() >= max_blocks)) return false;
+    const DecodeLayerArgs &x = blocks[runs.starts.back()], &y = blocks[b];
+    if (x.cache.v.buffer != y.cache.v.buffer || y.cache.v.offset - x.cache.v.offset != y.cache.k.offset - x.cache.k.offset)
+      return false;
+    for (size_t i = 0; i < views[b].size(); ++i)
+      if (views[b][i].view.buffer != views[runs.starts.back()][i].view.buffer) return false;
+    return true;
+  };
+  for (size_t b = 0; b < blocks.size(); ++b)
+    if (!joins(b)) runs.starts.push_back(static_cast<uint32_t>(b));
+  // Table rows: each binding's offset from its run's lowest, in the binding's elements.
+  std::vector<uint32_t> table(std::max<size_t>(blocks.size(), 1) * kTableWords, 0);
+  for (size_t run = 0; run < runs.starts.size(); ++run) {
+    const size_t begin = runs.starts[run], end = run + 1 < runs.starts.size() ? runs.starts[run + 1] : blocks.size();
+    for (size_t i = 0; i < views[begin].size(); ++i) {
+      VkDeviceSize base = views[begin][i].view.offset;
+      for (size_t b = begin; b < end; ++b) base = std::min(base, views[b][i].view.offset);
+      for (size_t b = begin; b < end; ++b) {
+        const VkDeviceSize delta = views[b][i].view.offset - base;
+        PYLON_ASSERT(delta % views[b][i].unit == 0 && delta / views[b][i].unit <= UINT32_MAX,
+                     "decode_layers: a block tensor's offset ", delta, " is not a whole element");
+        table[b * kTableWords + i] = static_cast<uint32_t>(delta / views[b][i].unit);
+      }
+    }
+  }
+  runs.table = ctx_.make_buffer(table.size() * 4, MemoryKind::device);
+  ctx_.upload(runs.table, 0, table.data(), table.size() * 4);
+  return runs;
+}
+
+void Ops::decode_layers(Recorder& r, const std::vector<DecodeLayerArgs>& blocks, const LayerRuns& runs,
+                        LayerGrid grid) {
+  for (size_t run = 0; run < runs.starts.size(); ++run) {
+    const uint32_t begin = runs.starts[run];
+    const uint32_t end = run + 1 < runs.starts.size() ? runs.starts[run + 1] : static_cast<uint32_t>(blocks.size());
+    dispatch_layers(r, &blocks[begin], end - begin, {&runs.table, 0, 0}, begin, grid, false);
+  }
+}
 
 std::string Ops::decode_head_unsupported(const DeviceMatrix& w) const {
   const DeviceInfo& info = ctx_.info();
@@ -158,7 +234,7 @@ void Ops::decode_head(Recorder& r, const BufferView& y, const BufferView& x, con
   // workgroups per SM of the block's grid (gemv_subgroup's in the same call): f16 52.5-54.5 /
   // 51.5-51.6 (50-55), int8 35.8-36.0 / 42.7-43.0 (48-52), int4 64.1-64.7 / 59.2-60.7 (59-60)
   // (bench/vulkan_notes.md, 20:11-20:14 UTC).
-  const Kernel& k = layer_kernel(w.dtype, w.cols, grid.threads);
+  const Kernel& k = layer_kernel(w.dtype, w.cols, grid.threads, false);
   const uint32_t groups = (w.dtype == EdgeDType::int8 ? 1 : 4) * grid.groups;
   LayerPush p{};
   p.dim = static_cast<uint32_t>(w.cols);
@@ -169,9 +245,10 @@ void Ops::decode_head(Recorder& r, const BufferView& y, const BufferView& x, con
   const BufferView none{&dummy_, 0, 0};
   r.label_next(std::string("decode_head ") + edge_dtype_name(w.dtype));
   // Bound: x (0), y (1: the qkv binding), the matrix (4) and its scales (8); the rest unused.
+  p.blocks = 1;
   r.dispatch(k,
              {x, y, none, none, w.chunks[0].values, none, none, none, w.scales.buffer ? w.scales : none, none, none,
-              none, none, none, none, none, none, none, none, none, none, none, none},
+              none, none, none, none, none, none, none, none, none, none, none, none, {&zero_, 0, 64}},
              p, groups);
 }
 
@@ -190,7 +267,7 @@ Ops::LayerGrid Ops::persistent_grid(const DecodeLayerArgs& a, LayerGrid want) {
   for (const LayerGrid& g : candidates) {
     if (shared_bytes(block_xs(a.out->cols), g.threads, a.qkv->dtype) > ctx_.info().max_shared_bytes) continue;
     Recorder r(ctx_);
-    dispatch_layer(r, a, g, true);
+    dispatch_layers(r, &a, 1, {&zero_, 0, 64}, 0, g, true);
     r.run();
     if (!persistent_failed()) return g;
   }

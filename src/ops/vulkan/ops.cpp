@@ -36,12 +36,12 @@ Ops::Ops(Context& ctx)
       gemv_rows_(ctx.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU || ctx.info().subgroup_size < 4),
       gemv_texel_(ctx.info().texel_reads),
       dummy_(ctx.make_buffer(16, MemoryKind::device)),
-      zero_(ctx.make_buffer(16, MemoryKind::device)),
+      zero_(ctx.make_buffer(64, MemoryKind::device)),
       counters_(ctx.make_buffer(4 * kMaxHeads, MemoryKind::device)),
       sync_(ctx.make_buffer(4 * (16 + 2 * kMaxHeads), MemoryKind::device)),
       failed_(ctx.make_buffer(16, MemoryKind::host)) {
   const std::vector<uint32_t> zeros(16 + 2 * kMaxHeads, 0);
-  ctx.upload(zero_, 0, zeros.data(), 16);
+  ctx.upload(zero_, 0, zeros.data(), 64);
   ctx.upload(counters_, 0, zeros.data(), 4 * kMaxHeads);
   ctx.upload(sync_, 0, zeros.data(), 4 * (16 + 2 * kMaxHeads));
   ctx.upload(failed_, 0, zeros.data(), 16);

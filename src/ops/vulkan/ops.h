@@ -155,7 +155,16 @@ class Ops {
   // or 256 per SM where the SM count is known (the order measured fastest on the H200; two per SM
   // exceed its shared memory). groups 0: none passed (use the per-op path).
   LayerGrid persistent_grid(const DecodeLayerArgs& a, LayerGrid want);
-  void decode_layer(Recorder& r, const DecodeLayerArgs& a, LayerGrid grid);
+  // How decode_layers splits a token's blocks into dispatches: runs of consecutive blocks whose
+  // weights lie in the same buffers (DeviceWeights' one-buffer upload: every block in one run;
+  // a buffer per tensor: a run per block), at most max_blocks a run (0: no cap).
+  struct LayerRuns {
+    std::vector<uint32_t> starts;  // each run's first block; a run ends where the next starts
+    Buffer table;                  // decode_layer.comp's Table: 16 words per block
+  };
+  LayerRuns plan_layers(const std::vector<DecodeLayerArgs>& blocks, uint32_t max_blocks);
+  // The blocks, a dispatch per run of `runs` (from plan_layers over the same blocks).
+  void decode_layers(Recorder& r, const std::vector<DecodeLayerArgs>& blocks, const LayerRuns& runs, LayerGrid grid);
   // The head of a decode token with decode_layer's GEMV (x staged in shared memory, no grid
   // barrier, so any grid): y (rows) = x (cols) · Wᵀ, as matmul's one-token GEMV up to summation
   // order. decode_head_unsupported: "" where it runs w, else why not.
@@ -180,12 +189,15 @@ class Ops {
   GemvShape gemv_shape_;
   uint32_t attention_chunk_ = 0;
   Buffer dummy_;  // bound where a shader's optional buffer is absent
-  Buffer zero_;   // 16 bytes of zeros: zero_position()
+  Buffer zero_;   // 64 bytes of zeros: zero_position(), a one-block Table
   Buffer counters_;  // attention_decode's per-head counts of finished chunks, zero between dispatches
   Buffer sync_;      // decode_layer's barrier counts and per-head counts, zero between dispatches
   Buffer failed_;    // host-visible: decode_layer's "a barrier gave up" flag
-  void dispatch_layer(Recorder& r, const DecodeLayerArgs& a, LayerGrid grid, bool probe);
-  const Kernel& layer_kernel(EdgeDType d, int64_t xs, uint32_t threads);
+  // Blocks [first, first + count) in one dispatch, their offsets in rows first_row .. of `table`
+  // (decode_layer.comp's Table; zeros for one block bound at its own views).
+  void dispatch_layers(Recorder& r, const DecodeLayerArgs* first, uint32_t count, const BufferView& table,
+                       uint32_t first_row, LayerGrid grid, bool probe);
+  const Kernel& layer_kernel(EdgeDType d, int64_t xs, uint32_t threads, bool multi);
 };
 
 }  // namespace pylon::vk

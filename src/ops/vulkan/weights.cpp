@@ -49,6 +49,8 @@ DeviceMatrix place(Context& ctx, const HostTensor& t, uint64_t limit, Place&& pl
   return m;
 }
 
+uint64_t round_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
+
 }  // namespace
 
 DeviceMatrix upload_tensor(Context& ctx, const HostTensor& t, std::deque<Buffer>& keep) {
@@ -93,12 +95,33 @@ DeviceWeights::DeviceWeights(Context& ctx, const EdgeFile& file, WeightPath path
     }
   }
   if (!import) {
-    uint64_t bytes = 0;
+    // One buffer for every tensor where they fit in one binding (then a token's blocks run in one
+    // persistent dispatch: Ops::plan_layers), each tensor and its scales at an offset that any
+    // binding (storage or texel) may start at; else a buffer per tensor (split by rows).
+    const uint64_t align = std::max<uint64_t>({256, info.storage_offset_alignment, info.texel_offset_alignment});
+    uint64_t bytes = 0, arena = 0;
     for (const EdgeTensor& t : file.tensors()) {
-      tensors_[t.name] = upload_tensor(ctx, host_tensor(file, t), buffers_);
       bytes += t.length + t.scale_length;
+      arena = round_up(arena, align) + round_up(t.length, 16);
+      if (t.quantized()) arena = round_up(arena, align) + round_up(t.scale_length, 16);
     }
-    description_ = detail::concat("weights uploaded to device memory (", bytes >> 20, " MiB)");
+    if (arena <= info.max_buffer_bytes) {
+      buffers_.push_back(ctx.make_buffer(std::max<uint64_t>(arena, 16), MemoryKind::device));
+      const Buffer& one = buffers_.back();
+      uint64_t at = 0;
+      for (const EdgeTensor& t : file.tensors())
+        tensors_[t.name] = place(ctx, host_tensor(file, t), info.max_buffer_bytes, [&](const std::byte* p, uint64_t n) {
+          at = round_up(at, align);
+          ctx.upload(one, at, p, n);
+          const BufferView v{&one, at, round_up(n, 16)};
+          at += round_up(n, 16);
+          return v;
+        });
+    } else {
+      for (const EdgeTensor& t : file.tensors()) tensors_[t.name] = upload_tensor(ctx, host_tensor(file, t), buffers_);
+    }
+    description_ = detail::concat("weights uploaded to device memory (", bytes >> 20, " MiB",
+                                  arena <= info.max_buffer_bytes ? ", one buffer)" : ", a buffer per tensor)");
     if (!why_not.empty()) description_ += " after the zero-copy import failed: " + why_not;
   } else {
     description_ = "weights imported zero-copy from the mapped file (VK_EXT_external_memory_host)";

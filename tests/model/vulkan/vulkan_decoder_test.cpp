@@ -116,9 +116,13 @@ TEST(VulkanDecoder, GreedyIdenticalToCpuAndLogitsClose) {
 }
 
 // A persistent decoder's shape: grid (0: probed), rows per subgroup and subgroups per row set
-// (0: chosen), keys per attention item (0: chosen).
+// (0: chosen), keys per attention item (0: chosen); its weights' path ("upload": one buffer, so
+// runs of several blocks a dispatch; "import": a buffer per tensor, so a dispatch per block) and
+// blocks a dispatch at most (0: no cap).
 struct PersistentCase {
   uint32_t grid, rows, split, chunk;
+  std::string weights = "upload";
+  uint32_t blocks = 0;
 };
 
 // The persistent decode kernel of each case against the op-by-op decode of the model at `path`
@@ -139,15 +143,18 @@ void expect_persistent_matches_ops(const std::string& path, const ModelConfig& c
     l = ref.feed(&fed.back(), 1);
     want.emplace_back(l, l + c.vocab);
   }
-  for (const auto [grid, rows, split, chunk] : cases) {
+  for (const PersistentCase& pc : cases) {
+    const auto [grid, rows, split, chunk, weights, blocks] = pc;
     VulkanOptions o;
     o.decode = "persistent", o.persistent_grid = grid, o.gemv_rows = rows, o.gemv_split = split;
-    o.attention_chunk = chunk;
+    o.attention_chunk = chunk, o.weights = weights, o.persistent_blocks = blocks;
     VulkanDecoder gpu(path, o, 80);
     ASSERT_GT(gpu.persistent_grid(), 0u);
     if (grid) {
       EXPECT_EQ(gpu.persistent_grid(), grid);
     }
+    const uint32_t runs = weights == "import" || blocks == 1 ? c.layers : blocks ? (c.layers + blocks - 1) / blocks : 1;
+    EXPECT_EQ(gpu.persistent_dispatches(), runs) << weights << ", at most " << blocks << " blocks a dispatch";
     gpu.feed(prompt.data(), static_cast<int>(prompt.size()));
     double worst = 0;
     for (int s = 0; s < steps; ++s) {
@@ -157,7 +164,8 @@ void expect_persistent_matches_ops(const std::string& path, const ModelConfig& c
     }
     const std::string what = "dim " + std::to_string(c.dim) + ", grid " + std::to_string(gpu.persistent_grid()) +
                              ", rows " + std::to_string(rows) + ", split " + std::to_string(split) + ", chunk " +
-                             std::to_string(chunk);
+                             std::to_string(chunk) + ", " + std::to_string(gpu.persistent_dispatches()) +
+                             " dispatch(es) for " + std::to_string(c.layers) + " blocks";
     EXPECT_GT(gpu.persistent_grid(), 0u) << "no barrier may have given up: " << what;
     EXPECT_LT(worst, 1e-3) << what;
     std::printf("[ vulkan ] persistent decode %s: worst logit relative difference %.2e\n", what.c_str(), worst);
@@ -168,17 +176,22 @@ bool cpu_device() {  // CPU devices run the persistent kernel with one workgroup
   return testing::vulkan_context_or_null()->info().type == VK_PHYSICAL_DEVICE_TYPE_CPU;
 }
 
-// The persistent decode kernel (a dispatch per block, its workgroups meeting at grid barriers)
-// against the op-by-op decode: 30 steps after the prompt, so attention spans three chunks of 32
-// keys. Grids of 1 and 3 workgroups make every workgroup take several attention items, row sets
-// and FFN slices; 0 is the probed grid. Forced GEMV shapes cover odd rows per subgroup and row
-// sets split over subgroups, and attention items of 32 keys the combine of a head's items.
+// The persistent decode kernel (its workgroups meeting at grid barriers) against the op-by-op
+// decode: 30 steps after the prompt, so attention spans three chunks of 32 keys. Grids of 1 and 3
+// workgroups make every workgroup take several attention items, row sets and FFN slices; 0 is the
+// probed grid. Forced GEMV shapes cover odd rows per subgroup and row sets split over subgroups,
+// and attention items of 32 keys the combine of a head's items. The 3 blocks run in one dispatch,
+// in runs of 2 and 1, and a dispatch each (imported weights: a buffer per tensor).
 TEST(VulkanDecoder, PersistentDecodeMatchesOpByOp) {
   if (!testing::vulkan_available()) GTEST_SKIP() << "no Vulkan device";
   testing::TempDir tmp;
-  const ModelConfig c = small_config(Preset::causal);
-  std::vector<PersistentCase> cases = {{1, 0, 0, 0}, {1, 1, 2, 32}, {1, 3, 4, 0}};
-  if (!cpu_device()) cases.insert(cases.end(), {{0, 0, 0, 0}, {3, 0, 0, 32}, {0, 1, 4, 32}});
+  ModelConfig c = small_config(Preset::causal);
+  c.layers = 3;
+  // (Zero-copy import on CPU devices, lavapipe in CI: a GPU's driver may refuse it.)
+  const std::string import = cpu_device() ? "import" : "upload";
+  std::vector<PersistentCase> cases = {{1, 0, 0, 0}, {1, 1, 2, 32, "upload", 2}, {1, 3, 4, 0, import, 1}};
+  if (!cpu_device())
+    cases.insert(cases.end(), {{0, 0, 0, 0}, {3, 0, 0, 32, "upload", 1}, {0, 1, 4, 32, "upload", 2}, {0, 0, 0, 0, import}});
   for (const EdgeDType q : {EdgeDType::f16, EdgeDType::int8, EdgeDType::int4}) {
     std::printf("[ vulkan ] %s:\n", edge_dtype_name(q));
     expect_persistent_matches_ops(export_model(tmp, c, q), c, 30, cases);

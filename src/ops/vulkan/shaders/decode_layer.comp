@@ -1,6 +1,8 @@
-// One causal decode token through a whole transformer block in one dispatch (a persistent kernel).
-// The grid's workgroups, all resident at once (Ops::persistent_grid probes a grid that is), walk
-// the block's phases, with a grid barrier between each from the attention on:
+// One causal decode token through pc.blocks consecutive transformer blocks in one dispatch (a
+// persistent kernel). The grid's workgroups, all resident at once (Ops::persistent_grid probes a
+// grid that is), walk each block's phases, with a grid barrier between each from the attention on
+// and between blocks (block b's weights and KV cache at the offsets of Table row b into the
+// bindings: Ops::plan_layers puts blocks whose weights share buffers in one dispatch):
 //   1. qkv = (rmsnorm(h)·g1)·Wqkvᵀ + bqkv; q and k rotated at p = position[0] (RoPE); k, v
 //      written to row p of the layer's KV cache. Rows go head by head (q, k, v of head 0, then
 //      head 1, ...), and each stored row is counted in its head's ready count.
@@ -47,6 +49,10 @@ layout(constant_id = 2) const uint QKV_ROWS = 2u;  // rows per subgroup, phase 1
 layout(constant_id = 4) const uint WTYPE = 1u;     // WT_* of the four matrices (one decoding per
                                                    // pipeline: 1.55x faster than a runtime branch)
 layout(constant_id = 5) const uint LOADS = 4u;     // 16-byte words in flight per lane (>= MAXR)
+// 0: one block a dispatch, bound at its own tensors (no Table reads, no block loop). H200, seed
+// size, ms a token with a dispatch per block, this way / through the Table: f16 0.690 / 0.707,
+// int8 0.639 / 0.663, int4 0.688-0.699 / 0.706-0.712 (bench/vulkan_notes.md).
+layout(constant_id = 6) const uint MULTI = 1u;
 const uint MAXR = 4u, CHUNK = 32u, MIN_ITEM = 128u;
 const uint SL = 64u;  // FFN slice: rows of W1 (columns of W2) per workgroup at a time
 
@@ -70,6 +76,8 @@ layout(push_constant) uniform Push {
   uint phases;      // bit i: run phase i + 1 (all 15; else a benchmark's diagnostic: wrong results)
   uint chunk;       // keys per attention item (a multiple of 32); 0: chosen (attention_phase)
   uint head_rows;   // != 0: the head instead of a block: qkv (head_rows) = h · Wqkvᵀ, no barrier
+  uint blocks;      // blocks in this dispatch: Table rows first_row .. first_row + blocks - 1
+  uint first_row;
 } pc;
 
 layout(std430, binding = 0) coherent buffer Hid { float h[]; };  // (D) the residual stream, in and out
@@ -101,6 +109,9 @@ layout(std430, binding = 20) coherent buffer Partials { float partials[]; };  //
 // 0 count, 1 done, 2 failed; 16 + h: head h's finished attention items; 16 + H + h: its stored qkv rows
 layout(std430, binding = 21) coherent buffer Sync { uint sync_[]; };
 layout(std430, binding = 22) buffer Failed { uint failed[]; };  // host-visible: a barrier gave up
+// Table, 16 words per block: the 16-byte-word offsets of Wqkv, Wo, W1, W2 in their bindings; the 32-bit
+// word offsets of their scales, then of Bqkv, Bo, G1, G2; the float offset of its KV cache rows.
+layout(std430, binding = 23) readonly buffer Offsets { uint table[]; };
 
 #include "words.glsl"
 
@@ -124,6 +135,20 @@ shared float w2_parts[LOADS * THREADS];  // FFN: W2 rows' partial dots, per (loa
 uint swz(uint i) { return i ^ ((i >> 3u) & (F - 1u)); }
 
 #define tid gl_LocalInvocationIndex
+
+// The block being run: its index in the dispatch and its Table row (uniform over the grid).
+uint blk = 0u;
+uvec4 o_w = uvec4(0u), o_s = uvec4(0u), o_v = uvec4(0u);  // (qkv, out_proj, ffn.0, ffn.2); (Bqkv, Bo, G1, G2)
+uint o_kv = 0u;
+void enter_block(uint b) {
+  if (MULTI == 0u) return;
+  const uint t = 16u * (pc.first_row + b);
+  blk = b;
+  o_w = uvec4(table[t], table[t + 1u], table[t + 2u], table[t + 3u]);
+  o_s = uvec4(table[t + 4u], table[t + 5u], table[t + 6u], table[t + 7u]);
+  o_v = uvec4(table[t + 8u], table[t + 9u], table[t + 10u], table[t + 11u]);
+  o_kv = table[t + 12u];
+}
 
 // ---- grid barrier ----------------------------------------------------------------------------
 // Split in two so that a workgroup can issue loads that do not depend on the other workgroups
@@ -167,31 +192,31 @@ void finish() {  // the last workgroup out resets the counts for the next dispat
 }
 
 // ---- the matrices: m = 0 qkv, 1 out_proj, 2 ffn.0, 3 ffn.2; 4 the head (in qkv's bindings) ----
-uvec4 w_word(uint m, uint i) {
-  if (m == 0u || m == 4u) return w_qkv[i];
-  if (m == 1u) return w_o[i];
-  if (m == 2u) return w_1[i];
-  return w_2[i];
+uvec4 w_word(uint m, uint i) {  // m < 3 (the FFN reads W2 itself)
+  if (m == 0u || m == 4u) return w_qkv[o_w.x + i];
+  if (m == 1u) return w_o[o_w.y + i];
+  return w_1[o_w.z + i];
 }
 uint s_word(uint m, uint i) {
-  if (m == 0u || m == 4u) return s_qkv[i];
-  if (m == 1u) return s_o[i];
-  if (m == 2u) return s_1[i];
-  return s_2[i];
+  if (m == 0u || m == 4u) return s_qkv[o_s.x + i];
+  if (m == 1u) return s_o[o_s.y + i];
+  if (m == 2u) return s_1[o_s.z + i];
+  return s_2[o_s.w + i];
 }
 float scale_at(uint m, uint i) {  // int8: row i's scale; int4: scale i of the (rows, groups) table
   if (WTYPE == WT_INT4 && pc.scale_f16 != 0u) return unpackHalf2x16(s_word(m, i >> 1))[i & 1u];
   return uintBitsToFloat(s_word(m, i));
 }
-float bias_qkv(uint r) { return pc.bias_f16 != 0u ? unpackHalf2x16(b_qkv[r >> 1])[r & 1u] : uintBitsToFloat(b_qkv[r]); }
-float bias_o(uint r) { return pc.bias_f16 != 0u ? unpackHalf2x16(b_o[r >> 1])[r & 1u] : uintBitsToFloat(b_o[r]); }
+float bias_qkv(uint r) {
+  return pc.bias_f16 != 0u ? unpackHalf2x16(b_qkv[o_v.x + (r >> 1)])[r & 1u] : uintBitsToFloat(b_qkv[o_v.x + r]);
+}
+float bias_o(uint r) {
+  return pc.bias_f16 != 0u ? unpackHalf2x16(b_o[o_v.y + (r >> 1)])[r & 1u] : uintBitsToFloat(b_o[o_v.y + r]);
+}
+uint g_word(uint which, uint i) { return which == 0u ? g_1[o_v.z + i] : g_2[o_v.w + i]; }
 vec4 norm4(uint which, uint c) {  // g[c .. c + 3], c a multiple of 4
-  if (pc.norm_f16 != 0u) {
-    const uvec2 w = which == 0u ? uvec2(g_1[c >> 1], g_1[(c >> 1) + 1u]) : uvec2(g_2[c >> 1], g_2[(c >> 1) + 1u]);
-    return f16x4(w.x, w.y);
-  }
-  if (which == 0u) return uintBitsToFloat(uvec4(g_1[c], g_1[c + 1u], g_1[c + 2u], g_1[c + 3u]));
-  return uintBitsToFloat(uvec4(g_2[c], g_2[c + 1u], g_2[c + 2u], g_2[c + 3u]));
+  if (pc.norm_f16 != 0u) return f16x4(g_word(which, c >> 1), g_word(which, (c >> 1) + 1u));
+  return uintBitsToFloat(uvec4(g_word(which, c), g_word(which, c + 1u), g_word(which, c + 2u), g_word(which, c + 3u)));
 }
 
 // ---- staging -----------------------------------------------------------------------------------
@@ -239,16 +264,24 @@ void main() {
     gemv(4u, pc.head_rows, D, ROWS, stage(0u, D, 0u), pre);
     return;
   }
+  enter_block(0u);
   prefetch(0u, 3u * D, D, QKV_ROWS, pre);
-  if ((pc.phases & 1u) != 0u) gemv(0u, 3u * D, D, QKV_ROWS, stage(0u, D, 1u), pre);
-  prefetch(1u, D, D, ROWS, pre);  // held through the attention phase
-  if ((pc.phases & 2u) != 0u) attention_phase();  // no grid barrier: per-head ready counts
-  grid_arrive();
-  grid_wait(1u);
-  if ((pc.phases & 4u) != 0u) gemv(1u, D, D, ROWS, stage(1u, D, 0u), pre);
-  grid_arrive();
-  ffn_prefetch(pre);
-  grid_wait(2u);
-  if ((pc.phases & 8u) != 0u) ffn_phase(pre);
+  for (uint b = 0u; b < (MULTI != 0u ? pc.blocks : 1u); ++b) {  // barriers 3b + 1, 3b + 2 in block b, 3b + 3 after it
+    if ((pc.phases & 1u) != 0u) gemv(0u, 3u * D, D, QKV_ROWS, stage(0u, D, 1u), pre);
+    prefetch(1u, D, D, ROWS, pre);  // held through the attention phase
+    if ((pc.phases & 2u) != 0u) attention_phase();  // no grid barrier: per-head ready counts
+    grid_arrive();
+    grid_wait(3u * b + 1u);
+    if ((pc.phases & 4u) != 0u) gemv(1u, D, D, ROWS, stage(1u, D, 0u), pre);
+    grid_arrive();
+    ffn_prefetch(pre);
+    grid_wait(3u * b + 2u);
+    if ((pc.phases & 8u) != 0u) ffn_phase(pre);
+    if (MULTI == 0u || b + 1u == pc.blocks) break;
+    grid_arrive();  // the FFN's sums in h before the next block stages it
+    enter_block(b + 1u);
+    prefetch(0u, 3u * D, D, QKV_ROWS, pre);
+    grid_wait(3u * b + 3u);
+  }
   finish();
 }

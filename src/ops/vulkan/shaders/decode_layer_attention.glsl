@@ -27,7 +27,8 @@ void attend(uint hh, uint chunk, uint size, uint chunks, uint keys, uint max_chu
   const uint hd = pc.dim / pc.heads, row = hd + 2u, D = pc.dim;
   const uint first = chunk * size, count = min(size, keys - first);
   const uint dst = (hh * max_chunks + chunk) * row;
-  if ((pc.phases & 1u) != 0u) wait_for(16u + pc.heads + hh, 3u * hd);  // the head's q, k, v stored
+  // The head's q, k, v stored (the count runs on over the dispatch's blocks).
+  if ((pc.phases & 1u) != 0u) wait_for(16u + pc.heads + hh, 3u * hd * (blk + 1u));
   for (uint c = tid; c < hd; c += THREADS) qs[c] = qkv[hh * hd + c];
   barrier();
   const uint lane = gl_SubgroupInvocationID, S = gl_SubgroupSize, NS = gl_NumSubgroups;
@@ -39,7 +40,7 @@ void attend(uint hh, uint chunk, uint size, uint chunks, uint keys, uint max_chu
       const vec4 qv = vec4(qs[c], qs[c + 1u], qs[c + 2u], qs[c + 3u]);
       for (uint t = 0u; t < KB; ++t) {
         const uint j = j0 + t * NS;
-        if (j < count) d[t] += dot(qv, k4[((first + j) * D + hh * hd + c) >> 2]);
+        if (j < count) d[t] += dot(qv, k4[(o_kv + (first + j) * D + hh * hd + c) >> 2]);
       }
     }
     for (uint t = 0u; t < KB; ++t) {
@@ -67,7 +68,7 @@ void attend(uint hh, uint chunk, uint size, uint chunks, uint keys, uint max_chu
       vec4 vv[VB];
       for (uint t = 0u; t < VB; ++t) {
         const uint j = j0 + t * slices;
-        vv[t] = j < count ? v4[((first + j) * D + hh * hd) / 4u + g] : vec4(0.0);
+        vv[t] = j < count ? v4[(o_kv + (first + j) * D + hh * hd) / 4u + g] : vec4(0.0);
       }
       for (uint t = 0u; t < VB; ++t)
         if (j0 + t * slices < count) acc += PS(j0 + t * slices) * vv[t];

@@ -26,8 +26,9 @@ void store_qkv_pair(uint ra, uint rb, float a, float b, vec2 cs, uint pos) {
     a = ya, b = yb;
   }
   qkv[ra] = a, qkv[rb] = b;
-  if (ra >= 2u * D) v_cache[pos * D + ra - 2u * D] = a, v_cache[pos * D + rb - 2u * D] = b;
-  else if (ra >= D) k_cache[pos * D + ra - D] = a, k_cache[pos * D + rb - D] = b;
+  const uint at = o_kv + pos * D;
+  if (ra >= 2u * D) v_cache[at + ra - 2u * D] = a, v_cache[at + rb - 2u * D] = b;
+  else if (ra >= D) k_cache[at + ra - D] = a, k_cache[at + rb - D] = b;
 }
 
 // Subgroups per row set (1, 2 or 4): more where the row sets are fewer than the grid's subgroups
