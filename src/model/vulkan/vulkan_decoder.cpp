@@ -186,11 +186,14 @@ struct VulkanDecoder::Impl {
     const uint32_t D = static_cast<uint32_t>(cfg.dim), H = static_cast<uint32_t>(cfg.heads);
     const uint32_t hd = D / H, T = static_cast<uint32_t>(max_tokens);
     const vk::BufferView X{&x}, Hb{&h}, QKV{&qkv}, ATT{&att}, F1{&f1}, S{&scores}, P{&position};
-    ops.embedding(r, X, {&tokens}, n, w("embed.weight"));
-    if (persistent) {  // one dispatch per run of blocks
-      ops.decode_layers(r, layer_list, runs, grid);
+    if (persistent) {  // one dispatch per run of blocks, the embedding lookup in the first where it can
+      const vk::Ops::Embedding embed{&w("embed.weight"), {&tokens}};
+      const bool folded = ops.layer_embeds(*embed.table, cfg.dim);
+      if (!folded) ops.embedding(r, X, {&tokens}, n, *embed.table);
+      ops.decode_layers(r, layer_list, runs, grid, folded ? &embed : nullptr);
       return;
     }
+    ops.embedding(r, X, {&tokens}, n, w("embed.weight"));
     for (int l = 0; l < cfg.layers; ++l) {
       const std::string p = "layers." + std::to_string(l) + ".";
       // One token on a GPU: the RMSNorm fused into the GEMV. (A CPU device runs it apart: on llvmpipe

@@ -13,7 +13,7 @@
 namespace pylon::vk {
 namespace {
 
-constexpr uint32_t kBindings = 24;  // decode_layer.comp's
+constexpr uint32_t kBindings = 26;  // decode_layer.comp's
 constexpr uint32_t kTableWords = 16;  // per block: decode_layer.comp's Table
 
 // 16-byte words in flight per lane for weights of dtype d: H200, µs per block at 4 / 8 / 16: f16
@@ -23,13 +23,18 @@ uint32_t layer_loads(EdgeDType d) {
   const char* env = std::getenv("PYLON_VK_LAYER_LOADS");
   return std::clamp<uint32_t>(env ? static_cast<uint32_t>(std::stoul(env)) : d == EdgeDType::int4 ? 4 : 8, 4, 16);
 }
+// The head's (decode_head): the blocks' unless PYLON_VK_HEAD_LOADS says (a benchmark's diagnostic).
+uint32_t head_loads(EdgeDType d) {
+  const char* env = std::getenv("PYLON_VK_HEAD_LOADS");
+  return env ? std::clamp<uint32_t>(static_cast<uint32_t>(std::stoul(env)), 4, 16) : layer_loads(d);
+}
 
 // decode_layer.comp's shared memory for workgroups of `threads` staging rows of up to `xs` floats,
 // weights of dtype d: xs4, red, part_sums, qs, pv, wts, the flag, the FFN's slice (SL floats) and
 // its W2 partials (loads x threads).
-uint64_t shared_bytes(int64_t xs, uint32_t threads, EdgeDType d) {
+uint64_t shared_bytes(int64_t xs, uint32_t threads, uint32_t loads) {
   return 4 * (static_cast<uint64_t>(xs) + threads / 4 + threads + 256 + 4 * 256 + 256 + 64 +
-              static_cast<uint64_t>(layer_loads(d)) * threads) + 4;
+              static_cast<uint64_t>(loads) * threads) + 4;
 }
 
 // A block's staged row (floats): D (x, att or hm), at least 512 for the attention's scores of an
@@ -39,7 +44,7 @@ int64_t block_xs(int64_t dim) { return std::max<int64_t>(dim, 512); }
 struct LayerPush {  // decode_layer.comp
   uint32_t dim, heads, max_keys, group, scale_f16, bias_f16, norm_f16;
   float eps, attn_scale;
-  uint32_t spin_limit, probe, split, phases, chunk, head_rows, blocks, first_row;
+  uint32_t spin_limit, probe, split, phases, chunk, head_rows, blocks, first_row, embed;
 };
 
 // A block's bindings 4-15 (weights, scales, biases, norms) and 18 (its KV cache rows; V at the
@@ -63,7 +68,7 @@ bool is_cpu(const DeviceInfo& i) { return i.type == VK_PHYSICAL_DEVICE_TYPE_CPU;
 // "" where the device can run decode_layer.comp at all, else why not.
 std::string device_unsupported(const DeviceInfo& info) {
   if (info.subgroup_size < 4) return "subgroups of fewer than 4 invocations";
-  if (info.max_storage_buffers < kBindings) return "fewer than 24 storage buffers per shader";
+  if (info.max_storage_buffers < kBindings) return "fewer than 26 storage buffers per shader";
   if (!info.float_atomic_add) return "no float atomic add on storage buffers";
   return "";
 }
@@ -93,28 +98,28 @@ std::string Ops::decode_layer_unsupported(const DecodeLayerArgs& a) const {
     if (!v || v->chunks.size() != 1 || (v->dtype != EdgeDType::f32 && v->dtype != EdgeDType::f16))
       return "a bias or norm weight missing, split or not f32/f16";
   if (a.qkv_bias->dtype != a.out_bias->dtype || a.norm1->dtype != a.norm2->dtype) return "mixed bias or norm encodings";
-  if (shared_bytes(block_xs(D), 256, a.qkv->dtype) > info.max_shared_bytes) return "the staged row exceeds shared memory";
+  if (shared_bytes(block_xs(D), 256, layer_loads(a.qkv->dtype)) > info.max_shared_bytes) return "the staged row exceeds shared memory";
   return "";
 }
 
 // decode_layer's pipeline for weights of dtype d, staged rows of up to `xs` floats, workgroups of
 // `threads`; multi: several blocks a dispatch (their offsets from the Table), else one at its own
 // bindings.
-const Kernel& Ops::layer_kernel(EdgeDType d, int64_t xs, uint32_t threads, bool multi) {
+const Kernel& Ops::layer_kernel(EdgeDType d, int64_t xs, uint32_t threads, bool multi, uint32_t loads,
+                                uint32_t rows_wanted) {
   // Rows per subgroup: two share each staged x read where decoding costs instructions (int8,
   // int4), one where the GEMV is bound by memory alone (f16, f32); the qkv phase takes rotation
   // pairs. H200, seed size, µs per block: int8 68.4 / 68.5 / 85.0 at 1 / 2 / 4 rows, int4 91.7 /
   // 90.2 / 104.1 (bench/vulkan_notes.md). set_gemv_shape's rows and split override (tests).
   uint32_t rows = d == EdgeDType::int4 || d == EdgeDType::int8 ? 2 : 1;
-  if (gemv_shape_.rows) rows = std::clamp<uint32_t>(gemv_shape_.rows, 1, 4);
+  if (rows_wanted || gemv_shape_.rows) rows = std::clamp<uint32_t>(rows_wanted ? rows_wanted : gemv_shape_.rows, 1, 4);
   const uint32_t qkv_rows = std::min<uint32_t>(4, std::max<uint32_t>(2, rows + rows % 2));
-  const uint32_t loads = layer_loads(d);
   return kernels_.get("decode_layer", kBindings, sizeof(LayerPush), {},
                       {static_cast<uint32_t>(xs), rows, qkv_rows, threads, shader_wtype(d), loads, multi ? 1u : 0u});
 }
 
 void Ops::dispatch_layers(Recorder& r, const DecodeLayerArgs* first, uint32_t count, const BufferView& table,
-                          uint32_t first_row, LayerGrid grid, bool probe) {
+                          uint32_t first_row, LayerGrid grid, bool probe, const Embedding* embed) {
   PYLON_ASSERT(count > 0, "decode_layers: no blocks");
   for (uint32_t b = 0; b < count; ++b) {
     const std::string why = decode_layer_unsupported(first[b]);
@@ -123,7 +128,7 @@ void Ops::dispatch_layers(Recorder& r, const DecodeLayerArgs* first, uint32_t co
   PYLON_ASSERT(grid.groups > 0 && (grid.threads == 256 || grid.threads == 512 || grid.threads == 1024),
                "decode_layer: ", grid.groups, " workgroups of ", grid.threads);
   const DecodeLayerArgs& a = first[0];
-  const Kernel& k = layer_kernel(a.qkv->dtype, block_xs(a.out->cols), grid.threads, count > 1);
+  const Kernel& k = layer_kernel(a.qkv->dtype, block_xs(a.out->cols), grid.threads, count > 1, layer_loads(a.qkv->dtype));
   const uint32_t D = static_cast<uint32_t>(a.out->cols);
   LayerPush p{};
   p.dim = D;
@@ -149,6 +154,7 @@ void Ops::dispatch_layers(Recorder& r, const DecodeLayerArgs* first, uint32_t co
   p.chunk = attention_chunk_;
   p.blocks = count;
   p.first_row = first_row;
+  p.embed = embed ? (embed->table->dtype == EdgeDType::f16 ? 2 : 1) : 0;
   // Each block binding over the run's blocks from the lowest offset on (Table: the rest).
   const BufferView none{&dummy_, 0, 0};
   std::vector<BlockView> bound = block_views(a, none);
@@ -163,7 +169,8 @@ void Ops::dispatch_layers(Recorder& r, const DecodeLayerArgs* first, uint32_t co
              {a.x, a.qkv_out, a.att, a.mid, bound[0].view, bound[1].view, bound[2].view, bound[3].view, bound[4].view,
               bound[5].view, bound[6].view, bound[7].view, bound[8].view, bound[9].view, bound[10].view,
               bound[11].view, a.table, a.position, bound[12].view, v_cache, a.partials, {&sync_, 0, 0},
-              {&failed_, 0, 0}, table},
+              {&failed_, 0, 0}, table, embed ? embed->table->chunks[0].values : none,
+              embed ? embed->tokens : none},
              p, grid.groups);
 }
 
@@ -205,12 +212,17 @@ Ops::LayerRuns Ops::plan_layers(const std::vector<DecodeLayerArgs>& blocks, uint
   return runs;
 }
 
+bool Ops::layer_embeds(const DeviceMatrix& table, int64_t dim) const {
+  return table.chunks.size() == 1 && table.cols == dim && (table.dtype == EdgeDType::f32 || table.dtype == EdgeDType::f16);
+}
+
 void Ops::decode_layers(Recorder& r, const std::vector<DecodeLayerArgs>& blocks, const LayerRuns& runs,
-                        LayerGrid grid) {
+                        LayerGrid grid, const Embedding* embed) {
+  PYLON_ASSERT(!embed || layer_embeds(*embed->table, blocks.at(0).out->cols), "decode_layers: an embedding it cannot read");
   for (size_t run = 0; run < runs.starts.size(); ++run) {
     const uint32_t begin = runs.starts[run];
     const uint32_t end = run + 1 < runs.starts.size() ? runs.starts[run + 1] : static_cast<uint32_t>(blocks.size());
-    dispatch_layers(r, &blocks[begin], end - begin, {&runs.table, 0, 0}, begin, grid, false);
+    dispatch_layers(r, &blocks[begin], end - begin, {&runs.table, 0, 0}, begin, grid, false, run == 0 ? embed : nullptr);
   }
 }
 
@@ -220,7 +232,7 @@ std::string Ops::decode_head_unsupported(const DeviceMatrix& w) const {
   if (w.chunks.size() != 1) return "a head in several chunks";
   if (w.cols % 4 != 0 || row_bytes(w.dtype, w.cols) % 16 != 0 || (w.dtype == EdgeDType::int4 && w.group % 32 != 0))
     return "head rows that are not whole 16-byte words";
-  if (shared_bytes(w.cols, 256, w.dtype) > info.max_shared_bytes) return "a row of dim floats exceeds shared memory";
+  if (shared_bytes(w.cols, 256, head_loads(w.dtype)) > info.max_shared_bytes) return "a row of dim floats exceeds shared memory";
   return "";
 }
 
@@ -234,8 +246,17 @@ void Ops::decode_head(Recorder& r, const BufferView& y, const BufferView& x, con
   // workgroups per SM of the block's grid (gemv_subgroup's in the same call): f16 52.5-54.5 /
   // 51.5-51.6 (50-55), int8 35.8-36.0 / 42.7-43.0 (48-52), int4 64.1-64.7 / 59.2-60.7 (59-60)
   // (bench/vulkan_notes.md, 20:11-20:14 UTC).
-  const Kernel& k = layer_kernel(w.dtype, w.cols, grid.threads, false);
-  const uint32_t groups = (w.dtype == EdgeDType::int8 ? 1 : 4) * grid.groups;
+  // PYLON_VK_HEAD_ROWS=R: rows per subgroup (a benchmark's diagnostic).
+  const char* head_rows = std::getenv("PYLON_VK_HEAD_ROWS");
+  PYLON_CHECK(shared_bytes(w.cols, grid.threads, head_loads(w.dtype)) <= ctx_.info().max_shared_bytes,
+              "Vulkan: decode_head's shared memory at ", grid.threads, " threads and ", head_loads(w.dtype),
+              " words in flight exceeds the device's ", ctx_.info().max_shared_bytes, " bytes");
+  const Kernel& k = layer_kernel(w.dtype, w.cols, grid.threads, false, head_loads(w.dtype),
+                                 head_rows ? static_cast<uint32_t>(std::stoul(head_rows)) : 0);
+  // PYLON_VK_HEAD_GROUPS=N: N workgroups per SM instead (a benchmark's diagnostic).
+  const char* per_sm = std::getenv("PYLON_VK_HEAD_GROUPS");
+  const uint32_t groups = (per_sm ? std::max(1u, static_cast<uint32_t>(std::stoul(per_sm)))
+                                  : w.dtype == EdgeDType::int8 ? 1 : 4) * grid.groups;
   LayerPush p{};
   p.dim = static_cast<uint32_t>(w.cols);
   p.heads = 1;
@@ -248,7 +269,7 @@ void Ops::decode_head(Recorder& r, const BufferView& y, const BufferView& x, con
   p.blocks = 1;
   r.dispatch(k,
              {x, y, none, none, w.chunks[0].values, none, none, none, w.scales.buffer ? w.scales : none, none, none,
-              none, none, none, none, none, none, none, none, none, none, none, none, {&zero_, 0, 64}},
+              none, none, none, none, none, none, none, none, none, none, none, none, {&zero_, 0, 64}, none, none},
              p, groups);
 }
 
@@ -265,9 +286,9 @@ Ops::LayerGrid Ops::persistent_grid(const DecodeLayerArgs& a, LayerGrid want) {
   else if (is_cpu(ctx_.info())) candidates = {{1, 256}};  // (above)
   else candidates = {{32, 256}, {16, 256}, {8, 256}, {4, 256}, {2, 256}, {1, 256}};
   for (const LayerGrid& g : candidates) {
-    if (shared_bytes(block_xs(a.out->cols), g.threads, a.qkv->dtype) > ctx_.info().max_shared_bytes) continue;
+    if (shared_bytes(block_xs(a.out->cols), g.threads, layer_loads(a.qkv->dtype)) > ctx_.info().max_shared_bytes) continue;
     Recorder r(ctx_);
-    dispatch_layers(r, &a, 1, {&zero_, 0, 64}, 0, g, true);
+    dispatch_layers(r, &a, 1, {&zero_, 0, 64}, 0, g, true, nullptr);
     r.run();
     if (!persistent_failed()) return g;
   }

@@ -163,8 +163,17 @@ class Ops {
     Buffer table;                  // decode_layer.comp's Table: 16 words per block
   };
   LayerRuns plan_layers(const std::vector<DecodeLayerArgs>& blocks, uint32_t max_blocks);
-  // The blocks, a dispatch per run of `runs` (from plan_layers over the same blocks).
-  void decode_layers(Recorder& r, const std::vector<DecodeLayerArgs>& blocks, const LayerRuns& runs, LayerGrid grid);
+  // The embedding lookup folded into the first dispatch: its input is row tokens[0] of `table`
+  // (written to the blocks' x), where layer_embeds(table, D) (one chunk, f32 or f16).
+  struct Embedding {
+    const DeviceMatrix* table;
+    BufferView tokens;
+  };
+  bool layer_embeds(const DeviceMatrix& table, int64_t dim) const;
+  // The blocks, a dispatch per run of `runs` (from plan_layers over the same blocks); embed: the
+  // token's embedding lookup too (else x holds the input).
+  void decode_layers(Recorder& r, const std::vector<DecodeLayerArgs>& blocks, const LayerRuns& runs, LayerGrid grid,
+                     const Embedding* embed = nullptr);
   // The head of a decode token with decode_layer's GEMV (x staged in shared memory, no grid
   // barrier, so any grid): y (rows) = x (cols) · Wᵀ, as matmul's one-token GEMV up to summation
   // order. decode_head_unsupported: "" where it runs w, else why not.
@@ -196,8 +205,10 @@ class Ops {
   // Blocks [first, first + count) in one dispatch, their offsets in rows first_row .. of `table`
   // (decode_layer.comp's Table; zeros for one block bound at its own views).
   void dispatch_layers(Recorder& r, const DecodeLayerArgs* first, uint32_t count, const BufferView& table,
-                       uint32_t first_row, LayerGrid grid, bool probe);
-  const Kernel& layer_kernel(EdgeDType d, int64_t xs, uint32_t threads, bool multi);
+                       uint32_t first_row, LayerGrid grid, bool probe, const Embedding* embed);
+  // rows: rows per subgroup (0: the dtype's, or set_gemv_shape's).
+  const Kernel& layer_kernel(EdgeDType d, int64_t xs, uint32_t threads, bool multi, uint32_t loads,
+                             uint32_t rows = 0);
 };
 
 }  // namespace pylon::vk

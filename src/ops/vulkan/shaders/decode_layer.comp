@@ -18,6 +18,8 @@
 //      grid barrier and no staging of the 4D-wide f1 between the two matrices: H200, µs a block
 //      against the FFN as two phases (f1 = silu(...) stored, a grid barrier, h += f1·W2ᵀ): f16
 //      52.1-52.2 / 53.0, int8 48.8-49.3 / 51.4-51.7, int4 51.9 / 52.3-52.5 (bench/vulkan_notes.md).
+// pc.embed != 0: block 0's input is row tokens[0] of the embedding table instead of h (the lookup
+// folded in: its own dispatch took 8 µs a token on the H200), written to h for the residual.
 // Each GEMV phase stages its input row in shared memory first (x·g, the norm's Σx² summed once per
 // workgroup); then each subgroup (or 2 or 4 together, where rows are few and long) takes ROWS
 // weight rows at a time (QKV_ROWS in phase 1: rotation pairs, rows i and i + hd/2 of a head;
@@ -78,6 +80,7 @@ layout(push_constant) uniform Push {
   uint head_rows;   // != 0: the head instead of a block: qkv (head_rows) = h · Wqkvᵀ, no barrier
   uint blocks;      // blocks in this dispatch: Table rows first_row .. first_row + blocks - 1
   uint first_row;
+  uint embed;       // 1 f32, 2 f16: block 0 starts from row tokens[0] of Embed (and writes it to h)
 } pc;
 
 layout(std430, binding = 0) coherent buffer Hid { float h[]; };  // (D) the residual stream, in and out
@@ -112,6 +115,8 @@ layout(std430, binding = 22) buffer Failed { uint failed[]; };  // host-visible:
 // Table, 16 words per block: the 16-byte-word offsets of Wqkv, Wo, W1, W2 in their bindings; the 32-bit
 // word offsets of their scales, then of Bqkv, Bo, G1, G2; the float offset of its KV cache rows.
 layout(std430, binding = 23) readonly buffer Offsets { uint table[]; };
+layout(std430, binding = 24) readonly buffer Embed { uint emb[]; };  // (V, D) f32 or f16 pairs
+layout(std430, binding = 25) readonly buffer Tokens { uint tokens[]; };
 
 #include "words.glsl"
 
@@ -220,12 +225,20 @@ vec4 norm4(uint which, uint c) {  // g[c .. c + 3], c a multiple of 4
 }
 
 // ---- staging -----------------------------------------------------------------------------------
-// xs4 = the input row (src 0: h, 1: att, 2: hm; cols floats), times g (norm 1: g1, 2: g2; 0: none).
+vec4 embed4(uint c4) {  // vec4 c4 of token tokens[0]'s embedding row
+  const uint at = tokens[0] * pc.dim + 4u * c4;
+  if (pc.embed == 2u) return f16x4(emb[at >> 1], emb[(at >> 1) + 1u]);
+  return uintBitsToFloat(uvec4(emb[at], emb[at + 1u], emb[at + 2u], emb[at + 3u]));
+}
+
+// xs4 = the input row (src 0: h, 1: att, 2: hm, 3: the token's embedding row, each workgroup
+// writing its share of it to h; cols floats), times g (norm 1: g1, 2: g2; 0: none).
 // Returns rstd = 1 / sqrt(Σx² / cols + eps) with a norm, else 1.
 float stage(uint src, uint cols, uint norm) {
   float ss = 0.0;
   for (uint c4 = tid; c4 < cols / 4u; c4 += THREADS) {
-    vec4 x = src == 0u ? h4[c4] : src == 1u ? att4[c4] : hm4[c4];
+    vec4 x = src == 0u ? h4[c4] : src == 1u ? att4[c4] : src == 2u ? hm4[c4] : embed4(c4);
+    if (src == 3u && c4 % gl_NumWorkGroups.x == gl_WorkGroupID.x) h4[c4] = x;  // read after a grid barrier
     if (norm != 0u) {
       ss += dot(x, x);
       x *= norm4(norm - 1u, 4u * c4);
@@ -267,7 +280,8 @@ void main() {
   enter_block(0u);
   prefetch(0u, 3u * D, D, QKV_ROWS, pre);
   for (uint b = 0u; b < (MULTI != 0u ? pc.blocks : 1u); ++b) {  // barriers 3b + 1, 3b + 2 in block b, 3b + 3 after it
-    if ((pc.phases & 1u) != 0u) gemv(0u, 3u * D, D, QKV_ROWS, stage(0u, D, 1u), pre);
+    const uint src = b == 0u && pc.embed != 0u ? 3u : 0u;
+    if ((pc.phases & 1u) != 0u) gemv(0u, 3u * D, D, QKV_ROWS, stage(src, D, 1u), pre);
     prefetch(1u, D, D, ROWS, pre);  // held through the attention phase
     if ((pc.phases & 2u) != 0u) attention_phase();  // no grid barrier: per-head ready counts
     grid_arrive();
