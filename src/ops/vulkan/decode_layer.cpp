@@ -62,7 +62,6 @@ std::vector<BlockView> block_views(const Ops::DecodeLayerArgs& a, const BufferVi
           {a.cache.k, 4}};
 }
 
-
 bool is_cpu(const DeviceInfo& i) { return i.type == VK_PHYSICAL_DEVICE_TYPE_CPU; }
 
 // "" where the device can run decode_layer.comp at all, else why not.
@@ -163,7 +162,8 @@ void Ops::dispatch_layers(Recorder& r, const DecodeLayerArgs* first, uint32_t co
     for (size_t i = 0; i < bound.size(); ++i) bound[i].view.offset = std::min(bound[i].view.offset, v[i].view.offset);
   }
   for (BlockView& v : bound) v.view.size = 0;  // to the end of the buffer
-  const BufferView v_cache{a.cache.v.buffer, bound[12].view.offset, 0};
+  // V bound where K is, relative to block 0's (plan_layers joins blocks whose V offsets follow K's).
+  const BufferView v_cache{a.cache.v.buffer, a.cache.v.offset - (a.cache.k.offset - bound[12].view.offset), 0};
   r.label_next(std::string("decode_layer ") + edge_dtype_name(a.qkv->dtype));
   r.dispatch(k,
              {a.x, a.qkv_out, a.att, a.mid, bound[0].view, bound[1].view, bound[2].view, bound[3].view, bound[4].view,
