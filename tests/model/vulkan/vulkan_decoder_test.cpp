@@ -199,7 +199,9 @@ TEST(VulkanDecoder, PersistentDecodeMatchesOpByOp) {
 }
 
 // Shapes the seed size does not have: a width whose FFN (4D = 288) ends in a part of a 64-row
-// slice, heads of 24, and int4 groups of 64 (two 16-byte words a scale).
+// slice, heads of 24, and int4 groups of 64 (two 16-byte words a scale); and a width (576) whose
+// W2 rows the FFN reads in several chunks, the last one partial (256 or 512 rows a chunk in f16,
+// 512 or 1024 in int8, at 256 or 512 threads).
 TEST(VulkanDecoder, PersistentDecodeOddShapes) {
   if (!testing::vulkan_available()) GTEST_SKIP() << "no Vulkan device";
   std::vector<PersistentCase> cases = {{1, 0, 0, 0}};
@@ -209,6 +211,13 @@ TEST(VulkanDecoder, PersistentDecodeOddShapes) {
     ModelConfig c = small_config(Preset::causal);
     c.dim = 72, c.heads = 3;
     expect_persistent_matches_ops(export_model(tmp, c, EdgeDType::f16), c, 8, cases);
+  }
+  {
+    testing::TempDir tmp;
+    ModelConfig c = small_config(Preset::causal);
+    c.dim = 576, c.heads = 4;  // W2 read in several chunks of rows (the last one partial)
+    for (const EdgeDType q : {EdgeDType::f16, EdgeDType::int8})
+      expect_persistent_matches_ops(export_model(tmp, c, q), c, 8, cases);
   }
   testing::TempDir tmp;
   const ModelConfig c = small_config(Preset::causal);
