@@ -51,8 +51,9 @@ layout(constant_id = 2) const uint QKV_ROWS = 2u;  // rows per subgroup, phase 1
 layout(constant_id = 4) const uint WTYPE = 1u;     // WT_* of the four matrices (one decoding per
                                                    // pipeline: 1.55x faster than a runtime branch)
 layout(constant_id = 5) const uint LOADS = 4u;     // 16-byte words in flight per lane (>= MAXR)
-// 0: one block a dispatch, bound at its own tensors (no Table reads, no block loop). H200, seed
-// size, ms a token with a dispatch per block, this way / through the Table: f16 0.690 / 0.707,
+// MULTI 1: pc.blocks blocks, their offsets from the Table; 0: one block a dispatch, bound at its
+// own tensors (no Table reads, no block loop). H200, seed size, ms a token with a dispatch per
+// block, this way / through the Table: f16 0.690 / 0.707,
 // int8 0.639 / 0.663, int4 0.688-0.699 / 0.706-0.712 (bench/vulkan_notes.md).
 layout(constant_id = 6) const uint MULTI = 1u;
 const uint MAXR = 4u, CHUNK = 32u, MIN_ITEM = 128u;
@@ -197,7 +198,7 @@ void finish() {  // the last workgroup out resets the counts for the next dispat
 }
 
 // ---- the matrices: m = 0 qkv, 1 out_proj, 2 ffn.0, 3 ffn.2; 4 the head (in qkv's bindings) ----
-uvec4 w_word(uint m, uint i) {  // m < 3 (the FFN reads W2 itself)
+uvec4 w_word(uint m, uint i) {  // m 0, 1, 2 or 4 (the FFN reads W2 itself)
   if (m == 0u || m == 4u) return w_qkv[o_w.x + i];
   if (m == 1u) return w_o[o_w.y + i];
   return w_1[o_w.z + i];
