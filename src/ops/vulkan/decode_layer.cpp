@@ -30,7 +30,7 @@ uint32_t head_loads(EdgeDType d) {
 }
 
 // decode_layer.comp's shared memory for workgroups of `threads` staging rows of up to `xs` floats,
-// weights of dtype d: xs4, red, part_sums, qs, pv, wts, the flag, the FFN's slice (SL floats) and
+// `loads` 16-byte words in flight a lane: xs4, red, part_sums, qs, pv, wts, the flag, the FFN's slice (SL floats) and
 // its W2 partials (loads x threads).
 uint64_t shared_bytes(int64_t xs, uint32_t threads, uint32_t loads) {
   return 4 * (static_cast<uint64_t>(xs) + threads / 4 + threads + 256 + 4 * 256 + 256 + 64 +

@@ -130,9 +130,10 @@ class Ops {
                         const AttentionArgs& a);
   static uint64_t attention_partials(uint32_t heads, uint32_t hd, uint32_t max_keys);
 
-  // One causal token through a whole block in one dispatch, a persistent kernel whose workgroups
-  // meet at grid barriers between the block's phases (decode_layer.comp): the same results as
-  // qkv_rope_gemv, attention_decode, matmul (out_proj), normed_gemv (ffn.0) and matmul (ffn.2).
+  // One block of a causal decode token for decode_layers, a persistent kernel whose workgroups
+  // meet at grid barriers between the block's phases and between blocks (decode_layer.comp): the
+  // same results as qkv_rope_gemv, attention_decode, matmul (out_proj), normed_gemv (ffn.0) and
+  // matmul (ffn.2).
   // x (D): the residual stream, read and updated; qkv (3D), att (D), mid (D: h after the
   // attention, the FFN's input): scratch;
   // partials: attention_partials(heads, hd, max_keys) floats.

@@ -188,10 +188,10 @@ TEST(VulkanDecoder, PersistentDecodeMatchesOpByOp) {
   ModelConfig c = small_config(Preset::causal);
   c.layers = 3;
   // (Zero-copy import on CPU devices, lavapipe in CI: a GPU's driver may refuse it.)
-  const std::string import = cpu_device() ? "import" : "upload";
-  std::vector<PersistentCase> cases = {{1, 0, 0, 0}, {1, 1, 2, 32, "upload", 2}, {1, 3, 4, 0, import, 1}};
+  const std::string import_if_cpu = cpu_device() ? "import" : "upload";
+  std::vector<PersistentCase> cases = {{1, 0, 0, 0}, {1, 1, 2, 32, "upload", 2}, {1, 3, 4, 0, import_if_cpu, 1}};
   if (!cpu_device())
-    cases.insert(cases.end(), {{0, 0, 0, 0}, {3, 0, 0, 32, "upload", 1}, {0, 1, 4, 32, "upload", 2}, {0, 0, 0, 0, import}});
+    cases.insert(cases.end(), {{0, 0, 0, 0}, {3, 0, 0, 32, "upload", 1}, {0, 1, 4, 32, "upload", 2}, {0, 0, 0, 0, import_if_cpu}});
   for (const EdgeDType q : {EdgeDType::f16, EdgeDType::int8, EdgeDType::int4}) {
     std::printf("[ vulkan ] %s:\n", edge_dtype_name(q));
     expect_persistent_matches_ops(export_model(tmp, c, q), c, 30, cases);
