@@ -18,7 +18,9 @@
 // --attention-chunk K: the persistent kernel's keys per attention item (a multiple of 32; 0: its
 // own choice, >= 128). --phase-split 1: the persistent kernel's µs a block with only its first
 // 0, 1, ... 4 phases run (PYLON_VK_LAYER_PHASES; timing only, the results are wrong), a decoder
-// each, and each phase's increment. --buffer-cap-mb N caps every storage binding at N MiB (the
+// each, and each phase's increment; then all phases with every weight read from a cache (the
+// kernel's time without weight traffic). PYLON_VK_PIPELINE_STATS=1 prints each pipeline's compiler
+// statistics (registers, spills; VK_KHR_pipeline_executable_properties). --buffer-cap-mb N caps every storage binding at N MiB (the
 // weights then go a buffer per tensor where the model is larger: a persistent dispatch per block).
 //   pylon_bench_vulkan [--dim 2048 --layers 12 --heads 16 --vocab 32000] [--quant f16,int8,int4]
 //                      [--prefill 128] [--decode 32] [--dir /tmp] [--device N] [--gemv-sweep 0|1]
@@ -344,10 +346,13 @@ int run(int argc, char** argv) {
       }
     }
     if (phase_split) {  // decode_layer.comp's phases: 1 qkv, 2 attention, 3 out_proj, 4 the FFN
-      const char* names[] = {"dispatch, barriers, prefetches", "+ qkv", "+ attention", "+ out_proj", "+ FFN"};
+      // Then all of them with every weight read from a cache (mask bit 4): the kernel's floor were
+      // memory free.
+      const char* names[] = {"dispatch, barriers, prefetches", "+ qkv", "+ attention", "+ out_proj", "+ FFN",
+                             "all, weights from cache"};
       double last = 0;
-      for (int n = 0; n <= 4; ++n) {
-        setenv("PYLON_VK_LAYER_PHASES", std::to_string((1 << n) - 1).c_str(), 1);
+      for (int n = 0; n <= 5; ++n) {
+        setenv("PYLON_VK_LAYER_PHASES", std::to_string(n == 5 ? 31 : (1 << n) - 1).c_str(), 1);
         VulkanOptions od = o;
         od.decode = "persistent", od.attention_chunk = attention_chunk;
         try {
@@ -364,7 +369,7 @@ int run(int argc, char** argv) {
           last = us;
         } catch (const Error& e) {
           std::printf("  phase split: %s\n", e.what());
-          n = 5;
+          n = 6;
         }
       }
       unsetenv("PYLON_VK_LAYER_PHASES");

@@ -270,6 +270,17 @@ Context::Context(const ContextOptions& options) {
       features.pNext = &atomic_float;
     }
 
+    VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR exec_props{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
+    if (std::getenv("PYLON_VK_PIPELINE_STATS") &&
+        has_extension(dev_ext, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
+      info_.pipeline_stats = true;
+      dev_enable.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+      exec_props.pipelineExecutableInfo = VK_TRUE;
+      exec_props.pNext = features.pNext;
+      features.pNext = &exec_props;
+    }
+
     const float priority = 1.0f;
     VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
     qci.queueFamilyIndex = queue_family_;

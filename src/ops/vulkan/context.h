@@ -75,6 +75,9 @@ struct DeviceInfo {
   uint64_t texel_offset_alignment = 0, max_texels = 0;
   bool coopmat = false;      // VK_KHR_cooperative_matrix fp16 16x16x16 -> fp32, and a shader for it
   bool float_atomic_add = false;  // shaderBufferFloat32AtomicAdd (VK_EXT_shader_atomic_float), enabled
+  // VK_KHR_pipeline_executable_properties enabled (env PYLON_VK_PIPELINE_STATS, a diagnostic): each
+  // pipeline's compiler statistics (registers, spills, ...) printed to stderr when it is made.
+  bool pipeline_stats = false;
   double timestamp_ns = 0;   // nanoseconds per timestamp tick on the compute queue; 0: no timestamps
   uint32_t timestamp_bits = 0;  // valid bits of a timestamp
   bool unified_memory() const {

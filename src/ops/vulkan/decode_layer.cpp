@@ -147,7 +147,7 @@ void Ops::dispatch_layers(Recorder& r, const DecodeLayerArgs* first, uint32_t co
   p.probe = probe ? 1 : 0;
   p.split = gemv_shape_.split;  // 0 unless forced (tests): a power of two
   // Benchmark diagnostics (bench/vulkan_notes.md): PYLON_VK_LAYER_PHASES=mask runs only those
-  // phases (wrong results: timing only).
+  // phases, and with bit 4 (16) reads every matrix from its first 64 KB (wrong results: timing only).
   const char* phases = std::getenv("PYLON_VK_LAYER_PHASES");
   p.phases = phases ? static_cast<uint32_t>(std::strtoul(phases, nullptr, 0)) : 15;
   p.chunk = attention_chunk_;

@@ -1,6 +1,8 @@
 #include "ops/vulkan/pipeline.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <string>
 #include <utility>
 
 #include "ops/vulkan/check.h"
@@ -51,7 +53,9 @@ Kernel::Kernel(const Context& ctx, const std::string& name, uint32_t bindings, u
     const VkSpecializationInfo si{static_cast<uint32_t>(spec.size()), entries.data(), spec.size() * 4, spec.data()};
     if (!spec.empty()) cp.stage.pSpecializationInfo = &si;
     cp.layout = layout_;
+    if (ctx.info().pipeline_stats) cp.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
     PYLON_VK_CHECK(vkCreateComputePipelines(device_, ctx.pipeline_cache(), 1, &cp, nullptr, &pipeline_));
+    if (ctx.info().pipeline_stats) print_statistics(spec);
   } catch (...) {
     destroy();
     throw;
@@ -59,6 +63,41 @@ Kernel::Kernel(const Context& ctx, const std::string& name, uint32_t bindings, u
 }
 
 Kernel::~Kernel() { destroy(); }
+
+void Kernel::print_statistics(const std::vector<uint32_t>& spec) const {
+  const auto properties = reinterpret_cast<PFN_vkGetPipelineExecutablePropertiesKHR>(
+      vkGetDeviceProcAddr(device_, "vkGetPipelineExecutablePropertiesKHR"));
+  const auto statistics = reinterpret_cast<PFN_vkGetPipelineExecutableStatisticsKHR>(
+      vkGetDeviceProcAddr(device_, "vkGetPipelineExecutableStatisticsKHR"));
+  if (!properties || !statistics) return;
+  VkPipelineInfoKHR info{VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR};
+  info.pipeline = pipeline_;
+  uint32_t n = 0;
+  if (properties(device_, &info, &n, nullptr) != VK_SUCCESS) return;
+  std::string line = "vulkan pipeline " + name_ + " (spec";
+  for (const uint32_t v : spec) line += " " + std::to_string(v);
+  line += "):";
+  for (uint32_t e = 0; e < n; ++e) {
+    VkPipelineExecutableInfoKHR exe{VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR};
+    exe.pipeline = pipeline_;
+    exe.executableIndex = e;
+    uint32_t m = 0;
+    if (statistics(device_, &exe, &m, nullptr) != VK_SUCCESS) continue;
+    std::vector<VkPipelineExecutableStatisticKHR> stats(m, {VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR});
+    if (statistics(device_, &exe, &m, stats.data()) != VK_SUCCESS) continue;
+    for (const auto& st : stats) {
+      line += std::string(" ") + st.name + "=";
+      switch (st.format) {
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: line += st.value.b32 ? "true" : "false"; break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR: line += std::to_string(st.value.i64); break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR: line += std::to_string(st.value.u64); break;
+        default: line += std::to_string(st.value.f64); break;
+      }
+      line += ";";
+    }
+  }
+  std::fprintf(stderr, "%s\n", line.c_str());
+}
 
 void Kernel::destroy() {
   if (pipeline_) vkDestroyPipeline(device_, pipeline_, nullptr);

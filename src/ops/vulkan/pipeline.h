@@ -39,6 +39,7 @@ class Kernel {
 
  private:
   void destroy();
+  void print_statistics(const std::vector<uint32_t>& spec) const;  // DeviceInfo::pipeline_stats
   VkDevice device_;
   std::string name_;
   uint32_t bindings_, push_bytes_;

@@ -76,7 +76,8 @@ layout(push_constant) uniform Push {
   uint spin_limit;  // reads of the barrier count before giving up
   uint probe;       // 1: the residency probe (two barriers, nothing else)
   uint split;       // subgroups per row set in every GEMV phase (a power of two); 0: split_for's
-  uint phases;      // bit i: run phase i + 1 (all 15; else a benchmark's diagnostic: wrong results)
+  uint phases;      // bit i < 4: run phase i + 1 (all 15; else a benchmark's diagnostic: wrong results);
+                    // bit 4: weights read from their first 64 KB only (wrap: timing only)
   uint chunk;       // keys per attention item (a multiple of 32); 0: chosen (attention_phase)
   uint head_rows;   // != 0: the head instead of a block: qkv (head_rows) = h · Wqkvᵀ, no barrier
   uint blocks;      // blocks in this dispatch: Table rows first_row .. first_row + blocks - 1
@@ -173,11 +174,13 @@ void grid_arrive() {  // this workgroup's writes visible to the device, then cou
 void wait_for(uint i, uint target) {
   if (tid == 0u) {
     // Two nested loops of at most 1024 and spin_limit / 1024 reads: llvmpipe ends any loop after
-    // 65535 iterations. Whatever ended the wait, the count decides.
-    for (uint outer = 0u; outer < max(pc.spin_limit >> 10u, 1u) && sync_read(i) < target && sync_read(2u) == 0u; ++outer)
-      for (uint spins = 0u; spins < min(pc.spin_limit, 1024u) && sync_read(i) < target; ++spins) {
-      }
-    if (sync_read(i) < target || pc.spin_limit == 0u) {  // 0: a failure injected by tests
+    // 65535 iterations. The last count read decides: no read after the one that saw the target.
+    uint seen = sync_read(i);
+    for (uint outer = 0u; seen < target && outer < max(pc.spin_limit >> 10u, 1u); ++outer) {
+      for (uint spins = 0u; seen < target && spins < min(pc.spin_limit, 1024u); ++spins) seen = sync_read(i);
+      if (seen < target && sync_read(2u) != 0u) break;  // another workgroup gave up
+    }
+    if (seen < target || pc.spin_limit == 0u) {  // 0: a failure injected by tests
       atomicOr(sync_[2], 1u);
       failed[0] = 1u;
     }
@@ -198,7 +201,11 @@ void finish() {  // the last workgroup out resets the counts for the next dispat
 }
 
 // ---- the matrices: m = 0 qkv, 1 out_proj, 2 ffn.0, 3 ffn.2; 4 the head (in qkv's bindings) ----
+// pc.phases bit 4: word i of a matrix read as word i mod 4096, its first 64 KB, so that every read
+// hits a cache: the kernel's time if weights cost no memory traffic (timing only: wrong results).
+uint wrap(uint i) { return (pc.phases & 16u) != 0u ? i & 4095u : i; }
 uvec4 w_word(uint m, uint i) {  // m 0, 1, 2 or 4 (the FFN reads W2 itself)
+  i = wrap(i);
   if (m == 0u || m == 4u) return w_qkv[o_w.x + i];
   if (m == 1u) return w_o[o_w.y + i];
   return w_1[o_w.z + i];

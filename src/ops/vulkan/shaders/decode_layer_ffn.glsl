@@ -54,7 +54,7 @@ void ffn_phase(uvec4 pre[LOADS]) {
       for (uint k = 0u; k < LOADS; ++k) {
         const uint r = c0 + k * RPR + tid / WS, v = s * WS + w;
         const bool ok = r < D && v < per_row2;
-        q[k] = ok ? w_2[o_w.w + r * per_row2 + v] : uvec4(0u);
+        q[k] = ok ? w_2[o_w.w + wrap(r * per_row2 + v)] : uvec4(0u);
         fq[k] = !ok                 ? 0.0
                 : WTYPE == WT_INT8  ? scale_at(3u, r)
                 : WTYPE == WT_INT4  ? scale_at(3u, r * groups2 + v * 32u / pc.group)
