@@ -20,12 +20,14 @@
 // 0, 1, ... 4 phases run (PYLON_VK_LAYER_PHASES; timing only, the results are wrong), a decoder
 // each, and each phase's increment; then all phases with every weight read from a cache (the
 // kernel's time without weight traffic). PYLON_VK_PIPELINE_STATS=1 prints each pipeline's compiler
-// statistics (registers, spills; VK_KHR_pipeline_executable_properties). --buffer-cap-mb N caps every storage binding at N MiB (the
+// statistics (registers, spills; VK_KHR_pipeline_executable_properties). --timeline 1: where a
+// block's time goes, step by step and workgroup by workgroup, from the kernel's own clock marks
+// (print_timeline). --buffer-cap-mb N caps every storage binding at N MiB (the
 // weights then go a buffer per tensor where the model is larger: a persistent dispatch per block).
 //   pylon_bench_vulkan [--dim 2048 --layers 12 --heads 16 --vocab 32000] [--quant f16,int8,int4]
 //                      [--prefill 128] [--decode 32] [--dir /tmp] [--device N] [--gemv-sweep 0|1]
 //                      [--decode-paths auto|ops|persistent[:N[xT]][/B],...] [--gemv-rows R]
-//                      [--attention-chunk K] [--phase-split 0|1] [--buffer-cap-mb N]
+//                      [--attention-chunk K] [--phase-split 0|1] [--timeline 0|1] [--buffer-cap-mb N]
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -198,10 +200,71 @@ void gemv_sweep(const std::string& path, int device) {
   ops.set_gemv_shape({});
 }
 
+// --timeline 1: the persistent kernel's variant with clock marks (VulkanOptions::timeline), over
+// `decode` tokens after the prefill: per step of a block, the mean over tokens, blocks and
+// workgroups, and the lowest and highest workgroup's mean (imbalance), in µs where the dispatch's
+// device time gives the SM clock's rate (one dispatch a token), else in clock cycles.
+void print_timeline(const std::string& path, VulkanOptions o, const std::vector<int32_t>& tokens, int prefill,
+                    int decode) {
+  o.decode = "persistent", o.timeline = true;
+  VulkanDecoder d(path, o, prefill + decode);
+  d.feed(tokens.data(), prefill);
+  const uint32_t G = d.persistent_grid(), L = static_cast<uint32_t>(d.config().layers);
+  const char* steps[] = {"qkv: stage the row (norm)", "qkv: GEMV, store, count", "attention (its waits too)",
+                         "barrier 1", "out_proj: stage, GEMV, store", "barrier 2", "FFN: stage the row (norm)",
+                         "FFN: first slice's W1, f1", "FFN: W2 (and later slices)", "barrier 3 (between blocks)"};
+  constexpr int kSteps = 10;
+  std::vector<double> per_group(static_cast<size_t>(kSteps) * G, 0.0);  // cycles, summed
+  std::vector<long> counts(kSteps, 0);
+  double cycles = 0;  // each token's longest workgroup span, summed
+  vk::GpuTimes times;
+  d.time_dispatches(&times);
+  for (int i = 0; i < decode; ++i) {
+    d.feed(&tokens[static_cast<size_t>(prefill + i)], 1);
+    const vk::LayerTimeline t = d.layer_timeline();
+    uint32_t span = 0;
+    for (uint32_t g = 0; g < G; ++g) span = std::max(span, t.end(g) - t.start(g));
+    cycles += span;
+    for (uint32_t b = 0; b < L; ++b)
+      for (int k = 0; k < kSteps; ++k) {
+        if (k == kSteps - 1 && b + 1 == L) continue;  // no barrier after the last block
+        for (uint32_t g = 0; g < G; ++g) {
+          const uint32_t from = t.at(b, static_cast<uint32_t>(k), g);
+          const uint32_t to = k + 1 < kSteps ? t.at(b, static_cast<uint32_t>(k + 1), g) : t.at(b + 1, 0, g);
+          per_group[static_cast<size_t>(k) * G + g] += static_cast<double>(to - from);  // modulo 2^32
+        }
+        ++counts[k];
+      }
+  }
+  d.time_dispatches(nullptr);
+  double layer_s = 0;
+  for (const auto& [name, e] : times.by_kernel)
+    if (name.rfind("decode_layer", 0) == 0) layer_s += e.seconds;
+  const bool timed = layer_s > 0 && d.persistent_dispatches() == 1;
+  const double per_us = timed ? cycles / (layer_s * 1e6) : 1.0;  // cycles a µs
+  if (timed)
+    std::printf("  timeline (SM clock at %.0f MHz from the dispatch's device time; a block, mean over workgroups "
+                "[lowest .. highest workgroup]):\n", per_us);
+  else
+    std::printf("  timeline (SM clock cycles; a block, mean over workgroups [lowest .. highest workgroup]):\n");
+  double total = 0;
+  for (int k = 0; k < kSteps; ++k) {
+    if (!counts[k]) continue;
+    double sum = 0, lo = 1e300, hi = 0;
+    for (uint32_t g = 0; g < G; ++g) {
+      const double v = per_group[static_cast<size_t>(k) * G + g] / static_cast<double>(counts[k]) / per_us;
+      sum += v, lo = std::min(lo, v), hi = std::max(hi, v);
+    }
+    total += sum / G;
+    std::printf("    %-30s %8.2f [%.2f .. %.2f]%s\n", steps[k], sum / G, lo, hi, timed ? " us" : "");
+  }
+  std::printf("    %-30s %8.2f%s\n", "sum", total, timed ? " us" : "");
+}
+
 int run(int argc, char** argv) {
   ModelConfig c = preset_config(Preset::causal);  // seed size: V 32000, D 2048, L 12, H 16
   std::string quants = "f16,int8,int4", dir = "/tmp", decodes = "auto";
-  int prefill = 128, decode = 32, device = -1, sweep = 0, phase_split = 0;
+  int prefill = 128, decode = 32, device = -1, sweep = 0, phase_split = 0, timeline = 0;
   uint32_t gemv_rows = 0;  // rows per subgroup of the decode GEMVs (0: chosen per matrix)
   uint32_t attention_chunk = 0;
   uint64_t buffer_cap = 0;  // --buffer-cap-mb: the storage-binding cap (a buffer per tensor below the model's size)
@@ -221,6 +284,7 @@ int run(int argc, char** argv) {
     else if (k == "--gemv-rows") gemv_rows = static_cast<uint32_t>(std::stoul(v));
     else if (k == "--attention-chunk") attention_chunk = static_cast<uint32_t>(std::stoul(v));
     else if (k == "--phase-split") phase_split = std::stoi(v);
+    else if (k == "--timeline") timeline = std::stoi(v);
     else if (k == "--buffer-cap-mb") buffer_cap = std::stoull(v) << 20;
     else PYLON_CHECK(false, "unknown flag ", k);
   }
@@ -373,6 +437,15 @@ int run(int argc, char** argv) {
         }
       }
       unsetenv("PYLON_VK_LAYER_PHASES");
+    }
+    if (timeline) {
+      VulkanOptions ot = o;
+      ot.attention_chunk = attention_chunk;
+      try {
+        print_timeline(path, ot, tokens, prefill, decode);
+      } catch (const Error& e) {
+        std::printf("  timeline: %s\n", e.what());
+      }
     }
   }
   return 0;

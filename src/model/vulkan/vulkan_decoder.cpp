@@ -155,7 +155,10 @@ struct VulkanDecoder::Impl {
     PYLON_CHECK(o.decode != "persistent" || cfg.causal(), "Vulkan: the persistent decode kernel runs causal ",
                 "models (a KV cache); this one is the ", preset_name(cfg.preset), " preset");
     const bool measured = ctx.info().type != VK_PHYSICAL_DEVICE_TYPE_CPU && ctx.info().compute_units > 0;
-    if (!cfg.causal() || o.decode == "ops" || (o.decode == "auto" && !measured)) return;
+    const bool op_by_op = !cfg.causal() || o.decode == "ops" || (o.decode == "auto" && !measured);
+    PYLON_CHECK(!o.timeline || !op_by_op, "Vulkan: the decode timeline needs the persistent decode kernel, ",
+                "which this model and decode option do not run");
+    if (op_by_op) return;
     std::string why;
     for (int l = 0; l < cfg.layers && why.empty(); ++l) why = ops.decode_layer_unsupported(layer_args(l));
     if (why.empty()) {
@@ -167,6 +170,10 @@ struct VulkanDecoder::Impl {
       runs = ops.plan_layers(layer_list, o.persistent_blocks);
     }
     PYLON_CHECK(o.decode != "persistent" || grid.groups, "Vulkan: the persistent decode kernel cannot run here: ", why);
+    if (o.timeline) {
+      PYLON_CHECK(grid.groups, "Vulkan: the decode timeline needs the persistent decode kernel: ", why);
+      ops.enable_timeline(static_cast<uint32_t>(cfg.layers), grid.groups);
+    }
   }
 
   const vk::DeviceMatrix& w(const std::string& name) const { return weights.get(name); }
@@ -348,6 +355,7 @@ uint32_t VulkanDecoder::persistent_grid() const { return impl_->grid.groups; }
 uint32_t VulkanDecoder::persistent_dispatches() const {
   return impl_->grid.groups ? static_cast<uint32_t>(impl_->runs.starts.size()) : 0;
 }
+vk::LayerTimeline VulkanDecoder::layer_timeline() { return impl_->ops.read_timeline(); }
 void VulkanDecoder::time_dispatches(vk::GpuTimes* times) { impl_->times = times; }
 void VulkanDecoder::score(const int32_t* tokens, int n, float* logits) { impl_->score(tokens, n, logits); }
 

@@ -41,6 +41,9 @@ struct VulkanOptions {
   // Test hook: the persistent kernel's keys per attention item (a multiple of 32); 0: chosen.
   uint32_t attention_chunk = 0;
   bool allow_float_atomics = true;  // test hook: false, a device without them (no persistent kernel)
+  // Benchmarks: the persistent kernel's variant that marks its clock at points of every block
+  // (layer_timeline()); needs the persistent kernel and a shader clock, else an error.
+  bool timeline = false;
 };
 
 // The options of --device vulkan|vulkan:N (throws pylon::Error for another spelling), --no-coopmat
@@ -78,6 +81,8 @@ class VulkanDecoder {
   uint32_t persistent_grid() const;
   // Its dispatches a token (runs of blocks whose weights share buffers), 0 when op by op.
   uint32_t persistent_dispatches() const;
+  // VulkanOptions::timeline: the last decoded token's clock marks.
+  vk::LayerTimeline layer_timeline();
 
  private:
   struct Impl;

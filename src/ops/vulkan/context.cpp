@@ -270,6 +270,20 @@ Context::Context(const ContextOptions& options) {
       features.pNext = &atomic_float;
     }
 
+    VkPhysicalDeviceShaderClockFeaturesKHR clock{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR};
+    if (has_extension(dev_ext, VK_KHR_SHADER_CLOCK_EXTENSION_NAME)) {
+      VkPhysicalDeviceFeatures2 query{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+      query.pNext = &clock;
+      vkGetPhysicalDeviceFeatures2(physical_, &query);
+      info_.shader_clock = clock.shaderSubgroupClock == VK_TRUE;
+    }
+    if (info_.shader_clock) {
+      dev_enable.push_back(VK_KHR_SHADER_CLOCK_EXTENSION_NAME);
+      clock = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR};
+      clock.shaderSubgroupClock = VK_TRUE;
+      clock.pNext = features.pNext;
+      features.pNext = &clock;
+    }
     VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR exec_props{
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
     if (std::getenv("PYLON_VK_PIPELINE_STATS") &&

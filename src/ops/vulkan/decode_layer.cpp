@@ -105,7 +105,7 @@ std::string Ops::decode_layer_unsupported(const DecodeLayerArgs& a) const {
 // `threads`; multi: several blocks a dispatch (their offsets from the Table), else one at its own
 // bindings.
 const Kernel& Ops::layer_kernel(EdgeDType d, int64_t xs, uint32_t threads, bool multi, uint32_t loads,
-                                uint32_t rows_wanted) {
+                                uint32_t rows_wanted, bool timeline) {
   // Rows per subgroup: two share each staged x read where decoding costs instructions (int8,
   // int4), one where the GEMV is bound by memory alone (f16, f32); the qkv phase takes rotation
   // pairs. H200, seed size, µs per block: int8 68.4 / 68.5 / 85.0 at 1 / 2 / 4 rows, int4 91.7 /
@@ -113,7 +113,8 @@ const Kernel& Ops::layer_kernel(EdgeDType d, int64_t xs, uint32_t threads, bool 
   uint32_t rows = d == EdgeDType::int4 || d == EdgeDType::int8 ? 2 : 1;
   if (rows_wanted || gemv_shape_.rows) rows = std::clamp<uint32_t>(rows_wanted ? rows_wanted : gemv_shape_.rows, 1, 4);
   const uint32_t qkv_rows = std::min<uint32_t>(4, std::max<uint32_t>(2, rows + rows % 2));
-  return kernels_.get("decode_layer", kBindings, sizeof(LayerPush), {},
+  return kernels_.get(timeline ? "decode_layer_timeline" : "decode_layer", timeline ? kBindings + 1 : kBindings,
+                      sizeof(LayerPush), {},
                       {static_cast<uint32_t>(xs), rows, qkv_rows, threads, shader_wtype(d), loads, multi ? 1u : 0u});
 }
 
@@ -127,7 +128,12 @@ void Ops::dispatch_layers(Recorder& r, const DecodeLayerArgs* first, uint32_t co
   PYLON_ASSERT(grid.groups > 0 && (grid.threads == 256 || grid.threads == 512 || grid.threads == 1024),
                "decode_layer: ", grid.groups, " workgroups of ", grid.threads);
   const DecodeLayerArgs& a = first[0];
-  const Kernel& k = layer_kernel(a.qkv->dtype, block_xs(a.out->cols), grid.threads, count > 1, layer_loads(a.qkv->dtype));
+  const bool timeline = timeline_blocks_ > 0 && !probe;
+  PYLON_CHECK(!timeline || (first_row + count <= timeline_blocks_ && grid.groups == timeline_groups_),
+              "decode_layer: blocks ", first_row, "..", first_row + count, " on ", grid.groups,
+              " workgroups do not fit the timeline of ", timeline_blocks_, " blocks on ", timeline_groups_);
+  const Kernel& k = layer_kernel(a.qkv->dtype, block_xs(a.out->cols), grid.threads, count > 1,
+                                 layer_loads(a.qkv->dtype), 0, timeline);
   const uint32_t D = static_cast<uint32_t>(a.out->cols);
   LayerPush p{};
   p.dim = D;
@@ -165,13 +171,13 @@ void Ops::dispatch_layers(Recorder& r, const DecodeLayerArgs* first, uint32_t co
   // V bound where K is, relative to block 0's (plan_layers joins blocks whose V offsets follow K's).
   const BufferView v_cache{a.cache.v.buffer, a.cache.v.offset - (a.cache.k.offset - bound[12].view.offset), 0};
   r.label_next(std::string("decode_layer ") + edge_dtype_name(a.qkv->dtype));
-  r.dispatch(k,
-             {a.x, a.qkv_out, a.att, a.mid, bound[0].view, bound[1].view, bound[2].view, bound[3].view, bound[4].view,
-              bound[5].view, bound[6].view, bound[7].view, bound[8].view, bound[9].view, bound[10].view,
-              bound[11].view, a.table, a.position, bound[12].view, v_cache, a.partials, {&sync_, 0, 0},
-              {&failed_, 0, 0}, table, embed ? embed->table->chunks[0].values : none,
-              embed ? embed->tokens : none},
-             p, grid.groups);
+  std::vector<BufferView> views = {
+      a.x, a.qkv_out, a.att, a.mid, bound[0].view, bound[1].view, bound[2].view, bound[3].view, bound[4].view,
+      bound[5].view, bound[6].view, bound[7].view, bound[8].view, bound[9].view, bound[10].view,
+      bound[11].view, a.table, a.position, bound[12].view, v_cache, a.partials, {&sync_, 0, 0},
+      {&failed_, 0, 0}, table, embed ? embed->table->chunks[0].values : none, embed ? embed->tokens : none};
+  if (timeline) views.push_back({&timeline_, 0, 0});
+  r.dispatch(k, views, p, grid.groups);
 }
 
 Ops::LayerRuns Ops::plan_layers(const std::vector<DecodeLayerArgs>& blocks, uint32_t max_blocks) {
@@ -293,6 +299,24 @@ Ops::LayerGrid Ops::persistent_grid(const DecodeLayerArgs& a, LayerGrid want) {
     if (!persistent_failed()) return g;
   }
   return {};
+}
+
+void Ops::enable_timeline(uint32_t blocks, uint32_t groups) {
+  PYLON_CHECK(ctx_.info().shader_clock, "Vulkan: the decode timeline needs a shader clock (VK_KHR_shader_clock), ",
+              "which ", ctx_.info().name, " lacks");
+  PYLON_CHECK(ctx_.info().max_storage_buffers > kBindings, "Vulkan: the decode timeline needs ", kBindings + 1,
+              " storage buffers per shader");
+  PYLON_CHECK(blocks > 0 && groups > 0, "Vulkan: a decode timeline of no blocks or workgroups");
+  timeline_ = ctx_.make_buffer((2ull + uint64_t{blocks} * LayerTimeline::kEvents) * groups * 4, MemoryKind::host);
+  timeline_blocks_ = blocks, timeline_groups_ = groups;
+}
+
+LayerTimeline Ops::read_timeline() {
+  LayerTimeline t;
+  t.groups = timeline_groups_, t.blocks = timeline_blocks_;
+  t.words.resize((2ull + uint64_t{t.blocks} * LayerTimeline::kEvents) * t.groups);
+  if (!t.words.empty()) ctx_.download(timeline_, 0, t.words.data(), t.words.size() * 4);
+  return t;
 }
 
 bool Ops::persistent_failed() {

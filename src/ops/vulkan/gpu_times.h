@@ -4,8 +4,10 @@
 // No Vulkan header here: the decoder's public header includes this.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace pylon::vk {
 
@@ -18,6 +20,22 @@ struct GpuTimes {
   double total = 0;                         // seconds from each run's first timestamp to its last
   long runs = 0;                            // command buffers timed
   void clear() { *this = GpuTimes{}; }
+};
+
+// The persistent decode kernel's clock marks (Ops::enable_timeline, decode_layer.comp's Timeline):
+// each workgroup's SM clock, low 32 bits (differences are taken modulo 2^32), at its start and end
+// and at kEvents points of every block: 0 the block's start (the previous barrier passed), 1 qkv's
+// row staged, 2 qkv stored, 3 the attention done, 4 barrier 1 passed, 5 out_proj stored, 6
+// barrier 2 passed, 7 the FFN's row staged, 8 its first slice's f1 done, 9 the FFN done.
+struct LayerTimeline {
+  static constexpr uint32_t kEvents = 10;
+  uint32_t groups = 0, blocks = 0;
+  std::vector<uint32_t> words;  // (2, groups) start and end, then (blocks, kEvents, groups)
+  uint32_t start(uint32_t g) const { return words[g]; }
+  uint32_t end(uint32_t g) const { return words[groups + g]; }
+  uint32_t at(uint32_t block, uint32_t event, uint32_t g) const {
+    return words[(2 + static_cast<size_t>(block) * kEvents + event) * groups + g];
+  }
 };
 
 }  // namespace pylon::vk

@@ -9,6 +9,7 @@
 
 #include "io/edge_format.h"
 #include "ops/vulkan/context.h"
+#include "ops/vulkan/gpu_times.h"
 #include "ops/vulkan/pipeline.h"
 
 namespace pylon::vk {
@@ -182,6 +183,12 @@ class Ops {
   void decode_head(Recorder& r, const BufferView& y, const BufferView& x, const DeviceMatrix& w, LayerGrid grid);
   // Test hook: decode_layer's keys per attention item (a multiple of 32); 0: chosen per token.
   void set_attention_chunk(uint32_t keys) { attention_chunk_ = keys; }
+  // Benchmarks: decode_layers' dispatches run decode_layer_timeline instead, which stores each
+  // workgroup's SM clock at LayerTimeline's points of blocks 0 .. blocks - 1 on a grid of `groups`
+  // workgroups; read_timeline() gives the last dispatches' marks. Throws pylon::Error where the
+  // device has no shader clock.
+  void enable_timeline(uint32_t blocks, uint32_t groups);
+  LayerTimeline read_timeline();
   // Whether a decode_layer barrier gave up waiting since the last call (then its results are
   // wrong: the caller redoes the work on the per-op path). Clears the flag. Env
   // PYLON_VK_FAIL_BARRIERS=1 makes every barrier of decode_layer (not of the probe) give up: tests.
@@ -203,13 +210,15 @@ class Ops {
   Buffer counters_;  // attention_decode's per-head counts of finished chunks, zero between dispatches
   Buffer sync_;      // decode_layer's barrier counts and per-head counts, zero between dispatches
   Buffer failed_;    // host-visible: decode_layer's "a barrier gave up" flag
+  Buffer timeline_;  // host-visible: decode_layer_timeline's clock marks (enable_timeline)
+  uint32_t timeline_blocks_ = 0, timeline_groups_ = 0;
   // Blocks [first, first + count) in one dispatch, their offsets in rows first_row .. of `table`
   // (decode_layer.comp's Table; zeros for one block bound at its own views).
   void dispatch_layers(Recorder& r, const DecodeLayerArgs* first, uint32_t count, const BufferView& table,
                        uint32_t first_row, LayerGrid grid, bool probe, const Embedding* embed);
   // rows: rows per subgroup (0: the dtype's, or set_gemv_shape's).
   const Kernel& layer_kernel(EdgeDType d, int64_t xs, uint32_t threads, bool multi, uint32_t loads,
-                             uint32_t rows = 0);
+                             uint32_t rows = 0, bool timeline = false);
 };
 
 }  // namespace pylon::vk

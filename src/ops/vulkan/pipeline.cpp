@@ -10,7 +10,7 @@
 
 namespace pylon::vk {
 namespace {
-constexpr uint32_t kSetsPerPool = 512, kBindingsPerSet = 26;
+constexpr uint32_t kSetsPerPool = 512, kBindingsPerSet = 27;
 constexpr uint32_t kMaxTimestamps = 4096;  // per command buffer; later commands go untimed
 
 VkDescriptorType descriptor_type(VkFormat texel) {

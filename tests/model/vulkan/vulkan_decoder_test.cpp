@@ -224,6 +224,54 @@ TEST(VulkanDecoder, PersistentDecodeOddShapes) {
   expect_persistent_matches_ops(export_model(tmp, c, EdgeDType::int4, 64), c, 8, cases);
 }
 
+// The benchmark's timeline variant (clock marks at every step of every block) decodes as the
+// plain kernel does, and its marks come in the kernel's order: each step's clock difference
+// non-negative (modulo 2^32), every block's marks inside the workgroup's start and end. Where the
+// device has no shader clock, or the model no persistent kernel, asking for it is an error.
+TEST(VulkanDecoder, PersistentTimelineMarksEveryStepInOrder) {
+  if (!testing::vulkan_available()) GTEST_SKIP() << "no Vulkan device";
+  testing::TempDir tmp;
+  const ModelConfig c = small_config(Preset::causal);
+  const std::string path = export_model(tmp, c, EdgeDType::f16);
+  VulkanOptions o;
+  o.decode = "persistent", o.weights = "upload";
+  VulkanOptions ot = o;
+  ot.timeline = true;
+  VulkanOptions ops_o = ot;
+  ops_o.decode = "ops";
+  EXPECT_THROW(VulkanDecoder(path, ops_o, 16), Error);
+  if (!testing::vulkan_context_or_null()->info().shader_clock) {
+    EXPECT_THROW(VulkanDecoder(path, ot, 16), Error);
+    GTEST_SKIP() << "no shader clock";
+  }
+  VulkanDecoder plain(path, o, 16), timed(path, ot, 16);
+  ASSERT_EQ(timed.persistent_dispatches(), 1u);
+  const int32_t prompt[3] = {5, 17, 42};
+  plain.feed(prompt, 3);
+  timed.feed(prompt, 3);
+  for (const int32_t t : {7, 90, 3}) {
+    const float* a = plain.feed(&t, 1);
+    const std::vector<float> want(a, a + c.vocab);
+    const float* b = timed.feed(&t, 1);
+    for (int v = 0; v < c.vocab; ++v) ASSERT_NEAR(b[v], want[v], 1e-4 * (1.0 + std::fabs(want[v]))) << "logit " << v;
+    const vk::LayerTimeline tl = timed.layer_timeline();
+    ASSERT_EQ(tl.groups, timed.persistent_grid());
+    ASSERT_EQ(tl.blocks, static_cast<uint32_t>(c.layers));
+    for (uint32_t g = 0; g < tl.groups; ++g) {
+      const uint32_t span = tl.end(g) - tl.start(g);
+      EXPECT_GT(span, 0u);
+      uint32_t last = tl.start(g);
+      for (uint32_t blk = 0; blk < tl.blocks; ++blk)
+        for (uint32_t e = 0; e < vk::LayerTimeline::kEvents; ++e) {
+          const uint32_t at = tl.at(blk, e, g);
+          EXPECT_LE(at - last, span) << "block " << blk << " event " << e << " workgroup " << g << " out of order";
+          last = at;
+        }
+      EXPECT_LE(tl.end(g) - last, span);
+    }
+  }
+}
+
 // A grid too large to run at once is refused by the probe (a clear error when the persistent path
 // is demanded, as for a seed-preset model); a barrier that gives up mid-token (injected) makes the decoder redo the token op by
 // op, with the same result, and stay on that path.

@@ -37,6 +37,10 @@
 // matrix in qkv's bindings, one GEMV phase, no barrier, so the grid need not be resident.
 // The phases' code: decode_layer_gemv.glsl (qkv, out_proj, the head), decode_layer_attention.glsl,
 // decode_layer_ffn.glsl; this file holds the bindings, the barriers, the staging and main.
+// TIMELINE (the module decode_layer_timeline, compiled with -DTIMELINE): each workgroup's first
+// invocation also stores its SM clock (GL_ARB_shader_clock's low word) at the dispatch's start and
+// end and at EVENTS points of every block into Timeline (Ops::enable_timeline): a benchmark's view
+// of where a block's time goes, workgroup by workgroup.
 // Needs: one chunk per matrix, rows of whole 16-byte words (int4: groups of a multiple of 32),
 // dim % 4 == 0, head dim <= 256, dim <= XS, float atomic add (Ops::decode_layer_unsupported checks).
 #version 450
@@ -44,6 +48,9 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_shader_atomic_float : require
+#ifdef TIMELINE
+#extension GL_ARB_shader_clock : require
+#endif
 layout(local_size_x_id = 3) in;                    // 256, 512 or 1024 (Ops::persistent_grid)
 layout(constant_id = 0) const uint XS = 2048u;     // floats of staged x: >= dim and 512, a multiple of 4
 layout(constant_id = 1) const uint ROWS = 1u;      // rows per subgroup, phase 3 and the head (<= MAXR)
@@ -119,6 +126,14 @@ layout(std430, binding = 22) buffer Failed { uint failed[]; };  // host-visible:
 layout(std430, binding = 23) readonly buffer Offsets { uint table[]; };
 layout(std430, binding = 24) readonly buffer Embed { uint emb[]; };  // (V, D) f32 or f16 pairs
 layout(std430, binding = 25) readonly buffer Tokens { uint tokens[]; };
+#ifdef TIMELINE
+// (2, workgroups): the SM clock at each workgroup's start and end; then (blocks, EVENTS, workgroups)
+// the clock at event e of Table row first_row + b: 0 the block's start (the previous barrier
+// passed), 1 qkv's row staged, 2 qkv stored, 3 the attention done, 4 barrier 1 passed, 5 out_proj
+// stored, 6 barrier 2 passed, 7 the FFN's row staged, 8 its first slice's f1 done, 9 the FFN done.
+layout(std430, binding = 26) buffer Timeline { uint timeline[]; };
+#endif
+const uint EVENTS = 10u;
 
 #include "words.glsl"
 
@@ -147,6 +162,18 @@ uint swz(uint i) { return i ^ ((i >> 3u) & (F - 1u)); }
 uint blk = 0u;
 uvec4 o_w = uvec4(0u), o_s = uvec4(0u), o_v = uvec4(0u);  // (qkv, out_proj, ffn.0, ffn.2); (Bqkv, Bo, G1, G2)
 uint o_kv = 0u;
+// Timeline's event e of the block being run (nothing without TIMELINE).
+void mark(uint e) {
+#ifdef TIMELINE
+  const uint G = gl_NumWorkGroups.x;
+  if (tid == 0u) timeline[2u * G + ((pc.first_row + blk) * EVENTS + e) * G + gl_WorkGroupID.x] = clock2x32ARB().x;
+#endif
+}
+void mark_edge(uint end) {  // the dispatch's start (0) or end (1)
+#ifdef TIMELINE
+  if (tid == 0u) timeline[end * gl_NumWorkGroups.x + gl_WorkGroupID.x] = clock2x32ARB().x;
+#endif
+}
 void enter_block(uint b) {
   if (MULTI == 0u) return;
   const uint t = 16u * (pc.first_row + b);
@@ -285,25 +312,37 @@ void main() {
     gemv(4u, pc.head_rows, D, ROWS, stage(0u, D, 0u), pre);
     return;
   }
+  mark_edge(0u);
   enter_block(0u);
   prefetch(0u, 3u * D, D, QKV_ROWS, pre);
   for (uint b = 0u; b < (MULTI != 0u ? pc.blocks : 1u); ++b) {  // barriers 3b + 1, 3b + 2 in block b, 3b + 3 after it
+    mark(0u);
     const uint src = b == 0u && pc.embed != 0u ? 3u : 0u;
-    if ((pc.phases & 1u) != 0u) gemv(0u, 3u * D, D, QKV_ROWS, stage(src, D, 1u), pre);
+    const float rstd = (pc.phases & 1u) != 0u ? stage(src, D, 1u) : 1.0;
+    mark(1u);
+    if ((pc.phases & 1u) != 0u) gemv(0u, 3u * D, D, QKV_ROWS, rstd, pre);
+    mark(2u);
     prefetch(1u, D, D, ROWS, pre);  // held through the attention phase
     if ((pc.phases & 2u) != 0u) attention_phase();  // no grid barrier: per-head ready counts
+    mark(3u);
     grid_arrive();
     grid_wait(3u * b + 1u);
+    mark(4u);
     if ((pc.phases & 4u) != 0u) gemv(1u, D, D, ROWS, stage(1u, D, 0u), pre);
+    mark(5u);
     grid_arrive();
     ffn_prefetch(pre);
     grid_wait(3u * b + 2u);
+    mark(6u);
     if ((pc.phases & 8u) != 0u) ffn_phase(pre);
+    else mark(7u), mark(8u);
+    mark(9u);
     if (MULTI == 0u || b + 1u == pc.blocks) break;
     grid_arrive();  // the FFN's sums in h before the next block stages it
     enter_block(b + 1u);
     prefetch(0u, 3u * D, D, QKV_ROWS, pre);
     grid_wait(3u * b + 3u);
   }
+  mark_edge(1u);
   finish();
 }

@@ -28,7 +28,8 @@ void ffn_phase(uvec4 pre[LOADS]) {
   const uint WS = SL / (4u * F);  // 16-byte words of a W2 row in the slice
   const uint groups2 = (4u * D + pc.group - 1u) / pc.group;
   const float rstd = stage(2u, D, 2u);
-  bool first = true;
+  mark(7u);
+  bool first = true, marked = false;
   for (uint s = gl_WorkGroupID.x; s < slices; s += gl_NumWorkGroups.x) {
     for (uint set = sg; set < SL / MAXR; set += gl_NumSubgroups) {
       uint rr[MAXR];
@@ -44,6 +45,7 @@ void ffn_phase(uvec4 pre[LOADS]) {
       }
     }
     barrier();  // the slice's f1 complete
+    if (!marked) mark(8u), marked = true;
     // W2's slice, coalesced: invocation t reads word t % WS of the chunk's row k·RPR + t / WS for
     // k < LOADS (a row's WS words in WS adjacent lanes), its partial dots go to w2_parts, and then
     // each row's WS partials are summed by one invocation, which adds the row into h.
@@ -81,4 +83,5 @@ void ffn_phase(uvec4 pre[LOADS]) {
       barrier();  // w2_parts free again; after the last chunk, f1s4 too
     }
   }
+  if (!marked) mark(8u);  // no slice here
 }
