@@ -21,6 +21,22 @@ bool has_extension(const std::vector<VkExtensionProperties>& list, const char* n
                      [&](const VkExtensionProperties& e) { return std::strcmp(e.extensionName, name) == 0; });
 }
 
+// The device's support for the features of `f` (its sType set), written into f.
+template <typename Features>
+Features& query_features(VkPhysicalDevice d, Features& f) {
+  VkPhysicalDeviceFeatures2 query{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  query.pNext = &f;
+  vkGetPhysicalDeviceFeatures2(d, &query);
+  f.pNext = nullptr;
+  return f;
+}
+// f joins the features enabled at device creation.
+template <typename Features>
+void chain(VkPhysicalDeviceFeatures2& features, Features& f) {
+  f.pNext = features.pNext;
+  features.pNext = &f;
+}
+
 std::vector<VkExtensionProperties> device_extensions(VkPhysicalDevice d) {
   uint32_t n = 0;
   PYLON_VK_CHECK(vkEnumerateDeviceExtensionProperties(d, nullptr, &n, nullptr));
@@ -256,34 +272,25 @@ Context::Context(const ContextOptions& options) {
     // Float atomic add on storage buffers (decode_layer's FFN adds its slices' sums into h).
     VkPhysicalDeviceShaderAtomicFloatFeaturesEXT atomic_float{
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT};
-    if (options.allow_float_atomics && has_extension(dev_ext, VK_EXT_SHADER_ATOMIC_FLOAT_EXTENSION_NAME)) {
-      VkPhysicalDeviceFeatures2 query{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
-      query.pNext = &atomic_float;
-      vkGetPhysicalDeviceFeatures2(physical_, &query);
-      info_.float_atomic_add = atomic_float.shaderBufferFloat32AtomicAdd == VK_TRUE;
-    }
+    if (options.allow_float_atomics && has_extension(dev_ext, VK_EXT_SHADER_ATOMIC_FLOAT_EXTENSION_NAME))
+      info_.float_atomic_add = query_features(physical_, atomic_float).shaderBufferFloat32AtomicAdd == VK_TRUE;
     if (info_.float_atomic_add) {
       dev_enable.push_back(VK_EXT_SHADER_ATOMIC_FLOAT_EXTENSION_NAME);
       atomic_float = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT};
       atomic_float.shaderBufferFloat32AtomicAdd = VK_TRUE;
-      atomic_float.pNext = features.pNext;  // the coopmat features, if any
-      features.pNext = &atomic_float;
+      chain(features, atomic_float);  // after the coopmat features, if any
     }
-
+    // The SM clock in shaders (decode_layer_timeline, a benchmark's).
     VkPhysicalDeviceShaderClockFeaturesKHR clock{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR};
-    if (has_extension(dev_ext, VK_KHR_SHADER_CLOCK_EXTENSION_NAME)) {
-      VkPhysicalDeviceFeatures2 query{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
-      query.pNext = &clock;
-      vkGetPhysicalDeviceFeatures2(physical_, &query);
-      info_.shader_clock = clock.shaderSubgroupClock == VK_TRUE;
-    }
+    if (has_extension(dev_ext, VK_KHR_SHADER_CLOCK_EXTENSION_NAME))
+      info_.shader_clock = query_features(physical_, clock).shaderSubgroupClock == VK_TRUE;
     if (info_.shader_clock) {
       dev_enable.push_back(VK_KHR_SHADER_CLOCK_EXTENSION_NAME);
       clock = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR};
       clock.shaderSubgroupClock = VK_TRUE;
-      clock.pNext = features.pNext;
-      features.pNext = &clock;
+      chain(features, clock);
     }
+    // Compiler statistics of pipelines (a diagnostic, on request).
     VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR exec_props{
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
     if (std::getenv("PYLON_VK_PIPELINE_STATS") &&
@@ -291,8 +298,7 @@ Context::Context(const ContextOptions& options) {
       info_.pipeline_stats = true;
       dev_enable.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
       exec_props.pipelineExecutableInfo = VK_TRUE;
-      exec_props.pNext = features.pNext;
-      features.pNext = &exec_props;
+      chain(features, exec_props);
     }
 
     const float priority = 1.0f;
