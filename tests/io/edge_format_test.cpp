@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <random>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -193,15 +194,19 @@ TEST(EdgeFormat, FlippedHeaderBytesAreAnError) {
   }
 }
 
-// Rewrites the JSON header (with a correct checksum), keeping the data where it was.
-std::string with_header(const std::string& good, const std::function<void(json&)>& edit) {
+json header_of(const std::string& good) {
   uint64_t json_bytes;
   std::memcpy(&json_bytes, good.data() + 16, 8);
-  json h = json::parse(good.substr(kEdgeFixedHeaderBytes, json_bytes));
-  edit(h);
-  const std::string text = h.dump();
+  return json::parse(good.substr(kEdgeFixedHeaderBytes, json_bytes));
+}
+
+// The file with header text `text` (a correct checksum and length), the data where it was; ""
+// where the text does not fit before the data.
+std::string with_header_text(const std::string& good, const std::string& text) {
+  uint64_t json_bytes;
+  std::memcpy(&json_bytes, good.data() + 16, 8);
   const uint64_t data_start = (kEdgeFixedHeaderBytes + json_bytes + 4095) / 4096 * 4096;
-  EXPECT_LE(kEdgeFixedHeaderBytes + text.size(), data_start);
+  if (kEdgeFixedHeaderBytes + text.size() > data_start) return "";
   std::string out = good;
   const uint32_t crc = crc32(text.data(), text.size());
   const uint64_t n = text.size();
@@ -209,6 +214,15 @@ std::string with_header(const std::string& good, const std::function<void(json&)
   std::memcpy(out.data() + 16, &n, 8);
   std::memset(out.data() + kEdgeFixedHeaderBytes, 0, data_start - kEdgeFixedHeaderBytes);
   std::memcpy(out.data() + kEdgeFixedHeaderBytes, text.data(), text.size());
+  return out;
+}
+
+// Rewrites the JSON header (with a correct checksum), keeping the data where it was.
+std::string with_header(const std::string& good, const std::function<void(json&)>& edit) {
+  json h = header_of(good);
+  edit(h);
+  const std::string out = with_header_text(good, h.dump());
+  EXPECT_FALSE(out.empty()) << "the edited header does not fit before the data";
   return out;
 }
 
@@ -256,6 +270,67 @@ TEST(EdgeFormat, BadHeadersNameTheProblem) {
   bad_version[8] = 2;
   test::write_bytes(path, bad_version);
   expect_clean_error(path, "version", "version 2");
+}
+
+// 3000 seeded mutations of a valid file's header that keep its checksum right, so that each
+// reaches the checks past it: a leaf of the JSON set to an edge value (0, -1, 4095-4097, 2^32,
+// 2^40, 2^63, a fraction, a string, null, an empty array or object, another leaf's value), a
+// key or a tensor entry removed, a tensor entry repeated, or a byte of the text changed. Each file
+// opens or throws pylon::Error with one line naming it; one that opens has every tensor decoded.
+TEST(EdgeFormat, HeaderMutationFuzz) {
+  test::TempDir dir;
+  const Model m;
+  const std::string good = test::read_bytes(write_model(dir, m, {EdgeDType::int4, 32, EdgeDType::f16}));
+  const json flat = header_of(good).flatten();
+  std::vector<std::string> leaves;
+  for (auto it = flat.begin(); it != flat.end(); ++it) leaves.push_back(it.key());
+  const std::vector<json> edges = {0,    1,    -1,   4095, 4096, 4097, 1ull << 32, 1ull << 40, (1ull << 63) + 5,
+                                   1.5,  -1e300, "",  "f16", "int4", nullptr, true};
+  const std::string path = dir.file("fuzz.edge");
+  std::mt19937_64 rng(20261201);
+  int opened = 0, rejected = 0;
+  for (int iter = 0; iter < 3000; ++iter) {
+    json h = flat;
+    const int edits = 1 + static_cast<int>(rng() % 3);
+    for (int e = 0; e < edits; ++e) {
+      const std::string& leaf = leaves[rng() % leaves.size()];
+      switch (rng() % 4) {
+        case 0: h[leaf] = edges[rng() % edges.size()]; break;
+        case 1: h[leaf] = flat[leaves[rng() % leaves.size()]]; break;
+        case 2: h.erase(leaf); break;
+        case 3: h[leaf] = flat[leaf].is_number_unsigned() ? json(flat[leaf].get<uint64_t>() + 4096 * (rng() % 3)) : json(0); break;
+      }
+    }
+    json full = h.unflatten();
+    const json::json_pointer at(leaves[rng() % leaves.size()]);
+    if (rng() % 10 == 0 && full.contains(at)) full[at] = rng() % 2 ? json::array() : json::object();
+    if (rng() % 10 == 0 && full["tensors"].is_array() && !full["tensors"].empty()) {
+      json& list = full["tensors"];
+      const size_t i = rng() % list.size();
+      if (rng() % 2) list.push_back(list[i]);
+      else list.erase(list.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+    std::string text = full.dump();
+    if (rng() % 5 == 0 && !text.empty()) text[rng() % text.size()] = static_cast<char>(rng());
+    const std::string bytes = with_header_text(good, text);
+    if (bytes.empty()) continue;
+    test::write_bytes(path, bytes);
+    try {
+      const EdgeFile f(path);
+      for (const EdgeTensor& t : f.tensors()) {
+        std::vector<float> out(static_cast<size_t>(t.numel()));
+        decode_edge_tensor(f, t, out.data());
+      }
+      ++opened;
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_EQ(msg.find('\n'), std::string::npos) << "mutation " << iter << ": " << msg;
+      EXPECT_NE(msg.find(path), std::string::npos) << "mutation " << iter << ": " << msg;
+      ++rejected;
+    }
+  }
+  EXPECT_GT(rejected, 2000);
+  std::printf("[ edge ] header mutations: %d opened, %d rejected\n", opened, rejected);
 }
 
 }  // namespace
