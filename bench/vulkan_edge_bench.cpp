@@ -34,6 +34,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -210,12 +211,20 @@ void print_timeline(const std::string& path, VulkanOptions o, const std::vector<
   VulkanDecoder d(path, o, prefill + decode);
   d.feed(tokens.data(), prefill);
   const uint32_t G = d.persistent_grid(), L = static_cast<uint32_t>(d.config().layers);
-  const char* steps[] = {"qkv: stage the row (norm)", "qkv: GEMV, store, count", "attention (its waits too)",
-                         "barrier 1", "out_proj: stage, GEMV, store", "barrier 2", "FFN: stage the row (norm)",
-                         "FFN: first slice's W1, f1", "FFN: W2 (and later slices)", "barrier 3 (between blocks)"};
-  constexpr int kSteps = 10;
+  const char* steps[] = {"qkv: stage the row (norm)",   "qkv: GEMV, store, count",    "attention: wait for q, k",
+                         "attention: scores, softmax",  "attention: p.V, store",      "attention: other items",
+                         "barrier 1",                   "out_proj: stage, GEMV, store", "barrier 2",
+                         "FFN: stage the row (norm)",   "FFN: first slice's W1, f1",  "FFN: W2 (and later slices)",
+                         "barrier 3 (between blocks)"};
+  constexpr int kSteps = static_cast<int>(vk::LayerTimeline::kEvents);
+  static_assert(std::size(steps) == kSteps);
   std::vector<double> per_group(static_cast<size_t>(kSteps) * G, 0.0);  // cycles, summed
   std::vector<long> counts(kSteps, 0);
+  // When each step ends, from each workgroup's block start (its exit from the barrier before; the
+  // grid leaves a barrier within a read's latency, so these compare across workgroups, whose
+  // clocks differ): the median and the last workgroup's, summed over tokens and blocks.
+  std::vector<double> ends_median(kSteps, 0.0), ends_last(kSteps, 0.0);
+  std::vector<double> ends(G);
   double cycles = 0;  // each token's longest workgroup span, summed
   vk::GpuTimes times;
   d.time_dispatches(&times);
@@ -232,7 +241,11 @@ void print_timeline(const std::string& path, VulkanOptions o, const std::vector<
           const uint32_t from = t.at(b, static_cast<uint32_t>(k), g);
           const uint32_t to = k + 1 < kSteps ? t.at(b, static_cast<uint32_t>(k + 1), g) : t.at(b + 1, 0, g);
           per_group[static_cast<size_t>(k) * G + g] += static_cast<double>(to - from);  // modulo 2^32
+          ends[g] = static_cast<double>(to - t.at(b, 0, g));
         }
+        std::nth_element(ends.begin(), ends.begin() + G / 2, ends.end());
+        ends_median[k] += ends[G / 2];
+        ends_last[k] += *std::max_element(ends.begin(), ends.end());
         ++counts[k];
       }
   }
@@ -244,9 +257,11 @@ void print_timeline(const std::string& path, VulkanOptions o, const std::vector<
   const double per_us = timed ? cycles / (layer_s * 1e6) : 1.0;  // cycles a µs
   if (timed)
     std::printf("  timeline (SM clock at %.0f MHz from the dispatch's device time; a block, mean over workgroups "
-                "[lowest .. highest workgroup]):\n", per_us);
+                "[lowest .. highest workgroup]; ends: when the median / last workgroup finished it, from the "
+                "block's start):\n", per_us);
   else
-    std::printf("  timeline (SM clock cycles; a block, mean over workgroups [lowest .. highest workgroup]):\n");
+    std::printf("  timeline (SM clock cycles; a block, mean over workgroups [lowest .. highest workgroup]; ends: when "
+                "the median / last workgroup finished it, from the block's start):\n");
   double total = 0;
   for (int k = 0; k < kSteps; ++k) {
     if (!counts[k]) continue;
@@ -256,7 +271,9 @@ void print_timeline(const std::string& path, VulkanOptions o, const std::vector<
       sum += v, lo = std::min(lo, v), hi = std::max(hi, v);
     }
     total += sum / G;
-    std::printf("    %-30s %8.2f [%.2f .. %.2f]%s\n", steps[k], sum / G, lo, hi, timed ? " us" : "");
+    std::printf("    %-30s %8.2f [%5.2f .. %5.2f]   ends %6.2f / %6.2f%s\n", steps[k], sum / G, lo, hi,
+                ends_median[k] / static_cast<double>(counts[k]) / per_us,
+                ends_last[k] / static_cast<double>(counts[k]) / per_us, timed ? " us" : "");
   }
   std::printf("    %-30s %8.2f%s\n", "sum", total, timed ? " us" : "");
 }

@@ -81,6 +81,7 @@ std::string Ops::decode_layer_unsupported(const DecodeLayerArgs& a) const {
   if (D <= 0 || a.heads == 0 || a.heads > kMaxHeads || D % (2 * a.heads) != 0) return "heads do not split the width";
   const int64_t hd = D / a.heads;
   if (hd % 4 != 0 || hd > 256) return "a head dim that is not a multiple of 4 up to 256";
+  if (a.heads > 256) return "more than 256 heads";  // the value rows' weights staged in qs
   const struct {
     const DeviceMatrix* m;
     int64_t rows, cols;

@@ -25,10 +25,12 @@ struct GpuTimes {
 // The persistent decode kernel's clock marks (Ops::enable_timeline, decode_layer.comp's Timeline):
 // each workgroup's SM clock, low 32 bits (differences are taken modulo 2^32), at its start and end
 // and at kEvents points of every block: 0 the block's start (the previous barrier passed), 1 qkv's
-// row staged, 2 qkv stored, 3 the attention done, 4 barrier 1 passed, 5 out_proj stored, 6
-// barrier 2 passed, 7 the FFN's row staged, 8 its first slice's f1 done, 9 the FFN done.
+// row staged, 2 qkv stored, in its first attention item 3 the head's q and k seen stored, 4 the
+// softmax done, 5 the item's output stored (without an item: 3-5 when the attention ends), 6 the
+// attention done, 7 barrier 1 passed, 8 out_proj stored, 9 barrier 2 passed, 10 the FFN's row
+// staged, 11 its first slice's f1 done, 12 the FFN done.
 struct LayerTimeline {
-  static constexpr uint32_t kEvents = 10;
+  static constexpr uint32_t kEvents = 13;
   uint32_t groups = 0, blocks = 0;
   std::vector<uint32_t> words;  // (2, groups) start and end, then (blocks, kEvents, groups)
   uint32_t start(uint32_t g) const { return words[g]; }

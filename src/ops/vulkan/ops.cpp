@@ -211,7 +211,9 @@ void Ops::attention(Recorder& r, const BufferView& q, const BufferView& k, const
 }
 
 uint64_t Ops::attention_partials(uint32_t heads, uint32_t hd, uint32_t max_keys) {
-  return static_cast<uint64_t>(heads) * ((max_keys + kAttentionChunk - 1) / kAttentionChunk) * (hd + 2);
+  // Per head and chunk of keys (m, l, o); then per head decode_layer.comp's weight of the token's
+  // value row (value_weight_at).
+  return static_cast<uint64_t>(heads) * ((max_keys + kAttentionChunk - 1) / kAttentionChunk) * (hd + 2) + heads;
 }
 
 void Ops::attention_decode(Recorder& r, const BufferView& q, const BufferView& k, const BufferView& v,

@@ -1,9 +1,14 @@
 // decode_layer.comp's attention phase over the KV cache: items of (head, run of keys), each
 // head's items combined by its last; included by decode_layer.comp after its bindings.
 
-// Item (head hh, chunk c: keys c·chunk ..) of the p + 1 keys. A head of one item writes its output
-// at once; else each item writes its max m, sum l = Σ exp(s - m) and o = Σ exp(s - m)·v to
-// partials and the head's last item to finish combines them (attention_decode.comp's method).
+// Item (head hh, chunk c: keys c·chunk ..) of the p + 1 keys, scored with q and the cache's keys
+// (key p, this token's, stored by phase 1 before the head's count) but summed over the values of
+// keys < p only: this token's value row is added by out_proj's staging (att_in), so that the
+// attention never waits for phase 1's v rows. A head of one item writes its output o / l and the
+// weight of value row p, exp(s_p - m) / l, at once; else each item writes its max m, sum
+// l = Σ exp(s - m) and o = Σ exp(s - m)·v to partials (the last item also exp(s_p - m) in the
+// weight's place) and the head's last item to finish combines them (attention_decode.comp's
+// method). The weight's place: value_weight_at (decode_layer.comp).
 float block_max(float v) {  // over the workgroup; red free on entry and on return
   v = subgroupMax(v);
   if (subgroupElect()) red[gl_SubgroupID] = v;
@@ -23,16 +28,19 @@ float block_sum(float v) {
   return v;
 }
 
-void attend(uint hh, uint chunk, uint size, uint chunks, uint keys, uint max_chunks) {
+void attend(uint hh, uint chunk, uint size, uint chunks, uint keys, uint max_chunks, bool marks) {
   const uint hd = pc.dim / pc.heads, row = hd + 2u, D = pc.dim;
   const uint first = chunk * size, count = min(size, keys - first);
+  const bool has_p = first + count == keys;  // the item holds key p
+  const uint v_count = has_p ? count - 1u : count;  // its keys whose value rows it sums
   const uint dst = (hh * max_chunks + chunk) * row;
-  // The head's q, k, v stored (the count runs on over the dispatch's blocks).
-  if ((pc.phases & 1u) != 0u) wait_for(16u + pc.heads + hh, 3u * hd * (blk + 1u));
-  for (uint c = tid; c < hd; c += THREADS) qs[c] = qkv[hh * hd + c];
-  barrier();
   const uint lane = gl_SubgroupInvocationID, S = gl_SubgroupSize, NS = gl_NumSubgroups;
   const uint KB = 4u;  // keys of a subgroup whose loads are in flight together
+  // The head's q and k stored (the count runs on over the dispatch's blocks).
+  if ((pc.phases & 1u) != 0u) wait_for(16u + pc.heads + hh, 2u * hd * (blk + 1u));
+  if (marks) mark(3u);
+  for (uint c = tid; c < hd; c += THREADS) qs[c] = qkv[hh * hd + c];
+  barrier();
   for (uint j0 = gl_SubgroupID; j0 < count; j0 += NS * KB) {
     float d[KB];
     for (uint t = 0u; t < KB; ++t) d[t] = 0.0;
@@ -59,31 +67,38 @@ void attend(uint hh, uint chunk, uint size, uint chunks, uint keys, uint max_chu
     l += e;
   }
   l = block_sum(l);  // its barriers also make the exp(s - m) visible
+  if (marks) mark(4u);
   // p·V: invocation (g, slice) sums column vec4 g over keys slice, slice + slices, ..., VB keys'
   // loads in flight together.
   const uint cols = hd / 4u, slices = VT / cols, g = tid % cols, slice = tid / cols, VB = 8u;
   vec4 acc = vec4(0.0);
   if (tid < VT && slice < slices)
-    for (uint j0 = slice; j0 < count; j0 += VB * slices) {
+    for (uint j0 = slice; j0 < v_count; j0 += VB * slices) {
       vec4 vv[VB];
       for (uint t = 0u; t < VB; ++t) {
         const uint j = j0 + t * slices;
-        vv[t] = j < count ? v4[(o_kv + (first + j) * D + hh * hd) / 4u + g] : vec4(0.0);
+        vv[t] = j < v_count ? v4[(o_kv + (first + j) * D + hh * hd) / 4u + g] : vec4(0.0);
       }
       for (uint t = 0u; t < VB; ++t)
-        if (j0 + t * slices < count) acc += PS(j0 + t * slices) * vv[t];
+        if (j0 + t * slices < v_count) acc += PS(j0 + t * slices) * vv[t];
     }
   if (tid < VT) pv[tid] = acc;
   barrier();
   vec4 o = vec4(0.0);
   if (tid < cols)
     for (uint sl = 0u; sl < slices; ++sl) o += pv[sl * cols + tid];
+  const float e_p = has_p ? PS(count - 1u) : 0.0;  // exp(s_p - m)
   if (chunks == 1u) {  // the head's only item: its output
     if (tid < cols) att4[(hh * hd) / 4u + tid] = o / l;
+    if (tid == 0u) partials[value_weight_at(hh)] = e_p / l;
+    if (marks) mark(5u);
     barrier();  // pv, qs and the scores are free again
     return;
   }
-  if (tid == 0u) partials[dst] = mx, partials[dst + 1u] = l;
+  if (tid == 0u) {
+    partials[dst] = mx, partials[dst + 1u] = l;
+    if (has_p) partials[value_weight_at(hh)] = e_p;
+  }
   if (tid < cols) {
     const uint at = dst + 2u + 4u * tid;
     partials[at] = o.x, partials[at + 1u] = o.y, partials[at + 2u] = o.z, partials[at + 3u] = o.w;
@@ -91,6 +106,7 @@ void attend(uint hh, uint chunk, uint size, uint chunks, uint keys, uint max_chu
   memoryBarrierBuffer();
   barrier();
   if (tid == 0u) flag = atomicAdd(sync_[16u + hh], 1u) == chunks - 1u;
+  if (marks) mark(5u);
   barrier();
   if (!flag) return;
   memoryBarrierBuffer();  // the other items' partials, seen after their counts
@@ -111,28 +127,34 @@ void attend(uint hh, uint chunk, uint size, uint chunks, uint keys, uint max_chu
       for (uint c = 0u; c < n; ++c) out_e += partials[base + (c0 + c) * row + 2u + tid] * wts[c];
   }
   if (tid < hd) att[hh * hd + tid] = out_e / total;
-  if (tid == 0u) sync_[16u + hh] = 0u;
+  if (tid == 0u) {  // the last item's exp(s_p - m) rescaled to the head's m and sum
+    const uint w = value_weight_at(hh);
+    partials[w] = partials[w] * exp(partials[base + (chunks - 1u) * row] - m_all) / total;
+    sync_[16u + hh] = 0u;
+  }
   barrier();  // the flag is free again
 }
 
+// Keys per item: enough that the heads' items fill the grid at most once, at least MIN_ITEM (a
+// head's item that is its only one saves the combine's round trips), a multiple of CHUNK, and at
+// most the staging row (the scores' room). H200, f16, µs a block at ~220 / ~560 keys: items of
+// >= 128 keys 60.3 / 61.5, of >= 256 63.4 / 67.7, of 64 (560 keys) 64.3 (bench/vulkan_notes.md).
+uint item_keys(uint keys) {
+  const uint per_head = max(gl_NumWorkGroups.x / pc.heads, 1u);
+  const uint size = pc.chunk != 0u ? pc.chunk : max(MIN_ITEM, ((keys + per_head - 1u) / per_head + CHUNK - 1u) / CHUNK * CHUNK);
+  return min(size, XS / CHUNK * CHUNK);
+}
 void attention_phase() {
   // Every subgroup of this workgroup past its qkv rows before any waits for a head's count: the
   // wait must depend on other workgroups only (resident, so they progress), never on a subgroup of
   // its own, which a device may not run while another spins (llvmpipe in Mesa 25 does not: the
   // wait gave up there with one workgroup).
   barrier();
-  const uint G = gl_NumWorkGroups.x, keys = position[0] + 1u;
-  // Keys per item: enough that the heads' items fill the grid at most once, at least MIN_ITEM (a
-  // head's item that is its only one saves the combine's round trips), a multiple of CHUNK, and
-  // at most the staging row (the scores' room). H200, f16, µs a block at ~220 / ~560 keys:
-  // items of >= 128 keys 60.3 / 61.5, of >= 256 63.4 / 67.7, of 64 (560 keys) 64.3.
-  // (bench/vulkan_notes.md)
-  const uint per_head = max(G / pc.heads, 1u);
-  uint size = pc.chunk != 0u ? pc.chunk : max(MIN_ITEM, ((keys + per_head - 1u) / per_head + CHUNK - 1u) / CHUNK * CHUNK);
-  size = min(size, XS / CHUNK * CHUNK);
+  const uint G = gl_NumWorkGroups.x, keys = position[0] + 1u, size = item_keys(keys);
   const uint chunks = (keys + size - 1u) / size, items = pc.heads * chunks;
   const uint max_chunks = (pc.max_keys + CHUNK - 1u) / CHUNK;
   // From the last workgroup down: those are the ones with no second round of qkv rows.
   for (uint item = G - 1u - gl_WorkGroupID.x; item < items; item += G)
-    attend(item / chunks, item % chunks, size, chunks, keys, max_chunks);
+    attend(item / chunks, item % chunks, size, chunks, keys, max_chunks, item < G);
+  if (G - 1u - gl_WorkGroupID.x >= items) mark(3u), mark(4u), mark(5u);  // no item here
 }

@@ -15,6 +15,23 @@ void ffn_prefetch(out uvec4 pre[LOADS]) {  // the words this invocation's ffn_ph
   load_step(2u, row_words(pc.dim), MAXR, 1u, rr, gl_SubgroupInvocationID, pre);
 }
 
+// W2's slice s, rows c0 .. c0 + CR - 1 (CR = RPR·LOADS), coalesced: invocation t reads word t % WS
+// of row c0 + k·RPR + t / WS for k < LOADS (a row's WS words in WS adjacent lanes), and the
+// word's scale (int8: the row's; int4: its group's).
+void w2_load(uint s, uint c0, out uvec4 q[LOADS], out float fq[LOADS]) {
+  const uint D = pc.dim, per_row2 = row_words(4u * D), WS = SL / (4u * F), RPR = THREADS / WS, w = tid % WS;
+  const uint groups2 = (4u * D + pc.group - 1u) / pc.group;
+  for (uint k = 0u; k < LOADS; ++k) {
+    const uint r = c0 + k * RPR + tid / WS, v = s * WS + w;
+    const bool ok = r < D && v < per_row2;
+    q[k] = ok ? w_2[o_w.w + wrap(r * per_row2 + v)] : uvec4(0u);
+    fq[k] = !ok                 ? 0.0
+            : WTYPE == WT_INT8  ? scale_at(3u, r)
+            : WTYPE == WT_INT4  ? scale_at(3u, r * groups2 + v * 32u / pc.group)
+                                : 1.0;
+  }
+}
+
 // h += f1·W2ᵀ, f1 = silu((rmsnorm(hm)·g2)·W1ᵀ), slice by slice: the workgroup's slice of f1 into
 // f1s4, then W2's SL columns of every row (WS 16-byte words: 128 bytes in f16) read coalesced, a
 // row's words by WS adjacent invocations, their partial dots summed through shared memory (below)
@@ -24,12 +41,14 @@ void ffn_prefetch(out uvec4 pre[LOADS]) {  // the words this invocation's ffn_ph
 // more), and the parts summed by subgroup shuffles (the whole kernel 1.4x slower).
 void ffn_phase(uvec4 pre[LOADS]) {
   const uint D = pc.dim, lane = gl_SubgroupInvocationID, sg = gl_SubgroupID;
-  const uint slices = (4u * D + SL - 1u) / SL, per_row1 = row_words(D), per_row2 = row_words(4u * D);
+  const uint slices = (4u * D + SL - 1u) / SL, per_row1 = row_words(D);
   const uint WS = SL / (4u * F);  // 16-byte words of a W2 row in the slice
-  const uint groups2 = (4u * D + pc.group - 1u) / pc.group;
   const float rstd = stage(2u, D, 2u);
-  mark(7u);
+  mark(10u);
   bool first = true, marked = false;
+  const uint RPR = THREADS / WS, CR = RPR * LOADS, w = tid % WS;
+  uvec4 q[LOADS];
+  float fq[LOADS];
   for (uint s = gl_WorkGroupID.x; s < slices; s += gl_NumWorkGroups.x) {
     for (uint set = sg; set < SL / MAXR; set += gl_NumSubgroups) {
       uint rr[MAXR];
@@ -44,24 +63,12 @@ void ffn_phase(uvec4 pre[LOADS]) {
         if (lane == i % gl_SubgroupSize) f1s4[j >> 2u][j & 3u] = s * SL + j < 4u * D ? y / (1.0 + exp(-y)) : 0.0;
       }
     }
+    w2_load(s, 0u, q, fq);  // W2's first words in flight during f1's barrier
     barrier();  // the slice's f1 complete
-    if (!marked) mark(8u), marked = true;
-    // W2's slice, coalesced: invocation t reads word t % WS of the chunk's row k·RPR + t / WS for
-    // k < LOADS (a row's WS words in WS adjacent lanes), its partial dots go to w2_parts, and then
-    // each row's WS partials are summed by one invocation, which adds the row into h.
-    const uint RPR = THREADS / WS, CR = RPR * LOADS, w = tid % WS;
+    if (!marked) mark(11u), marked = true;
+    // W2's slice by chunks of CR rows (w2_load): the partial dots go to w2_parts, and then each
+    // row's WS partials are summed by one invocation, which adds the row into h.
     for (uint c0 = 0u; c0 < D; c0 += CR) {
-      uvec4 q[LOADS];
-      float fq[LOADS];
-      for (uint k = 0u; k < LOADS; ++k) {
-        const uint r = c0 + k * RPR + tid / WS, v = s * WS + w;
-        const bool ok = r < D && v < per_row2;
-        q[k] = ok ? w_2[o_w.w + wrap(r * per_row2 + v)] : uvec4(0u);
-        fq[k] = !ok                 ? 0.0
-                : WTYPE == WT_INT8  ? scale_at(3u, r)
-                : WTYPE == WT_INT4  ? scale_at(3u, r * groups2 + v * 32u / pc.group)
-                                    : 1.0;
-      }
       for (uint k = 0u; k < LOADS; ++k) {
         const uvec4 wd = q[k];
 #define X(i) f1s4[F * w + uint(i)]
@@ -73,6 +80,9 @@ void ffn_phase(uvec4 pre[LOADS]) {
 #undef X
         w2_parts[k * THREADS + tid] = p;
       }
+      // The next chunk's words in flight during the sums' barriers (H200, µs a block for W2: f16
+      // 8.9 against 10.5 with each chunk loaded after the last one's sums).
+      if (c0 + CR < D) w2_load(s, c0 + CR, q, fq);
       barrier();
       for (uint i = tid; i < CR; i += THREADS) {  // row c0 + i: its partials from k = i / RPR
         const uint at = i / RPR * THREADS + i % RPR * WS;
@@ -83,5 +93,5 @@ void ffn_phase(uvec4 pre[LOADS]) {
       barrier();  // w2_parts free again; after the last chunk, f1s4 too
     }
   }
-  if (!marked) mark(8u);  // no slice here
+  if (!marked) mark(11u);  // no slice here
 }

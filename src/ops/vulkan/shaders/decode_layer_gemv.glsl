@@ -8,13 +8,15 @@ uint row_words(uint cols) {  // 16-byte words per weight row
   return cols / 32u;
 }
 
-// Phase 1's rows, head by head: head h's logical rows 3·hd·h .. are its q rows, k rows, v rows,
-// where q's and k's logical rows 2j, 2j + 1 are their j-th rotation pair (rows j, j + hd/2).
-uint qkv_head(uint l) { return l / (3u * (pc.dim / pc.heads)); }
+// Phase 1's rows: logical rows 0 .. 2D - 1 are q's and k's, head by head (head h's 2·hd·h .. are
+// its q rows, then its k rows), where logical rows 2j, 2j + 1 of each are its j-th rotation pair
+// (rows j, j + hd/2); then v's rows 2D .. 3D - 1 in order, last, since the attention does not wait
+// for them: with a grid of fewer subgroups than row sets, they are the second round's rows.
 uint qkv_row(uint l) {
-  const uint hd = pc.dim / pc.heads, half_hd = hd / 2u, hh = l / (3u * hd), within = l % (3u * hd);
-  const uint part = within / hd, i = within % hd;  // part 0 q, 1 k, 2 v
-  return part * pc.dim + hh * hd + (part == 2u ? i : (i >> 1u) + (i & 1u) * half_hd);
+  if (l >= 2u * pc.dim) return l;
+  const uint hd = pc.dim / pc.heads, half_hd = hd / 2u, hh = l / (2u * hd), within = l % (2u * hd);
+  const uint part = within / hd, i = within % hd;  // part 0 q, 1 k
+  return part * pc.dim + hh * hd + (i >> 1u) + (i & 1u) * half_hd;
 }
 
 // Rows ra, rb (a rotation pair where q or k) of q/k/v done: biased (the caller), rotated by cs
@@ -152,18 +154,25 @@ void gemv(uint m, uint rows, uint cols, uint nr, float rstd, uvec4 pre[LOADS]) {
         for (uint p = 1u; p < split; ++p)
           for (uint i = 0u; i < MAXR; ++i) acc[i] += part_sums[(sg + p) * MAXR + i];
       barrier();
-      if (part != 0u) continue;
+      if (part != 0u && m != 0u) continue;  // phase 1's count below needs the whole workgroup
     }
     for (uint i = 0u; i < MAXR; ++i) acc[i] *= factor[i] * rstd;
-    if (m == 0u) {  // each pair stored, then counted in its head's ready count
+    if (m == 0u) {
+      // Each pair stored; then the workgroup's q and k rows counted in their heads' ready counts,
+      // one atomic per head (H200: 0.5 µs a block sooner than an atomic per pair, 16 times as
+      // many on the same few words). v rows are not counted: the attention does not read them.
       for (uint i = 0u; i + 1u < MAXR; i += 2u)
-        if (i + 1u < nr && lane == i % S && r0 + i < rows)
+        if (part == 0u && i + 1u < nr && lane == i % S && r0 + i < rows)
           store_qkv_pair(rr[i], rr[i + 1u], acc[i] + addend[i], acc[i + 1u] + addend[i + 1u], cs[i], pos);
-      // The fence outside the branch: llvmpipe (Mesa 22.3) computed wrong sums in a split row set
-      // with it inside.
       memoryBarrierBuffer();
-      for (uint i = 0u; i + 1u < MAXR; i += 2u)
-        if (i + 1u < nr && lane == i % S && r0 + i < rows) atomicAdd(sync_[16u + pc.heads + qkv_head(r0 + i)], 2u);
+      barrier();
+      const uint hd2 = 2u * (pc.dim / pc.heads), end = min(base + per_group, 2u * pc.dim);
+      if (tid == 0u)
+        for (uint l = base; l < end;) {
+          const uint next = min((l / hd2 + 1u) * hd2, end);
+          atomicAdd(sync_[16u + pc.heads + l / hd2], next - l);
+          l = next;
+        }
     } else {
       for (uint i = 0u; i < MAXR; ++i)
         if (i < nr && lane == i % S && r0 + i < rows) {
