@@ -22,18 +22,22 @@
 // kernel's time without weight traffic). PYLON_VK_PIPELINE_STATS=1 prints each pipeline's compiler
 // statistics (registers, spills; VK_KHR_pipeline_executable_properties). --timeline 1: where a
 // block's time goes, step by step and workgroup by workgroup, from the kernel's own clock marks
-// (print_timeline). --buffer-cap-mb N caps every storage binding at N MiB (the
+// (print_timeline); --timeline-csv DIR as well, and every mark of the last 8 tokens into
+// DIR/timeline_<quant>.csv. --buffer-cap-mb N caps every storage binding at N MiB (the
 // weights then go a buffer per tensor where the model is larger: a persistent dispatch per block).
 //   pylon_bench_vulkan [--dim 2048 --layers 12 --heads 16 --vocab 32000] [--quant f16,int8,int4]
 //                      [--prefill 128] [--decode 32] [--dir /tmp] [--device N] [--gemv-sweep 0|1]
 //                      [--decode-paths auto|ops|persistent[:N[xT]][/B],...] [--gemv-rows R]
-//                      [--attention-chunk K] [--phase-split 0|1] [--timeline 0|1] [--buffer-cap-mb N]
+//                      [--attention-chunk K] [--phase-split 0|1] [--timeline 0|1] [--timeline-csv DIR]
+//                      [--buffer-cap-mb N]
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iomanip>
 #include <iterator>
 #include <sstream>
 #include <string>
@@ -205,8 +209,11 @@ void gemv_sweep(const std::string& path, int device) {
 // `decode` tokens after the prefill: per step of a block, the mean over tokens, blocks and
 // workgroups, and the lowest and highest workgroup's mean (imbalance), in µs where the dispatch's
 // device time gives the SM clock's rate (one dispatch a token), else in clock cycles.
+// csv (--timeline-csv): also every mark of the last 8 tokens, one row per (token, block,
+// workgroup): the time of events 1 .. kEvents - 1 and of the block's end, from the workgroup's
+// block start, in the same unit, for a look at single workgroups and heads afterwards.
 void print_timeline(const std::string& path, VulkanOptions o, const std::vector<int32_t>& tokens, int prefill,
-                    int decode) {
+                    int decode, const std::string& csv) {
   o.decode = "persistent", o.timeline = true;
   VulkanDecoder d(path, o, prefill + decode);
   d.feed(tokens.data(), prefill);
@@ -226,11 +233,21 @@ void print_timeline(const std::string& path, VulkanOptions o, const std::vector<
   std::vector<double> ends_median(kSteps, 0.0), ends_last(kSteps, 0.0);
   std::vector<double> ends(G);
   double cycles = 0;  // each token's longest workgroup span, summed
+  std::vector<uint32_t> rows;  // csv: (token, block, workgroup, kSteps cycle counts) per row
   vk::GpuTimes times;
   d.time_dispatches(&times);
   for (int i = 0; i < decode; ++i) {
     d.feed(&tokens[static_cast<size_t>(prefill + i)], 1);
     const vk::LayerTimeline t = d.layer_timeline();
+    if (!csv.empty() && i + 8 >= decode)
+      for (uint32_t b = 0; b < L; ++b)
+        for (uint32_t g = 0; g < G; ++g) {
+          rows.insert(rows.end(), {static_cast<uint32_t>(i), b, g});
+          for (uint32_t e = 1; e <= static_cast<uint32_t>(kSteps); ++e) {
+            const uint32_t at = e < static_cast<uint32_t>(kSteps) ? t.at(b, e, g) : b + 1 < L ? t.at(b + 1, 0, g) : t.end(g);
+            rows.push_back(at - t.at(b, 0, g));
+          }
+        }
     uint32_t span = 0;
     for (uint32_t g = 0; g < G; ++g) span = std::max(span, t.end(g) - t.start(g));
     cycles += span;
@@ -276,11 +293,26 @@ void print_timeline(const std::string& path, VulkanOptions o, const std::vector<
                 ends_last[k] / static_cast<double>(counts[k]) / per_us, timed ? " us" : "");
   }
   std::printf("    %-30s %8.2f%s\n", "sum", total, timed ? " us" : "");
+  if (csv.empty()) return;
+  std::ofstream f(csv);
+  f << "# " << path << ": the persistent kernel's marks, " << (timed ? "us" : "SM clock cycles")
+    << " from each workgroup's block start (bench/vulkan_edge_bench.cpp print_timeline)\ntoken,block,workgroup";
+  for (int k = 0; k < kSteps; ++k) f << ",\"ends: " << steps[k] << "\"";
+  f << "\n" << std::fixed << std::setprecision(timed ? 3 : 0);
+  const size_t width = 3 + static_cast<size_t>(kSteps);
+  for (size_t r = 0; r < rows.size(); r += width) {
+    f << rows[r] << ',' << rows[r + 1] << ',' << rows[r + 2];
+    for (size_t k = 3; k < width; ++k) f << ',' << static_cast<double>(rows[r + k]) / per_us;
+    f << '\n';
+  }
+  f.close();
+  if (!f) throw Error("cannot write " + csv);
+  std::printf("  timeline: every mark of the last %d tokens in %s\n", std::min(decode, 8), csv.c_str());
 }
 
 int run(int argc, char** argv) {
   ModelConfig c = preset_config(Preset::causal);  // seed size: V 32000, D 2048, L 12, H 16
-  std::string quants = "f16,int8,int4", dir = "/tmp", decodes = "auto";
+  std::string quants = "f16,int8,int4", dir = "/tmp", decodes = "auto", timeline_csv;
   int prefill = 128, decode = 32, device = -1, sweep = 0, phase_split = 0, timeline = 0;
   uint32_t gemv_rows = 0;  // rows per subgroup of the decode GEMVs (0: chosen per matrix)
   uint32_t attention_chunk = 0;
@@ -302,6 +334,7 @@ int run(int argc, char** argv) {
     else if (k == "--attention-chunk") attention_chunk = static_cast<uint32_t>(std::stoul(v));
     else if (k == "--phase-split") phase_split = std::stoi(v);
     else if (k == "--timeline") timeline = std::stoi(v);
+    else if (k == "--timeline-csv") timeline_csv = v, timeline = 1;
     else if (k == "--buffer-cap-mb") buffer_cap = std::stoull(v) << 20;
     else PYLON_CHECK(false, "unknown flag ", k);
   }
@@ -459,7 +492,8 @@ int run(int argc, char** argv) {
       VulkanOptions ot = o;
       ot.attention_chunk = attention_chunk;
       try {
-        print_timeline(path, ot, tokens, prefill, decode);
+        print_timeline(path, ot, tokens, prefill, decode,
+                       timeline_csv.empty() ? "" : timeline_csv + "/timeline_" + q + ".csv");
       } catch (const Error& e) {
         std::printf("  timeline: %s\n", e.what());
       }
