@@ -244,7 +244,9 @@ void print_timeline(const std::string& path, VulkanOptions o, const std::vector<
         for (uint32_t g = 0; g < G; ++g) {
           rows.insert(rows.end(), {static_cast<uint32_t>(i), b, g});
           for (uint32_t e = 1; e <= static_cast<uint32_t>(kSteps); ++e) {
-            const uint32_t at = e < static_cast<uint32_t>(kSteps) ? t.at(b, e, g) : b + 1 < L ? t.at(b + 1, 0, g) : t.end(g);
+            const uint32_t at = e < static_cast<uint32_t>(kSteps) ? t.at(b, e, g)
+                                : b + 1 < L                          ? t.at(b + 1, 0, g)
+                                                                     : t.end(g);
             rows.push_back(at - t.at(b, 0, g));
           }
         }

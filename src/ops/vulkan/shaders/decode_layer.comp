@@ -29,11 +29,11 @@
 // of the per-op path (gemv_subgroup + attention_decode) up to summation order.
 // Grid barrier: a workgroup's writes made visible (memoryBarrierBuffer), then it counts itself in
 // on sync[0], loads the first weight words of its next phase, and waits until the count reaches
-// n·(workgroups) at the n-th barrier, then acquires (wait_for). Every wait (a barrier's, a head's ready count) is bounded
-// (about pc.spin_limit reads): past it, or once another workgroup has given up (sync[2]), it sets
-// failed[0] for the host, which redoes the token on the per-op path. The last workgroup to finish
-// sets the counters back to zero for the next dispatch. pc.probe != 0: only two barriers
-// (Ops::persistent_grid's residency test).
+// n·(workgroups) at the n-th barrier, then acquires (wait_for). Every wait (a barrier's, a head's
+// ready count) is bounded (about pc.spin_limit reads): past it, or once another workgroup has
+// given up (sync[2]), it sets failed[0] for the host, which redoes the token on the per-op path.
+// The last workgroup to finish sets the counters back to zero for the next dispatch.
+// pc.probe != 0: only two barriers (Ops::persistent_grid's residency test).
 // pc.head_rows != 0: the decode head instead (Ops::decode_head): qkv (head_rows) = h·Wᵀ with the
 // matrix in qkv's bindings, one GEMV phase, no barrier, so the grid need not be resident.
 // The phases' code: decode_layer_gemv.glsl (qkv, out_proj, the head), decode_layer_attention.glsl,

@@ -141,7 +141,8 @@ void attend(uint hh, uint chunk, uint size, uint chunks, uint keys, uint max_chu
 // >= 128 keys 60.3 / 61.5, of >= 256 63.4 / 67.7, of 64 (560 keys) 64.3 (bench/vulkan_notes.md).
 uint item_keys(uint keys) {
   const uint per_head = max(gl_NumWorkGroups.x / pc.heads, 1u);
-  const uint size = pc.chunk != 0u ? pc.chunk : max(MIN_ITEM, ((keys + per_head - 1u) / per_head + CHUNK - 1u) / CHUNK * CHUNK);
+  const uint fill = ((keys + per_head - 1u) / per_head + CHUNK - 1u) / CHUNK * CHUNK;
+  const uint size = pc.chunk != 0u ? pc.chunk : max(MIN_ITEM, fill);
   return min(size, XS / CHUNK * CHUNK);
 }
 void attention_phase() {
