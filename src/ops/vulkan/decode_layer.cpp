@@ -104,9 +104,9 @@ std::string Ops::decode_layer_unsupported(const DecodeLayerArgs& a) const {
 
 // decode_layer's pipeline for weights of dtype d, staged rows of up to `xs` floats, workgroups of
 // `threads`; multi: several blocks a dispatch (their offsets from the Table), else one at its own
-// bindings.
+// bindings. Its waits poll with acquire loads except on CPU devices (decode_layer.comp's POLL).
 const Kernel& Ops::layer_kernel(EdgeDType d, int64_t xs, uint32_t threads, bool multi, uint32_t loads,
-                                uint32_t rows_wanted, bool timeline) {
+                                uint32_t rows_wanted, bool timeline, bool head) {
   // Rows per subgroup: two share each staged x read where decoding costs instructions (int8,
   // int4), one where the GEMV is bound by memory alone (f16, f32); the qkv phase takes rotation
   // pairs. H200, seed size, µs per block: int8 68.4 / 68.5 / 85.0 at 1 / 2 / 4 rows, int4 91.7 /
@@ -116,7 +116,8 @@ const Kernel& Ops::layer_kernel(EdgeDType d, int64_t xs, uint32_t threads, bool 
   const uint32_t qkv_rows = std::min<uint32_t>(4, std::max<uint32_t>(2, rows + rows % 2));
   return kernels_.get(timeline ? "decode_layer_timeline" : "decode_layer", timeline ? kBindings + 1 : kBindings,
                       sizeof(LayerPush), {},
-                      {static_cast<uint32_t>(xs), rows, qkv_rows, threads, shader_wtype(d), loads, multi ? 1u : 0u});
+                      {static_cast<uint32_t>(xs), rows, qkv_rows, threads, shader_wtype(d), loads, multi ? 1u : 0u,
+                       is_cpu(ctx_.info()) ? 0u : 1u, head ? 1u : 0u});
 }
 
 void Ops::dispatch_layers(Recorder& r, const DecodeLayerArgs* first, uint32_t count, const BufferView& table,
@@ -259,7 +260,7 @@ void Ops::decode_head(Recorder& r, const BufferView& y, const BufferView& x, con
               "Vulkan: decode_head's shared memory at ", grid.threads, " threads and ", head_loads(w.dtype),
               " words in flight exceeds the device's ", ctx_.info().max_shared_bytes, " bytes");
   const Kernel& k = layer_kernel(w.dtype, w.cols, grid.threads, false, head_loads(w.dtype),
-                                 head_rows ? static_cast<uint32_t>(std::stoul(head_rows)) : 0);
+                                 head_rows ? static_cast<uint32_t>(std::stoul(head_rows)) : 0, false, true);
   // PYLON_VK_HEAD_GROUPS=N: N workgroups per SM instead (a benchmark's diagnostic).
   const char* per_sm = std::getenv("PYLON_VK_HEAD_GROUPS");
   const uint32_t groups = (per_sm ? std::max(1u, static_cast<uint32_t>(std::stoul(per_sm)))

@@ -216,9 +216,10 @@ class Ops {
   // (decode_layer.comp's Table; zeros for one block bound at its own views).
   void dispatch_layers(Recorder& r, const DecodeLayerArgs* first, uint32_t count, const BufferView& table,
                        uint32_t first_row, LayerGrid grid, bool probe, const Embedding* embed);
-  // rows: rows per subgroup (0: the dtype's, or set_gemv_shape's).
+  // rows: rows per subgroup (0: the dtype's, or set_gemv_shape's); head: decode_head's pipeline
+  // (the head's GEMV only, the block phases compiled out).
   const Kernel& layer_kernel(EdgeDType d, int64_t xs, uint32_t threads, bool multi, uint32_t loads,
-                             uint32_t rows = 0, bool timeline = false);
+                             uint32_t rows = 0, bool timeline = false, bool head = false);
 };
 
 }  // namespace pylon::vk

@@ -65,6 +65,13 @@ layout(constant_id = 5) const uint LOADS = 4u;     // 16-byte words in flight pe
 // block, this way / through the Table: f16 0.690 / 0.707,
 // int8 0.639 / 0.663, int4 0.688-0.699 / 0.706-0.712 (bench/vulkan_notes.md).
 layout(constant_id = 6) const uint MULTI = 1u;
+// POLL 1: waits read the counts with acquire atomic loads (GPUs); 0: with relaxed atomics, then
+// one acquire fence (CPU devices: below). H200, ms a token, 1 / 0 in the same calls: f16
+// 0.583-0.586 / 0.589-0.592, int8 0.569-0.585 / 0.574-0.587, int4 0.600-0.601 / 0.607-0.617.
+layout(constant_id = 7) const uint POLL = 1u;
+// HEAD 1: decode_head's pipeline, the head's GEMV alone (pc.head_rows; the block phases compiled
+// out: H200 registers f16 94 against 119, int4 97 against 109).
+layout(constant_id = 8) const uint HEAD = 0u;
 const uint MAXR = 4u, CHUNK = 32u, MIN_ITEM = 128u;
 const uint SL = 64u;  // FFN slice: rows of W1 (columns of W2) per workgroup at a time
 
@@ -192,10 +199,14 @@ void enter_block(uint b) {
 // ---- grid barrier ----------------------------------------------------------------------------
 // Split in two so that a workgroup can issue loads that do not depend on the other workgroups
 // (the next phase's first weight words) between arriving and waiting.
-// The count is read with an atomic: llvmpipe hoists volatile loads out of a loop. (With acquire
-// semantics on the read, llvmpipe in Mesa 22.3 let a grid of 4096 workgroups pass the residency
-// probe: wait_for acquires with a fence after its last read instead.)
-uint sync_read(uint i) { return atomicOr(sync_[i], 0u); }
+// The count is read with an atomic: llvmpipe hoists volatile loads out of a loop. POLL 1: each read
+// an acquire; 0 (CPU devices): relaxed, and wait_for acquires with a fence after its last read
+// (with acquire reads, llvmpipe in Mesa 22.3 let a grid of 4096 workgroups pass the residency
+// probe).
+uint sync_read(uint i) {
+  if (POLL != 0u) return atomicLoad(sync_[i], gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsAcquire);
+  return atomicOr(sync_[i], 0u);
+}
 
 void grid_arrive() {  // this workgroup's writes visible to the device, then counted
   memoryBarrierBuffer();
@@ -203,9 +214,9 @@ void grid_arrive() {  // this workgroup's writes visible to the device, then cou
   if (tid == 0u) atomicAdd(sync_[0], 1u);
 }
 
-// Until sync[i] >= target: the workgroup waits on its first invocation, which then acquires the
-// counted writes (a fence with acquire semantics after the read that saw the count), and the
-// barrier passes them on to the rest of the workgroup. No full fence in every invocation: that
+// Until sync[i] >= target: the workgroup waits on its first invocation, which acquires the counted
+// writes (by the read that saw the count, or a fence after it: POLL), and the barrier passes them
+// on to the rest of the workgroup. No full fence in every invocation: that
 // waits for each one's loads in flight, the next phase's prefetched words (H200, f16: 0.59
 // against 0.605 ms a token with memoryBarrierBuffer after the barrier).
 void wait_for(uint i, uint target) {
@@ -221,7 +232,7 @@ void wait_for(uint i, uint target) {
       atomicOr(sync_[2], 1u);
       failed[0] = 1u;
     }
-    memoryBarrier(gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsAcquire);
+    if (POLL == 0u) memoryBarrier(gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsAcquire);
   }
   controlBarrier(gl_ScopeWorkgroup, gl_ScopeWorkgroup, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
                  gl_SemanticsAcquireRelease);
@@ -334,7 +345,7 @@ void main() {
   }
   const uint D = pc.dim;
   uvec4 pre[LOADS];
-  if (pc.head_rows != 0u) {
+  if (HEAD != 0u || pc.head_rows != 0u) {
     prefetch(4u, pc.head_rows, D, ROWS, pre);
     gemv(4u, pc.head_rows, D, ROWS, stage(0u, D, 0u), pre);
     return;
