@@ -62,6 +62,7 @@ struct VulkanDecoder::Impl {
   vk::Ops ops;
   vk::DeviceWeights weights;
   vk::Buffer tokens, position, x, h, qkv, att, f1, k_cache, v_cache, scores, partials, rope_table, logits;
+  uint32_t forwards = 0;  // set_inputs' count (wraps; 0 skipped)
   uint32_t logits_rows;  // rows the logits buffer holds
   int pos = 0;
   std::vector<int32_t> history;  // seed preset: all tokens so far
@@ -104,6 +105,10 @@ struct VulkanDecoder::Impl {
     partials = make(vk::Ops::attention_partials(static_cast<uint32_t>(H), static_cast<uint32_t>(D / H),
                                                 static_cast<uint32_t>(T)),
                     vk::MemoryKind::device, "attention partials");
+    {  // zeroed: decode_layer.comp's tagged q and k start with no token's tag (tags are never 0)
+      const std::vector<uint32_t> zeros(partials.size() / 4, 0);
+      ctx.upload(partials, 0, zeros.data(), zeros.size() * 4);
+    }
     if (cfg.causal()) {
       k_cache = make(static_cast<uint64_t>(cfg.layers) * T * D, vk::MemoryKind::device, "KV cache");
       v_cache = make(static_cast<uint64_t>(cfg.layers) * T * D, vk::MemoryKind::device, "KV cache");
@@ -182,7 +187,9 @@ struct VulkanDecoder::Impl {
   void set_inputs(const int32_t* toks, uint32_t n, uint32_t pos0) {
     std::vector<uint32_t> ids(toks, toks + n);
     ctx.upload(tokens, 0, ids.data(), n * 4ull);
-    const uint32_t p[4] = {pos0, 0, 0, 0};
+    // position[1]: this forward's number, never 0 (decode_layer.comp's qk_tag).
+    if (++forwards == 0) forwards = 1;
+    const uint32_t p[4] = {pos0, forwards, 0, 0};
     ctx.upload(position, 0, p, sizeof(p));
   }
 

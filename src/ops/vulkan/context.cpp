@@ -280,6 +280,26 @@ Context::Context(const ContextOptions& options) {
       atomic_float.shaderBufferFloat32AtomicAdd = VK_TRUE;
       chain(features, atomic_float);  // after the coopmat features, if any
     }
+    // 64-bit integers and buffer atomics (decode_layer hands q and k to the attention as tagged
+    // 64-bit pairs). Vulkan 1.2 core; with the coopmat features' Vulkan12Features in the chain, set
+    // there (the standalone struct may not join it).
+    VkPhysicalDeviceShaderAtomicInt64Features atomic64{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_INT64_FEATURES};
+    if (props.properties.apiVersion >= VK_API_VERSION_1_2) {
+      VkPhysicalDeviceFeatures core{};
+      vkGetPhysicalDeviceFeatures(physical_, &core);
+      info_.int64_atomics = core.shaderInt64 && query_features(physical_, atomic64).shaderBufferInt64Atomics;
+    }
+    if (info_.int64_atomics) {
+      features.features.shaderInt64 = VK_TRUE;
+#if PYLON_VK_COOPMAT_BUILD
+      if (coopmat) f12.shaderBufferInt64Atomics = VK_TRUE;
+#endif
+      if (!coopmat) {
+        atomic64 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_INT64_FEATURES};
+        atomic64.shaderBufferInt64Atomics = VK_TRUE;
+        chain(features, atomic64);
+      }
+    }
     // The SM clock in shaders (decode_layer_timeline, a benchmark's).
     VkPhysicalDeviceShaderClockFeaturesKHR clock{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR};
     if (has_extension(dev_ext, VK_KHR_SHADER_CLOCK_EXTENSION_NAME))
@@ -307,7 +327,7 @@ Context::Context(const ContextOptions& options) {
     qci.queueCount = 1;
     qci.pQueuePriorities = &priority;
     VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
-    dci.pNext = features.pNext ? &features : nullptr;
+    dci.pNext = features.pNext || features.features.shaderInt64 ? &features : nullptr;
     dci.queueCreateInfoCount = 1;
     dci.pQueueCreateInfos = &qci;
     dci.enabledExtensionCount = static_cast<uint32_t>(dev_enable.size());

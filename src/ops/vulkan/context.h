@@ -75,6 +75,7 @@ struct DeviceInfo {
   uint64_t texel_offset_alignment = 0, max_texels = 0;
   bool coopmat = false;      // VK_KHR_cooperative_matrix fp16 16x16x16 -> fp32, and a shader for it
   bool float_atomic_add = false;  // shaderBufferFloat32AtomicAdd (VK_EXT_shader_atomic_float), enabled
+  bool int64_atomics = false;  // shaderInt64 and shaderBufferInt64Atomics, enabled: decode_layer's tagged q, k
   bool shader_clock = false;  // shaderSubgroupClock (VK_KHR_shader_clock), enabled: decode_layer's timeline
   // VK_KHR_pipeline_executable_properties enabled (env PYLON_VK_PIPELINE_STATS, a diagnostic): each
   // pipeline's compiler statistics (registers, spills, ...) printed to stderr when it is made.

@@ -30,10 +30,10 @@ uint32_t head_loads(EdgeDType d) {
 }
 
 // decode_layer.comp's shared memory for workgroups of `threads` staging rows of up to `xs` floats,
-// `loads` 16-byte words in flight a lane: xs4, red, part_sums, qs, pv, wts, the flag, the FFN's slice (SL floats) and
-// its W2 partials (loads x threads).
+// `loads` 16-byte words in flight a lane: xs4, red, part_sums, qs, kps, pv, wts, the flag, the FFN's slice (SL
+// floats) and its W2 partials (loads x threads).
 uint64_t shared_bytes(int64_t xs, uint32_t threads, uint32_t loads) {
-  return 4 * (static_cast<uint64_t>(xs) + threads / 4 + threads + 256 + 4 * 256 + 256 + 64 +
+  return 4 * (static_cast<uint64_t>(xs) + threads / 4 + threads + 2 * 256 + 4 * 256 + 256 + 64 +
               static_cast<uint64_t>(loads) * threads) + 4;
 }
 
@@ -69,6 +69,7 @@ std::string device_unsupported(const DeviceInfo& info) {
   if (info.subgroup_size < 4) return "subgroups of fewer than 4 invocations";
   if (info.max_storage_buffers < kBindings) return "fewer than 26 storage buffers per shader";
   if (!info.float_atomic_add) return "no float atomic add on storage buffers";
+  if (!info.int64_atomics) return "no 64-bit atomics on storage buffers";
   return "";
 }
 
@@ -122,7 +123,8 @@ const Kernel& Ops::layer_kernel(EdgeDType d, int64_t xs, uint32_t threads, bool 
 
 void Ops::dispatch_layers(Recorder& r, const DecodeLayerArgs* first, uint32_t count, const BufferView& table,
                           uint32_t first_row, LayerGrid grid, bool probe, const Embedding* embed) {
-  PYLON_ASSERT(count > 0, "decode_layers: no blocks");
+  PYLON_ASSERT(count > 0 && first_row + count < 4096, "decode_layers: blocks ", first_row, "..", first_row + count,
+               " (at most 4095: decode_layer.comp's qk_tag)");
   for (uint32_t b = 0; b < count; ++b) {
     const std::string why = decode_layer_unsupported(first[b]);
     PYLON_ASSERT(why.empty(), "decode_layer: ", why);
@@ -325,7 +327,7 @@ bool Ops::persistent_failed() {
   uint32_t flag = 0;
   ctx_.download(failed_, 0, &flag, 4);
   if (!flag) return false;
-  const std::vector<uint32_t> zeros(16 + 2 * kMaxHeads, 0);
+  const std::vector<uint32_t> zeros(16 + kMaxHeads, 0);
   ctx_.upload(failed_, 0, zeros.data(), 16);
   ctx_.upload(sync_, 0, zeros.data(), zeros.size() * 4);
   return true;

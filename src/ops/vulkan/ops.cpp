@@ -38,12 +38,12 @@ Ops::Ops(Context& ctx)
       dummy_(ctx.make_buffer(16, MemoryKind::device)),
       zero_(ctx.make_buffer(64, MemoryKind::device)),
       counters_(ctx.make_buffer(4 * kMaxHeads, MemoryKind::device)),
-      sync_(ctx.make_buffer(4 * (16 + 2 * kMaxHeads), MemoryKind::device)),
+      sync_(ctx.make_buffer(4 * (16 + kMaxHeads), MemoryKind::device)),
       failed_(ctx.make_buffer(16, MemoryKind::host)) {
-  const std::vector<uint32_t> zeros(16 + 2 * kMaxHeads, 0);
+  const std::vector<uint32_t> zeros(16 + kMaxHeads, 0);
   ctx.upload(zero_, 0, zeros.data(), 64);
   ctx.upload(counters_, 0, zeros.data(), 4 * kMaxHeads);
-  ctx.upload(sync_, 0, zeros.data(), 4 * (16 + 2 * kMaxHeads));
+  ctx.upload(sync_, 0, zeros.data(), 4 * (16 + kMaxHeads));
   ctx.upload(failed_, 0, zeros.data(), 16);
 }
 
@@ -212,8 +212,11 @@ void Ops::attention(Recorder& r, const BufferView& q, const BufferView& k, const
 
 uint64_t Ops::attention_partials(uint32_t heads, uint32_t hd, uint32_t max_keys) {
   // Per head and chunk of keys (m, l, o); then per head decode_layer.comp's weight of the token's
-  // value row (value_weight_at).
-  return static_cast<uint64_t>(heads) * ((max_keys + kAttentionChunk - 1) / kAttentionChunk) * (hd + 2) + heads;
+  // value row (value_weight_at); then, 64-bit aligned, its tagged q and k rows (tagged_at: two
+  // floats each).
+  const uint64_t chunks = (max_keys + kAttentionChunk - 1) / kAttentionChunk;
+  const uint64_t weights = heads * chunks * (hd + 2) + heads;
+  return (weights + 1) / 2 * 2 + 4ull * heads * hd;
 }
 
 void Ops::attention_decode(Recorder& r, const BufferView& q, const BufferView& k, const BufferView& v,

@@ -5,9 +5,10 @@
 // bindings: Ops::plan_layers puts blocks whose weights share buffers in one dispatch):
 //   1. qkv = (rmsnorm(h)·g1)·Wqkvᵀ + bqkv; q and k rotated at p = position[0] (RoPE); k, v
 //      written to row p of the layer's KV cache. q's and k's rows go first, head by head, each
-//      workgroup counting its stored ones in their heads' ready counts; v's rows last.
+//      also stored as a (value, tag) pair with one 64-bit atomic (tagged_at, qk_tag); v's last.
 //   2. att = attention of q over the cache's p + 1 keys: items (head, run of keys) over the
-//      workgroups, from the last one down, each waiting for its head's ready count only: the
+//      workgroups, from the last one down, each polling its head's q and key p until every pair
+//      carries this block's tag (stage_qk: no fence, count or barrier between the phases): the
 //      workgroups with no second round of qkv rows (the last ones) attend while the rest store
 //      v's rows. The attention sums the values of keys < p only and leaves the weight of value
 //      row p per head (att_in adds the row once barrier 1 has passed). Where a head has several
@@ -30,9 +31,10 @@
 // Grid barrier: a workgroup's writes made visible (memoryBarrierBuffer), then it counts itself in
 // on sync[0], loads the first weight words of its next phase, and waits until the count reaches
 // n·(workgroups) at the n-th barrier, then acquires (wait_for). Every wait (a barrier's, a head's
-// ready count) is bounded (about pc.spin_limit reads): past it, or once another workgroup has
+// q and k) is bounded (about pc.spin_limit reads): past it, or once another workgroup has
 // given up (sync[2]), it sets failed[0] for the host, which redoes the token on the per-op path.
 // The last workgroup to finish sets the counters back to zero for the next dispatch.
+// Needs 64-bit buffer atomics (the tagged pairs) and float atomic add (Ops::decode_layer_unsupported).
 // pc.probe != 0: only two barriers (Ops::persistent_grid's residency test).
 // pc.head_rows != 0: the decode head instead (Ops::decode_head): qkv (head_rows) = h·Wᵀ with the
 // matrix in qkv's bindings, one GEMV phase, no barrier, so the grid need not be resident.
@@ -50,6 +52,8 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_shader_atomic_float : require
 #extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
+#extension GL_EXT_shader_atomic_int64 : require
 #ifdef TIMELINE
 #extension GL_ARB_shader_clock : require
 #endif
@@ -128,7 +132,8 @@ layout(std430, binding = 18) coherent buffer KCache4 { vec4 k4[]; };
 layout(std430, binding = 19) coherent buffer VCache { float v_cache[]; };
 layout(std430, binding = 19) coherent buffer VCache4 { vec4 v4[]; };
 layout(std430, binding = 20) coherent buffer Partials { float partials[]; };  // per (head, chunk): m, l, o
-// 0 count, 1 done, 2 failed; 16 + h: head h's finished attention items; 16 + H + h: its stored qkv rows
+layout(std430, binding = 20) coherent buffer Tagged { uint64_t tagged[]; };  // (value, tag) of q, k: tagged_at
+// 0 count, 1 done, 2 failed; 16 + h: head h's finished attention items
 layout(std430, binding = 21) coherent buffer Sync { uint sync_[]; };
 layout(std430, binding = 22) buffer Failed { uint failed[]; };  // host-visible: a barrier gave up
 // Table, 16 words per block: the 16-byte-word offsets of Wqkv, Wo, W1, W2 in their bindings; the 32-bit
@@ -153,6 +158,7 @@ shared vec4 xs4[XS / 4u];   // the staged input row
 shared float red[THREADS / 4u];               // per-subgroup sums (subgroups of 4 or more)
 shared float part_sums[THREADS / 4u * MAXR];  // a split row set's partial sums, per subgroup
 shared float qs[256];       // attention: the head's q
+shared float kps[256];      // attention: the head's key p
 shared vec4 pv[VT];         // attention: p·V per (vec4 column, key slice)
 shared float wts[VT];       // attention: the combine's chunk weights
 shared bool flag;           // attention: this workgroup combines the head
@@ -245,7 +251,6 @@ void finish() {  // the last workgroup out resets the counts for the next dispat
   if (tid == 0u && atomicAdd(sync_[1], 1u) == gl_NumWorkGroups.x - 1u) {
     sync_[0] = 0u;
     sync_[1] = 0u;
-    for (uint hh = 0u; hh < pc.heads; ++hh) sync_[16u + pc.heads + hh] = 0u;
   }
 }
 
@@ -293,6 +298,13 @@ vec4 embed4(uint c4) {  // vec4 c4 of token tokens[0]'s embedding row
 uint value_weight_at(uint hh) {
   return pc.heads * ((pc.max_keys + CHUNK - 1u) / CHUNK) * (pc.dim / pc.heads + 2u) + hh;
 }
+// q's or k's row r (< 2D) as a (value, tag) pair in partials, past the weights (64-bit aligned;
+// Ops::attention_partials counts it).
+uint tagged_at(uint r) { return (value_weight_at(pc.heads) + 1u) / 2u + r; }
+// The tag of this token's block blk: position[1] is a count of the decoder's forwards (never 0),
+// times 4096 plus the block's Table row plus 1, so that no earlier block's or token's pair (nor a
+// zeroed one) carries it. Wraps after 2^20 forwards, long after every pair was rewritten.
+uint qk_tag() { return position[1] * 4096u + pc.first_row + blk + 1u; }
 // vec4 c4 of the attention's output: att plus this token's value row (qkv's floats 2D ..) times
 // its head's weight, the weights in qs (stage copies them there: read from partials by every
 // invocation, the 16 words of one cache line took 1.6 µs a block more on the H200).
@@ -361,7 +373,7 @@ void main() {
     if ((pc.phases & 1u) != 0u) gemv(0u, 3u * D, D, QKV_ROWS, rstd, pre);
     mark(2u);
     prefetch(1u, D, D, ROWS, pre);  // held through the attention phase
-    if ((pc.phases & 2u) != 0u) attention_phase();  // no grid barrier: per-head ready counts
+    if ((pc.phases & 2u) != 0u) attention_phase();  // no grid barrier: q and k polled by tag
     else mark(3u), mark(4u), mark(5u);
     mark(6u);
     grid_arrive();

@@ -2,7 +2,7 @@
 // head's items combined by its last; included by decode_layer.comp after its bindings.
 
 // Item (head hh, chunk c: keys c·chunk ..) of the p + 1 keys, scored with q and the cache's keys
-// (key p, this token's, stored by phase 1 before the head's count) but summed over the values of
+// (key p, this token's, from its tagged pairs: stage_qk) but summed over the values of
 // keys < p only: this token's value row is added by out_proj's staging (att_in), so that the
 // attention never waits for phase 1's v rows. A head of one item writes its output o / l and the
 // weight of value row p, exp(s_p - m) / l, at once; else each item writes its max m, sum
@@ -28,6 +28,32 @@ float block_sum(float v) {
   return v;
 }
 
+uvec2 tagged_read(uint r) {  // (value bits, tag) of q's or k's row r
+  return unpack32(atomicLoad(tagged[tagged_at(r)], gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsRelaxed));
+}
+// Head hh's q into qs and its key p into kps, read from their tagged pairs (each invocation some of
+// the 2·hd elements), each read again until it carries this block's tag: the attention's wait for
+// phase 1, with no fence or count on either side (relaxed 64-bit atomics: a pair is read whole).
+// Bounded as wait_for is; giving up sets failed[0].
+void stage_qk(uint hh) {
+  const uint hd = pc.dim / pc.heads, tag = qk_tag();
+  const bool wait = (pc.phases & 1u) != 0u;  // else a diagnostic without phase 1 (timing only)
+  for (uint e = tid; e < 2u * hd; e += THREADS) {
+    const uint r = e < hd ? hh * hd + e : pc.dim + hh * hd + e - hd;
+    uvec2 got = tagged_read(r);
+    for (uint outer = 0u; wait && got.y != tag && outer < max(pc.spin_limit >> 10u, 1u); ++outer) {
+      for (uint spins = 0u; got.y != tag && spins < min(pc.spin_limit, 1024u); ++spins) got = tagged_read(r);
+      if (got.y != tag && sync_read(2u) != 0u) break;  // another workgroup gave up
+    }
+    if (wait && (got.y != tag || pc.spin_limit == 0u)) {  // 0: a failure injected by tests
+      atomicOr(sync_[2], 1u);
+      failed[0] = 1u;
+    }
+    if (e < hd) qs[e] = uintBitsToFloat(got.x);
+    else kps[e - hd] = uintBitsToFloat(got.x);
+  }
+}
+
 void attend(uint hh, uint chunk, uint size, uint chunks, uint keys, uint max_chunks, bool marks) {
   const uint hd = pc.dim / pc.heads, row = hd + 2u, D = pc.dim;
   const uint first = chunk * size, count = min(size, keys - first);
@@ -36,10 +62,8 @@ void attend(uint hh, uint chunk, uint size, uint chunks, uint keys, uint max_chu
   const uint dst = (hh * max_chunks + chunk) * row;
   const uint lane = gl_SubgroupInvocationID, S = gl_SubgroupSize, NS = gl_NumSubgroups;
   const uint KB = 4u;  // keys of a subgroup whose loads are in flight together
-  // The head's q and k stored (the count runs on over the dispatch's blocks).
-  if ((pc.phases & 1u) != 0u) wait_for(16u + pc.heads + hh, 2u * hd * (blk + 1u));
+  stage_qk(hh);
   if (marks) mark(3u);
-  for (uint c = tid; c < hd; c += THREADS) qs[c] = qkv[hh * hd + c];
   barrier();
   for (uint j0 = gl_SubgroupID; j0 < count; j0 += NS * KB) {
     float d[KB];
@@ -48,7 +72,11 @@ void attend(uint hh, uint chunk, uint size, uint chunks, uint keys, uint max_chu
       const vec4 qv = vec4(qs[c], qs[c + 1u], qs[c + 2u], qs[c + 3u]);
       for (uint t = 0u; t < KB; ++t) {
         const uint j = j0 + t * NS;
-        if (j < count) d[t] += dot(qv, k4[(o_kv + (first + j) * D + hh * hd + c) >> 2]);
+        if (j < count) {
+          const bool own = first + j + 1u == keys;  // key p: staged by stage_qk
+          d[t] += dot(qv, own ? vec4(kps[c], kps[c + 1u], kps[c + 2u], kps[c + 3u])
+                              : k4[(o_kv + (first + j) * D + hh * hd + c) >> 2]);
+        }
       }
     }
     for (uint t = 0u; t < KB; ++t) {
@@ -146,7 +174,7 @@ uint item_keys(uint keys) {
   return min(size, XS / CHUNK * CHUNK);
 }
 void attention_phase() {
-  // Every subgroup of this workgroup past its qkv rows before any waits for a head's count: the
+  // Every subgroup of this workgroup past its qkv rows before any polls a head's q and k: the
   // wait must depend on other workgroups only (resident, so they progress), never on a subgroup of
   // its own, which a device may not run while another spins (llvmpipe in Mesa 25 does not: the
   // wait gave up there with one workgroup).
