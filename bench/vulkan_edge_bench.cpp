@@ -403,6 +403,9 @@ int run(int argc, char** argv) {
       std::printf("  decode: %.3f ms/token median, %.1f tokens/s; weights %.1f MB/token; bound %.1f tokens/s "
                   "at %.1f GB/s: %.0f%% of the bound (%.1f GB/s effective)\n",
                   median(dec) * 1e3, tps, bytes / 1e6, bound, bw / 1e9, 100.0 * tps / bound, bytes * tps / 1e9);
+      if (dec_model.persistent_gave_up_at() >= 0)  // the rest of the run is the op-by-op path's
+        std::printf("  (the persistent kernel's grid wait timed out at position %d: op by op from there)\n",
+                    dec_model.persistent_gave_up_at());
       // Again with a device timestamp after every command: device time against host time per token.
       dec_model.reset();
       dec_model.feed(tokens.data(), prefill);

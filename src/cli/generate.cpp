@@ -39,8 +39,8 @@ int run_generate(int argc, char** argv) {
                   "vulkan: zero-copy import of the file, upload, or auto (import on unified memory)");
   args.add_switch("no-coopmat", &no_coopmat, "vulkan: the plain tiled GEMM even where coopmat runs");
   args.add_choice("vulkan-decode", &vulkan_decode, {"auto", "persistent", "ops"},
-                  "vulkan: a causal token's blocks in one dispatch each (persistent), op by op, or auto "
-                  "(persistent on NVIDIA GPUs for f16/f32 weights)");
+                  "vulkan: a causal token's blocks in one persistent dispatch (persistent), op by op, or auto "
+                  "(persistent on GPUs that report their SM count: NVIDIA's)");
   args.add("max-new-tokens", &max_new, "tokens to generate");
   args.add("context", &context, "maximum context length (prompt + generated)");
   args.add("temperature", &s.temperature, "sampling temperature; 0 = greedy");
@@ -59,6 +59,7 @@ int run_generate(int argc, char** argv) {
   ModelConfig config;
   std::string tokenizer_model;
   std::function<const float*(const int32_t*, int)> feed;
+  std::function<int()> gave_up = [] { return -1; };  // Vulkan: where the persistent kernel gave up
   std::unique_ptr<Decoder> cpu;
   LoadedModel m;                  // checkpoints and safetensors: fp32 weights
   std::unique_ptr<EdgeFile> edge;  // edge files: mapped, read in their stored precision
@@ -72,6 +73,7 @@ int run_generate(int argc, char** argv) {
     config = gpu->config();
     tokenizer_model = gpu->tokenizer_model();
     feed = [gpu](const int32_t* t, int n) { return gpu->feed(t, n); };
+    gave_up = [gpu] { return gpu->persistent_gave_up_at(); };
 #else
     PYLON_CHECK(false, "--device ", device, ": this build has no Vulkan backend (needs libvulkan-dev and glslc)");
 #endif
@@ -136,6 +138,9 @@ int run_generate(int argc, char** argv) {
   const double decode_s = decode_clock.seconds();
   std::printf("\n");
   std::fflush(stdout);
+  if (gave_up() >= 0)
+    std::fprintf(stderr, "vulkan: the persistent decode kernel's grid wait timed out at position %d; "
+                         "decoded op by op from there\n", gave_up());
   std::fprintf(stderr, "prefill %zu tokens at %.0f tokens/s; decode %d tokens at %.1f tokens/s (%s)\n",
                prompt_ids.size(), static_cast<double>(prompt_ids.size()) / prefill_s, generated,
                generated ? generated / decode_s : 0.0, vulkan ? "vulkan" : "cpu");

@@ -50,6 +50,7 @@ vk::ContextOptions context_options(const VulkanOptions& o) {
   c.max_buffer_bytes = o.max_buffer_bytes;
   c.allow_coopmat = o.allow_coopmat;
   c.allow_float_atomics = o.allow_float_atomics;
+  c.allow_int64_atomics = o.allow_int64_atomics;
   return c;
 }
 }  // namespace
@@ -69,6 +70,7 @@ struct VulkanDecoder::Impl {
   std::vector<float> last;       // (V)
   vk::GpuTimes* times = nullptr;  // benchmarks: where device times go
   vk::Ops::LayerGrid grid;  // the persistent decode kernel's launch; no groups: op by op
+  int gave_up_at = -1;      // where the persistent kernel gave up, if it did
   std::vector<vk::Ops::DecodeLayerArgs> layer_list;  // its blocks' arguments
   vk::Ops::LayerRuns runs;                           // and their dispatches
   // The recorded causal decode step (made on first use; again when `times` changes). Last member:
@@ -307,6 +309,7 @@ struct VulkanDecoder::Impl {
     step->replay();
     if (grid.groups && ops.persistent_failed()) {  // a grid barrier gave up: redo the token op by op
       grid = {};
+      gave_up_at = pos;
       step.reset();
       decode_step(token);
       return;
@@ -344,7 +347,10 @@ std::string VulkanDecoder::describe() const {
                                                                                            : " persistent dispatches",
                                                             " for ", impl_->cfg.layers, " blocks (", impl_->grid.groups,
                                                             " workgroups of ", impl_->grid.threads, ")")
-                                           : std::string("decode op by op"),
+                                           : impl_->gave_up_at < 0
+                                               ? std::string("decode op by op")
+                                               : detail::concat("decode op by op since position ", impl_->gave_up_at,
+                                                                " (the persistent kernel's grid wait timed out there)"),
                         ", ", impl_->weights.description());
 }
 const float* VulkanDecoder::feed(const int32_t* tokens, int n) { return impl_->feed(tokens, n); }
@@ -359,6 +365,7 @@ bool VulkanDecoder::use_coopmat(bool on) {
   return impl_->ops.uses_coopmat(64);
 }
 uint32_t VulkanDecoder::persistent_grid() const { return impl_->grid.groups; }
+int VulkanDecoder::persistent_gave_up_at() const { return impl_->gave_up_at; }
 uint32_t VulkanDecoder::persistent_dispatches() const {
   return impl_->grid.groups ? static_cast<uint32_t>(impl_->runs.starts.size()) : 0;
 }

@@ -41,6 +41,7 @@ struct VulkanOptions {
   // Test hook: the persistent kernel's keys per attention item (a multiple of 32); 0: chosen.
   uint32_t attention_chunk = 0;
   bool allow_float_atomics = true;  // test hook: false, a device without them (no persistent kernel)
+  bool allow_int64_atomics = true;  // test hook: the same for 64-bit buffer atomics
   // Benchmarks: the persistent kernel's variant that marks its clock at points of every block
   // (layer_timeline()); needs the persistent kernel and a shader clock, else an error.
   bool timeline = false;
@@ -81,6 +82,9 @@ class VulkanDecoder {
   uint32_t persistent_grid() const;
   // Its dispatches a token (runs of blocks whose weights share buffers), 0 when op by op.
   uint32_t persistent_dispatches() const;
+  // The position at which the persistent kernel gave up (a grid wait timed out; that token and
+  // the rest then ran op by op), -1 if it never did. describe() says so too.
+  int persistent_gave_up_at() const;
   // VulkanOptions::timeline: the last decoded token's clock marks.
   vk::LayerTimeline layer_timeline();
 

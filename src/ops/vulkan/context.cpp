@@ -284,7 +284,7 @@ Context::Context(const ContextOptions& options) {
     // 64-bit pairs). Vulkan 1.2 core; with the coopmat features' Vulkan12Features in the chain, set
     // there (the standalone struct may not join it).
     VkPhysicalDeviceShaderAtomicInt64Features atomic64{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_INT64_FEATURES};
-    if (props.properties.apiVersion >= VK_API_VERSION_1_2) {
+    if (options.allow_int64_atomics && props.properties.apiVersion >= VK_API_VERSION_1_2) {
       VkPhysicalDeviceFeatures core{};
       vkGetPhysicalDeviceFeatures(physical_, &core);
       info_.int64_atomics = core.shaderInt64 && query_features(physical_, atomic64).shaderBufferInt64Atomics;

@@ -57,6 +57,7 @@ struct ContextOptions {
   uint64_t max_buffer_bytes = 0;
   bool allow_coopmat = true;  // false: the plain GEMM even where coopmat runs
   bool allow_float_atomics = true;  // test hook: false leaves VK_EXT_shader_atomic_float off
+  bool allow_int64_atomics = true;  // test hook: false leaves shaderInt64 and 64-bit atomics off
 };
 
 struct DeviceInfo {

@@ -273,8 +273,9 @@ TEST(VulkanDecoder, PersistentTimelineMarksEveryStepInOrder) {
 }
 
 // A grid too large to run at once is refused by the probe (a clear error when the persistent path
-// is demanded, as for a seed-preset model); a barrier that gives up mid-token (injected) makes the decoder redo the token op by
-// op, with the same result, and stay on that path.
+// is demanded, as for a seed-preset model or a device without float or 64-bit atomics; "auto" then
+// decodes op by op); a barrier that gives up mid-token (injected) makes the decoder redo the token
+// op by op, with the same result, and stay on that path.
 TEST(VulkanDecoder, PersistentDecodeFallsBackWhenBarriersFail) {
   if (!testing::vulkan_available()) GTEST_SKIP() << "no Vulkan device";
   testing::TempDir tmp;
@@ -298,6 +299,16 @@ TEST(VulkanDecoder, PersistentDecodeFallsBackWhenBarriersFail) {
   }
   no_atomics.decode = "auto";
   EXPECT_EQ(VulkanDecoder(path, no_atomics, 16).persistent_grid(), 0u);
+  VulkanOptions no_int64 = o;  // nor without 64-bit atomics (q and k's tagged pairs)
+  no_int64.persistent_grid = 0, no_int64.allow_int64_atomics = false;
+  try {
+    VulkanDecoder gpu(path, no_int64, 16);
+    ADD_FAILURE() << "the persistent kernel ran without 64-bit atomics";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no 64-bit atomics"), std::string::npos) << e.what();
+  }
+  no_int64.decode = "auto";
+  EXPECT_EQ(VulkanDecoder(path, no_int64, 16).persistent_grid(), 0u);
   VulkanOptions seed_o;  // the seed preset has no decode step: asking for the kernel is an error
   seed_o.decode = "persistent";
   EXPECT_THROW(VulkanDecoder(export_model(tmp, small_config(Preset::seed), EdgeDType::f16), seed_o, 16), Error);
@@ -322,6 +333,8 @@ TEST(VulkanDecoder, PersistentDecodeFallsBackWhenBarriersFail) {
     b = gpu.feed(&t, 1);
   }
   EXPECT_EQ(gpu.persistent_grid(), 0u);
+  EXPECT_EQ(gpu.persistent_gave_up_at(), 3);
+  EXPECT_NE(gpu.describe().find("op by op since position 3"), std::string::npos) << gpu.describe();
   for (int v = 0; v < c.vocab; ++v) EXPECT_NEAR(b[v], want[v], 1e-4 * (1e-3 + std::fabs(want[v]))) << v;
 }
 
