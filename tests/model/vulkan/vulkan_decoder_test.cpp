@@ -289,26 +289,22 @@ TEST(VulkanDecoder, PersistentDecodeFallsBackWhenBarriersFail) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("persistent decode kernel cannot run"), std::string::npos) << e.what();
   }
-  VulkanOptions no_atomics = o;  // a device without float atomic adds: the kernel's reason, or op by op
-  no_atomics.persistent_grid = 0, no_atomics.allow_float_atomics = false;
-  try {
-    VulkanDecoder gpu(path, no_atomics, 16);
-    ADD_FAILURE() << "the persistent kernel ran without float atomics";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("no float atomic add"), std::string::npos) << e.what();
+  // A device without float atomic adds or 64-bit atomics (the FFN's sums, q and k's tagged pairs):
+  // the kernel's reason when it is demanded, op by op under "auto".
+  for (const bool lacks_int64 : {false, true}) {
+    VulkanOptions lacking = o;
+    lacking.persistent_grid = 0;
+    (lacks_int64 ? lacking.allow_int64_atomics : lacking.allow_float_atomics) = false;
+    const std::string reason = lacks_int64 ? "no 64-bit atomics" : "no float atomic add";
+    try {
+      VulkanDecoder gpu(path, lacking, 16);
+      ADD_FAILURE() << "the persistent kernel ran with " << reason;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(reason), std::string::npos) << e.what();
+    }
+    lacking.decode = "auto";
+    EXPECT_EQ(VulkanDecoder(path, lacking, 16).persistent_grid(), 0u) << reason;
   }
-  no_atomics.decode = "auto";
-  EXPECT_EQ(VulkanDecoder(path, no_atomics, 16).persistent_grid(), 0u);
-  VulkanOptions no_int64 = o;  // nor without 64-bit atomics (q and k's tagged pairs)
-  no_int64.persistent_grid = 0, no_int64.allow_int64_atomics = false;
-  try {
-    VulkanDecoder gpu(path, no_int64, 16);
-    ADD_FAILURE() << "the persistent kernel ran without 64-bit atomics";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("no 64-bit atomics"), std::string::npos) << e.what();
-  }
-  no_int64.decode = "auto";
-  EXPECT_EQ(VulkanDecoder(path, no_int64, 16).persistent_grid(), 0u);
   VulkanOptions seed_o;  // the seed preset has no decode step: asking for the kernel is an error
   seed_o.decode = "persistent";
   EXPECT_THROW(VulkanDecoder(export_model(tmp, small_config(Preset::seed), EdgeDType::f16), seed_o, 16), Error);
