@@ -36,7 +36,7 @@
 // The last workgroup to finish sets the counters back to zero for the next dispatch.
 // Needs 64-bit buffer atomics (the tagged pairs) and float atomic add (Ops::decode_layer_unsupported).
 // pc.probe != 0: only two barriers (Ops::persistent_grid's residency test).
-// pc.head_rows != 0: the decode head instead (Ops::decode_head): qkv (head_rows) = h·Wᵀ with the
+// HEAD 1: the decode head instead (Ops::decode_head): qkv (pc.head_rows) = h·Wᵀ with the
 // matrix in qkv's bindings, one GEMV phase, no barrier, so the grid need not be resident.
 // The phases' code: decode_layer_gemv.glsl (qkv, out_proj, the head), decode_layer_attention.glsl,
 // decode_layer_ffn.glsl; this file holds the bindings, the barriers, the staging and main.
@@ -99,7 +99,7 @@ layout(push_constant) uniform Push {
   uint phases;      // bit i < 4: run phase i + 1 (all 15; else a benchmark's diagnostic: wrong results);
                     // bit 4: weights read from their first 64 KB only (wrap: timing only)
   uint chunk;       // keys per attention item (a multiple of 32); 0: chosen (attention_phase)
-  uint head_rows;   // != 0: the head instead of a block: qkv (head_rows) = h · Wqkvᵀ, no barrier
+  uint head_rows;   // HEAD: the head's rows, qkv (head_rows) = h · Wqkvᵀ, no barrier
   uint blocks;      // blocks in this dispatch: Table rows first_row .. first_row + blocks - 1
   uint first_row;
   uint embed;       // 1 f32, 2 f16: block 0 starts from row tokens[0] of Embed (and writes it to h)
@@ -357,7 +357,7 @@ void main() {
   }
   const uint D = pc.dim;
   uvec4 pre[LOADS];
-  if (HEAD != 0u || pc.head_rows != 0u) {
+  if (HEAD != 0u) {
     prefetch(4u, pc.head_rows, D, ROWS, pre);
     gemv(4u, pc.head_rows, D, ROWS, stage(0u, D, 0u), pre);
     return;

@@ -169,7 +169,7 @@ void gemv(uint m, uint rows, uint cols, uint nr, float rstd, uvec4 pre[LOADS]) {
       // against a fence and a ready count per head and row set, the attention waiting for the
       // count, then reading q: f16 0.577 / 0.584-0.585, int4 0.593-0.595 / 0.607-0.608).
       for (uint i = 0u; i + 1u < MAXR; i += 2u)
-        if (part == 0u && i + 1u < nr && lane == i % S && r0 + i < rows)
+        if (i + 1u < nr && lane == i % S && r0 + i < rows)
           store_qkv_pair(rr[i], rr[i + 1u], acc[i] + addend[i], acc[i + 1u] + addend[i + 1u], cs[i], pos);
     } else {
       for (uint i = 0u; i < MAXR; ++i)
