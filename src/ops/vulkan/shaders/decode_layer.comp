@@ -270,9 +270,12 @@ uint s_word(uint m, uint i) {
   if (m == 2u) return s_1[o_s.z + i];
   return s_2[o_s.w + i];
 }
-float scale_at(uint m, uint i) {  // int8: row i's scale; int4: scale i of the (rows, groups) table
-  if (WTYPE == WT_INT4 && pc.scale_f16 != 0u) return unpackHalf2x16(s_word(m, i >> 1))[i & 1u];
-  return uintBitsToFloat(s_word(m, i));
+// int8: row i's scale; int4: scale i of the (rows, groups) table. One load, then a select: with a
+// branch on pc.scale_f16 around two loads, H200 int4 0.583-0.615 against 0.560-0.572 ms a token.
+float scale_at(uint m, uint i) {
+  const bool half_scales = WTYPE == WT_INT4 && pc.scale_f16 != 0u;
+  const uint word = s_word(m, half_scales ? i >> 1 : i);
+  return half_scales ? unpackHalf2x16(word)[i & 1u] : uintBitsToFloat(word);
 }
 float bias_qkv(uint r) {
   return pc.bias_f16 != 0u ? unpackHalf2x16(b_qkv[o_v.x + (r >> 1)])[r & 1u] : uintBitsToFloat(b_qkv[o_v.x + r]);

@@ -62,6 +62,14 @@ void attend(uint hh, uint chunk, uint size, uint chunks, uint keys, uint max_chu
   const uint dst = (hh * max_chunks + chunk) * row;
   const uint lane = gl_SubgroupInvocationID, S = gl_SubgroupSize, NS = gl_NumSubgroups;
   const uint KB = 4u;  // keys of a subgroup whose loads are in flight together
+  // The first round's keys (< p: in the cache before this token) in flight during the wait for q
+  // and key p (H200, ms a token against loading them after it: f16 0.570-0.572 / 0.576-0.578; the
+  // first round's values too: f16 0.586-0.587, int8 0.598-0.601, slower).
+  vec4 kp[KB];
+  for (uint t = 0u; t < KB; ++t) {
+    const uint j = gl_SubgroupID + t * NS, c = 4u * lane;
+    kp[t] = j < count && first + j + 1u != keys && c < hd ? k4[(o_kv + (first + j) * D + hh * hd + c) >> 2] : vec4(0.0);
+  }
   stage_qk(hh);
   if (marks) mark(3u);
   barrier();
@@ -75,6 +83,7 @@ void attend(uint hh, uint chunk, uint size, uint chunks, uint keys, uint max_chu
         if (j < count) {
           const bool own = first + j + 1u == keys;  // key p: staged by stage_qk
           d[t] += dot(qv, own ? vec4(kps[c], kps[c + 1u], kps[c + 2u], kps[c + 3u])
+                              : j0 == gl_SubgroupID && c == 4u * lane ? kp[t]
                               : k4[(o_kv + (first + j) * D + hh * hd + c) >> 2]);
         }
       }

@@ -15,21 +15,22 @@ void ffn_prefetch(out uvec4 pre[LOADS]) {  // the words this invocation's ffn_ph
   load_step(2u, row_words(pc.dim), MAXR, 1u, rr, gl_SubgroupInvocationID, pre);
 }
 
-// W2's slice s, rows c0 .. c0 + CR - 1 (CR = RPR·LOADS), coalesced: invocation t reads word t % WS
-// of row c0 + k·RPR + t / WS for k < LOADS (a row's WS words in WS adjacent lanes), and the
-// word's scale (int8: the row's; int4: its group's).
-void w2_load(uint s, uint c0, out uvec4 q[LOADS], out float fq[LOADS]) {
+// Load k of W2's slice s, rows c0 .. c0 + CR - 1 (CR = RPR·LOADS), coalesced: invocation t reads
+// word t % WS of row c0 + k·RPR + t / WS (a row's WS words in WS adjacent lanes), and the word's
+// scale (int8: the row's; int4: its group's).
+void w2_load_one(uint s, uint c0, uint k, out uvec4 q, out float fq) {
   const uint D = pc.dim, per_row2 = row_words(4u * D), WS = SL / (4u * F), RPR = THREADS / WS, w = tid % WS;
   const uint groups2 = (4u * D + pc.group - 1u) / pc.group;
-  for (uint k = 0u; k < LOADS; ++k) {
-    const uint r = c0 + k * RPR + tid / WS, v = s * WS + w;
-    const bool ok = r < D && v < per_row2;
-    q[k] = ok ? w_2[o_w.w + wrap(r * per_row2 + v)] : uvec4(0u);
-    fq[k] = !ok                 ? 0.0
-            : WTYPE == WT_INT8  ? scale_at(3u, r)
-            : WTYPE == WT_INT4  ? scale_at(3u, r * groups2 + v * 32u / pc.group)
-                                : 1.0;
-  }
+  const uint r = c0 + k * RPR + tid / WS, v = s * WS + w;
+  const bool ok = r < D && v < per_row2;
+  q = ok ? w_2[o_w.w + wrap(r * per_row2 + v)] : uvec4(0u);
+  fq = !ok                 ? 0.0
+       : WTYPE == WT_INT8  ? scale_at(3u, r)
+       : WTYPE == WT_INT4  ? scale_at(3u, r * groups2 + v * 32u / pc.group)
+                           : 1.0;
+}
+void w2_load(uint s, uint c0, out uvec4 q[LOADS], out float fq[LOADS]) {
+  for (uint k = 0u; k < LOADS; ++k) w2_load_one(s, c0, k, q[k], fq[k]);
 }
 
 // h += f1·W2ᵀ, f1 = silu((rmsnorm(hm)·g2)·W1ᵀ), slice by slice: the workgroup's slice of f1 into
@@ -79,10 +80,12 @@ void ffn_phase(uvec4 pre[LOADS]) {
         else p = dot(uintBitsToFloat(wd), f1s4[w]);
 #undef X
         w2_parts[k * THREADS + tid] = p;
+        // The next chunk's word k in flight as soon as this one's is used, through the sums'
+        // barriers (H200, µs a block for W2: f16 8.9 against 10.5 with each chunk loaded after the
+        // last one's sums; ms a token, int4 0.555-0.557 against 0.560 with the chunk's words
+        // loaded together after its last product, f16 and int8 within the noise).
+        if (c0 + CR < D) w2_load_one(s, c0 + CR, k, q[k], fq[k]);
       }
-      // The next chunk's words in flight during the sums' barriers (H200, µs a block for W2: f16
-      // 8.9 against 10.5 with each chunk loaded after the last one's sums).
-      if (c0 + CR < D) w2_load(s, c0 + CR, q, fq);
       barrier();
       for (uint i = tid; i < CR; i += THREADS) {  // row c0 + i: its partials from k = i / RPR
         const uint at = i / RPR * THREADS + i % RPR * WS;
