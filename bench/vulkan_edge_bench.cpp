@@ -312,6 +312,15 @@ void print_timeline(const std::string& path, VulkanOptions o, const std::vector<
   std::printf("  timeline: every mark of the last %d tokens in %s\n", std::min(decode, 8), csv.c_str());
 }
 
+constexpr const char* kUsage =
+    "usage: pylon_bench_vulkan [--dim 2048 --layers 12 --heads 16 --vocab 32000] [--quant f16,int8,int4]\n"
+    "                          [--prefill 128] [--decode 32] [--dir /tmp] [--device N] [--gemv-sweep 0|1]\n"
+    "                          [--decode-paths auto|ops|persistent[:N[xT]][/B],...] [--gemv-rows R]\n"
+    "                          [--attention-chunk K] [--phase-split 0|1] [--timeline 0|1] [--timeline-csv DIR]\n"
+    "                          [--buffer-cap-mb N]\n"
+    "Decode and prefill of a random seed-size model on a Vulkan device, next to its measured bandwidth\n"
+    "bound (bench/vulkan_edge_bench.cpp's header says what each flag does).\n";
+
 int run(int argc, char** argv) {
   ModelConfig c = preset_config(Preset::causal);  // seed size: V 32000, D 2048, L 12, H 16
   std::string quants = "f16,int8,int4", dir = "/tmp", decodes = "auto", timeline_csv;
@@ -319,8 +328,14 @@ int run(int argc, char** argv) {
   uint32_t gemv_rows = 0;  // rows per subgroup of the decode GEMVs (0: chosen per matrix)
   uint32_t attention_chunk = 0;
   uint64_t buffer_cap = 0;  // --buffer-cap-mb: the storage-binding cap (a buffer per tensor below the model's size)
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i], v = argv[i + 1];
+  for (int i = 1; i < argc; i += 2) {
+    const std::string k = argv[i];
+    if (k == "--help" || k == "-h") {
+      std::printf("%s", kUsage);
+      return 0;
+    }
+    PYLON_CHECK(i + 1 < argc, "flag ", k, " needs a value (--help lists the flags)");
+    const std::string v = argv[i + 1];
     if (k == "--dim") c.dim = std::stoi(v);
     else if (k == "--layers") c.layers = std::stoi(v);
     else if (k == "--heads") c.heads = std::stoi(v);
@@ -338,7 +353,7 @@ int run(int argc, char** argv) {
     else if (k == "--timeline") timeline = std::stoi(v);
     else if (k == "--timeline-csv") timeline_csv = v, timeline = 1;
     else if (k == "--buffer-cap-mb") buffer_cap = std::stoull(v) << 20;
-    else PYLON_CHECK(false, "unknown flag ", k);
+    else PYLON_CHECK(false, "unknown flag ", k, " (--help lists the flags)");
   }
   vk::ContextOptions co;
   co.device_index = device;

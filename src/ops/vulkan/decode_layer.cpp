@@ -256,13 +256,16 @@ void Ops::decode_head(Recorder& r, const BufferView& y, const BufferView& x, con
   // workgroups per SM of the block's grid (gemv_subgroup's in the same call): f16 52.5-54.5 /
   // 51.5-51.6 (50-55), int8 35.8-36.0 / 42.7-43.0 (48-52), int4 64.1-64.7 / 59.2-60.7 (59-60)
   // (bench/vulkan_notes.md, 20:11-20:14 UTC).
-  // PYLON_VK_HEAD_ROWS=R: rows per subgroup (a benchmark's diagnostic).
+  // Rows per subgroup: int4's head takes one (H200, µs: 48.9 at one, 60.4-61.3 at the blocks' two,
+  // 65.7 at four; bench/vulkan_notes.md), the others the blocks' choice; set_gemv_shape's rows
+  // (tests) and PYLON_VK_HEAD_ROWS=R (a benchmark's diagnostic) override it.
   const char* head_rows = std::getenv("PYLON_VK_HEAD_ROWS");
+  uint32_t rows = head_rows ? static_cast<uint32_t>(std::stoul(head_rows)) : 0;
+  if (!rows && !gemv_shape_.rows && w.dtype == EdgeDType::int4) rows = 1;
   PYLON_CHECK(shared_bytes(w.cols, grid.threads, head_loads(w.dtype)) <= ctx_.info().max_shared_bytes,
               "Vulkan: decode_head's shared memory at ", grid.threads, " threads and ", head_loads(w.dtype),
               " words in flight exceeds the device's ", ctx_.info().max_shared_bytes, " bytes");
-  const Kernel& k = layer_kernel(w.dtype, w.cols, grid.threads, false, head_loads(w.dtype),
-                                 head_rows ? static_cast<uint32_t>(std::stoul(head_rows)) : 0, false, true);
+  const Kernel& k = layer_kernel(w.dtype, w.cols, grid.threads, false, head_loads(w.dtype), rows, false, true);
   // PYLON_VK_HEAD_GROUPS=N: N workgroups per SM instead (a benchmark's diagnostic).
   const char* per_sm = std::getenv("PYLON_VK_HEAD_GROUPS");
   const uint32_t groups = (per_sm ? std::max(1u, static_cast<uint32_t>(std::stoul(per_sm)))

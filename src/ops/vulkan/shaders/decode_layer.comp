@@ -29,8 +29,8 @@
 // them, LOADS words in flight per lane, and a subgroup sum ends each row. The results are those
 // of the per-op path (gemv_subgroup + attention_decode) up to summation order.
 // Grid barrier: a workgroup's writes made visible (memoryBarrierBuffer), then it counts itself in
-// on sync[0], loads the first weight words of its next phase, and waits until the count reaches
-// n·(workgroups) at the n-th barrier, then acquires (wait_for). Every wait (a barrier's, a head's
+// on sync[0], loads the first weight words of its next phase (all but the polling subgroup), and
+// waits until the count reaches n·(workgroups) at the n-th barrier, then acquires (wait_for). Every wait (a barrier's, a head's
 // q and k) is bounded (about pc.spin_limit reads): past it, or once another workgroup has
 // given up (sync[2]), it sets failed[0] for the host, which redoes the token on the per-op path.
 // The last workgroup to finish sets the counters back to zero for the next dispatch.
@@ -180,6 +180,7 @@ uint swz(uint i) { return i ^ ((i >> 3u) & (F - 1u)); }
 uint blk = 0u;
 uvec4 o_w = uvec4(0u), o_s = uvec4(0u), o_v = uvec4(0u);  // (qkv, out_proj, ffn.0, ffn.2); (Bqkv, Bo, G1, G2)
 uint o_kv = 0u;
+bool pre_loaded = true;  // this subgroup's first words of its next GEMV phase are in main's `pre`
 // Timeline's event e of the block being run (nothing without TIMELINE).
 void mark(uint e) {
 #ifdef TIMELINE
@@ -375,6 +376,7 @@ void main() {
     mark(1u);
     if ((pc.phases & 1u) != 0u) gemv(0u, 3u * D, D, QKV_ROWS, rstd, pre);
     mark(2u);
+    pre_loaded = true;
     prefetch(1u, D, D, ROWS, pre);  // held through the attention phase
     if ((pc.phases & 2u) != 0u) attention_phase();  // no grid barrier: q and k polled by tag
     else mark(3u), mark(4u), mark(5u);
@@ -385,7 +387,12 @@ void main() {
     if ((pc.phases & 4u) != 0u) gemv(1u, D, D, ROWS, stage(1u, D, 0u), pre);
     mark(8u);
     grid_arrive();
-    ffn_prefetch(pre);
+    // Between arriving and waiting, the next phase's first words; not in the subgroup that polls
+    // the count (tid 0's), which loads its own after the wait (H200, ms a token against every
+    // subgroup loading ahead: int8 0.541-0.542 / 0.543-0.549, int4 0.557-0.559 / 0.563-0.567, f16
+    // 0.572-0.577 either way).
+    pre_loaded = gl_SubgroupID != 0u;
+    if (pre_loaded) ffn_prefetch(pre);
     grid_wait(3u * b + 2u);
     mark(9u);
     if ((pc.phases & 8u) != 0u) ffn_phase(pre);
@@ -394,7 +401,8 @@ void main() {
     if (MULTI == 0u || b + 1u == pc.blocks) break;
     grid_arrive();  // the FFN's sums in h before the next block stages it
     enter_block(b + 1u);
-    prefetch(0u, 3u * D, D, QKV_ROWS, pre);
+    pre_loaded = gl_SubgroupID != 0u;  // as at barrier 2
+    if (pre_loaded) prefetch(0u, 3u * D, D, QKV_ROWS, pre);
     grid_wait(3u * b + 3u);
   }
   mark_edge(1u);

@@ -68,7 +68,8 @@ void attend(uint hh, uint chunk, uint size, uint chunks, uint keys, uint max_chu
   vec4 kp[KB];
   for (uint t = 0u; t < KB; ++t) {
     const uint j = gl_SubgroupID + t * NS, c = 4u * lane;
-    kp[t] = j < count && first + j + 1u != keys && c < hd ? k4[(o_kv + (first + j) * D + hh * hd + c) >> 2] : vec4(0.0);
+    const bool cached = j < count && first + j + 1u != keys && c < hd;
+    kp[t] = cached ? k4[(o_kv + (first + j) * D + hh * hd + c) >> 2] : vec4(0.0);
   }
   stage_qk(hh);
   if (marks) mark(3u);

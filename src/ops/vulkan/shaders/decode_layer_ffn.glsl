@@ -46,7 +46,7 @@ void ffn_phase(uvec4 pre[LOADS]) {
   const uint WS = SL / (4u * F);  // 16-byte words of a W2 row in the slice
   const float rstd = stage(2u, D, 2u);
   mark(10u);
-  bool first = true, marked = false;
+  bool first = pre_loaded, marked = false;
   const uint RPR = THREADS / WS, CR = RPR * LOADS, w = tid % WS;
   uvec4 q[LOADS];
   float fq[LOADS];

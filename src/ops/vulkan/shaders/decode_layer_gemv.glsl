@@ -123,13 +123,13 @@ void row_dots(uint m, uint per_row, uint nr, uint split, uint part, uint rr[MAXR
 
 // Matrix m (rows, cols) times the staged row: each workgroup takes row sets of `nr` rows (<= MAXR)
 // per `split` subgroups, grid-stride (the loop's trip count is the workgroup's, for the split's
-// barriers). The first step's words are `pre` (prefetch). Each row's sum is scaled by rstd and
-// stored as phase m does.
+// barriers). The first step's words are `pre` (prefetch) where pre_loaded, else loaded here.
+// Each row's sum is scaled by rstd and stored as phase m does.
 void gemv(uint m, uint rows, uint cols, uint nr, float rstd, uvec4 pre[LOADS]) {
   const uint S = gl_SubgroupSize, lane = gl_SubgroupInvocationID, sg = gl_SubgroupID, per_row = row_words(cols);
   const uint split = split_for(rows, nr, per_row), part = sg % split, per_group = gl_NumSubgroups / split * nr;
   const uint pos = position[0], half_hd = pc.dim / pc.heads / 2u;
-  bool first = true;
+  bool first = pre_loaded;
   for (uint base = gl_WorkGroupID.x * per_group; base < rows; base += gl_NumWorkGroups.x * per_group) {
     const uint r0 = base + sg / split * nr;
     uint rr[MAXR];
