@@ -30,9 +30,10 @@
 // of the per-op path (gemv_subgroup + attention_decode) up to summation order.
 // Grid barrier: a workgroup's writes made visible (memoryBarrierBuffer), then it counts itself in
 // on sync[0], loads the first weight words of its next phase (all but the polling subgroup), and
-// waits until the count reaches n·(workgroups) at the n-th barrier, then acquires (wait_for). Every wait (a barrier's, a head's
-// q and k) is bounded (about pc.spin_limit reads): past it, or once another workgroup has
-// given up (sync[2]), it sets failed[0] for the host, which redoes the token on the per-op path.
+// waits until the count reaches n·(workgroups) at the n-th barrier, then acquires (wait_for).
+// Every wait (a barrier's, a head's q and k) is bounded (about pc.spin_limit reads): past it, or
+// once another workgroup has given up (sync[2]), it sets failed[0] for the host, which redoes the
+// token on the per-op path.
 // The last workgroup to finish sets the counters back to zero for the next dispatch.
 // Needs 64-bit buffer atomics (the tagged pairs) and float atomic add (Ops::decode_layer_unsupported).
 // pc.probe != 0: only two barriers (Ops::persistent_grid's residency test).
