@@ -4,10 +4,13 @@
 // device's measured read bandwidth (a compute shader reading a large buffer as 16-byte words, device
 // timestamps; also vkCmdCopyBuffer's read + write bytes and, for CPU devices, an OpenMP sum over host
 // memory: the bound uses the largest), the bandwidth bound (bandwidth / bytes per token), measured
-// decode tokens/s (median per-token time, host submit and wait included), then a second decode pass
+// decode tokens/s (median per-token time, host submit and wait included; the first token, which
+// also records the step, and the fastest and slowest after it), then a second decode pass
 // with device timestamps after every dispatch: device time per token against host time per token,
 // and the device time per kind of dispatch; prefill tokens/s on the plain tiled GEMM and on the coopmat GEMM where it runs,
-// and the coopmat GEMM's own throughput on a large fp16 GEMM (the prefill ceiling of this kernel).
+// and the coopmat GEMM's own throughput on a large fp16 GEMM (the prefill ceiling of this kernel);
+// after each precision's decodes, the read bandwidth again (a run slow throughout then says
+// whether the memory was slow too).
 // --gemv-sweep 1 first times the subgroup GEMV on each of the model's matrix shapes in several
 // (rows per subgroup, subgroups per row set) shapes, dispatched back to back with barriers as in
 // a decode step, each layer's copy in turn (device timestamps, mean of 30 dispatches after a
@@ -357,12 +360,13 @@ int run(int argc, char** argv) {
   }
   vk::ContextOptions co;
   co.device_index = device;
-  double bw = 0;
+  double bw = 0, read_bw = 0;
   {
     vk::Context ctx(co);
     const uint64_t bytes = std::min<uint64_t>(1ull << 30, ctx.info().max_allocation / 2);
     const double copy = copy_bandwidth(ctx, bytes);
     const double read = shader_read_bandwidth(ctx, bytes);
+    read_bw = read;
     bw = std::max(copy, read);
     const double host = host_read_bandwidth(1ull << 30);
     std::printf("host read bandwidth (OpenMP sum over 1 GiB, best of 5): %.1f GB/s\n", host / 1e9);
@@ -418,6 +422,10 @@ int run(int argc, char** argv) {
       std::printf("  decode: %.3f ms/token median, %.1f tokens/s; weights %.1f MB/token; bound %.1f tokens/s "
                   "at %.1f GB/s: %.0f%% of the bound (%.1f GB/s effective)\n",
                   median(dec) * 1e3, tps, bytes / 1e6, bound, bw / 1e9, 100.0 * tps / bound, bytes * tps / 1e9);
+      if (dec.size() > 1)  // the first token also records the step (and may build pipelines)
+        std::printf("  decode tokens: first %.3f ms, then fastest %.3f ms, slowest %.3f ms\n", dec[0] * 1e3,
+                    *std::min_element(dec.begin() + 1, dec.end()) * 1e3,
+                    *std::max_element(dec.begin() + 1, dec.end()) * 1e3);
       if (dec_model.persistent_gave_up_at() >= 0)  // the rest of the run is the op-by-op path's
         std::printf("  (the persistent kernel's grid wait timed out at position %d: op by op from there)\n",
                     dec_model.persistent_gave_up_at());
@@ -478,6 +486,12 @@ int run(int argc, char** argv) {
       } catch (const Error& e) {
         std::printf("  decode path %s: %s\n", path_name.c_str(), e.what());
       }
+    }
+    {  // the device's read bandwidth again: a run slow throughout shows whether memory was slower too
+      vk::Context ctx(co);
+      const uint64_t bw_bytes = std::min<uint64_t>(1ull << 30, ctx.info().max_allocation / 2);
+      std::printf("  read bandwidth after these decodes: %.1f GB/s (%.1f at the start)\n",
+                  shader_read_bandwidth(ctx, bw_bytes) / 1e9, read_bw / 1e9);
     }
     if (phase_split) {  // decode_layer.comp's phases: 1 qkv, 2 attention, 3 out_proj, 4 the FFN
       // Then all of them with every weight read from a cache (mask bit 4): the kernel's floor were
