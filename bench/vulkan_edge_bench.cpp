@@ -221,11 +221,11 @@ void print_timeline(const std::string& path, VulkanOptions o, const std::vector<
   VulkanDecoder d(path, o, prefill + decode);
   d.feed(tokens.data(), prefill);
   const uint32_t G = d.persistent_grid(), L = static_cast<uint32_t>(d.config().layers);
-  const char* steps[] = {"qkv: stage the row (norm)",   "qkv: GEMV, store, count",    "attention: wait for q, k",
-                         "attention: scores, softmax",  "attention: p.V, store",      "attention: other items",
-                         "barrier 1",                   "out_proj: stage, GEMV, store", "barrier 2",
-                         "FFN: stage the row (norm)",   "FFN: first slice's W1, f1",  "FFN: W2 (and later slices)",
-                         "barrier 3 (between blocks)"};
+  const char* steps[] = {"qkv: stage the row (norm)",  "qkv: GEMV, store",           "attention: wait for q, k",
+                         "attention: scores, softmax", "attention: p.V, store",      "attention: other items",
+                         "out_proj: wait for att",     "out_proj: tiles, added",     "barrier after out_proj",
+                         "FFN: stage the row (norm)",  "FFN: first slice's W1, f1",  "FFN: W2 (and later slices)",
+                         "barrier between blocks"};
   constexpr int kSteps = static_cast<int>(vk::LayerTimeline::kEvents);
   static_assert(std::size(steps) == kSteps);
   std::vector<double> per_group(static_cast<size_t>(kSteps) * G, 0.0);  // cycles, summed

@@ -107,7 +107,7 @@ struct VulkanDecoder::Impl {
     partials = make(vk::Ops::attention_partials(static_cast<uint32_t>(H), static_cast<uint32_t>(D / H),
                                                 static_cast<uint32_t>(T)),
                     vk::MemoryKind::device, "attention partials");
-    {  // zeroed: decode_layer.comp's tagged q and k start with no token's tag (tags are never 0)
+    {  // zeroed: decode_layer.comp's tagged pairs start with no token's tag (tags are never 0)
       const std::vector<uint32_t> zeros(partials.size() / 4, 0);
       ctx.upload(partials, 0, zeros.data(), zeros.size() * 4);
     }
@@ -144,7 +144,7 @@ struct VulkanDecoder::Impl {
     a.norm1 = &w(p + "norm1.weight"), a.qkv = &w(p + "attn.in_proj_weight"), a.qkv_bias = &w(p + "attn.in_proj_bias");
     a.out = &w(p + "attn.out_proj.weight"), a.out_bias = &w(p + "attn.out_proj.bias");
     a.norm2 = &w(p + "norm2.weight"), a.ffn0 = &w(p + "ffn.0.weight"), a.ffn2 = &w(p + "ffn.2.weight");
-    a.x = {&x}, a.qkv_out = {&qkv}, a.att = {&att}, a.mid = {&f1}, a.partials = {&partials};
+    a.x = {&x}, a.partials = {&partials};
     a.table = {&rope_table}, a.position = {&position};
     a.cache = {K, {&v_cache, K.offset, K.size}};
     a.heads = static_cast<uint32_t>(cfg.heads), a.max_keys = static_cast<uint32_t>(max_tokens);

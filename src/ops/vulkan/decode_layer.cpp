@@ -30,14 +30,14 @@ uint32_t head_loads(EdgeDType d) {
 }
 
 // decode_layer.comp's shared memory for workgroups of `threads` staging rows of up to `xs` floats,
-// `loads` 16-byte words in flight a lane: xs4, red, part_sums, qs, kps, pv, wts, the flag, the FFN's slice (SL
-// floats) and its W2 partials (loads x threads).
+// `loads` 16-byte words in flight a lane: xs4, red, part_sums, qs, kps, pv, wts, the flag, a column
+// slice's values (SL floats) and its rows' partial dots (loads x threads).
 uint64_t shared_bytes(int64_t xs, uint32_t threads, uint32_t loads) {
   return 4 * (static_cast<uint64_t>(xs) + threads / 4 + threads + 2 * 256 + 4 * 256 + 256 + 64 +
               static_cast<uint64_t>(loads) * threads) + 4;
 }
 
-// A block's staged row (floats): D (x, att or hm), at least 512 for the attention's scores of an
+// A block's staged row (floats): D (x), at least 512 for the attention's scores of an
 // item (keys per item <= this).
 int64_t block_xs(int64_t dim) { return std::max<int64_t>(dim, 512); }
 
@@ -82,7 +82,6 @@ std::string Ops::decode_layer_unsupported(const DecodeLayerArgs& a) const {
   if (D <= 0 || a.heads == 0 || a.heads > kMaxHeads || D % (2 * a.heads) != 0) return "heads do not split the width";
   const int64_t hd = D / a.heads;
   if (hd % 4 != 0 || hd > 256) return "a head dim that is not a multiple of 4 up to 256";
-  if (a.heads > 256) return "more than 256 heads";  // the value rows' weights staged in qs
   const struct {
     const DeviceMatrix* m;
     int64_t rows, cols;
@@ -176,7 +175,7 @@ void Ops::dispatch_layers(Recorder& r, const DecodeLayerArgs* first, uint32_t co
   const BufferView v_cache{a.cache.v.buffer, a.cache.v.offset - (a.cache.k.offset - bound[12].view.offset), 0};
   r.label_next(std::string("decode_layer ") + edge_dtype_name(a.qkv->dtype));
   std::vector<BufferView> views = {
-      a.x, a.qkv_out, a.att, a.mid, bound[0].view, bound[1].view, bound[2].view, bound[3].view, bound[4].view,
+      a.x, none, none, none, bound[0].view, bound[1].view, bound[2].view, bound[3].view, bound[4].view,
       bound[5].view, bound[6].view, bound[7].view, bound[8].view, bound[9].view, bound[10].view,
       bound[11].view, a.table, a.position, bound[12].view, v_cache, a.partials, {&sync_, 0, 0},
       {&failed_, 0, 0}, table, embed ? embed->table->chunks[0].values : none, embed ? embed->tokens : none};

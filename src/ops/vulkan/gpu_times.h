@@ -27,8 +27,8 @@ struct GpuTimes {
 // and at kEvents points of every block: 0 the block's start (the previous barrier passed), 1 qkv's
 // row staged, 2 qkv stored, in its first attention item 3 the head's q and k seen stored, 4 the
 // softmax done, 5 the item's output stored (without an item: 3-5 when the attention ends), 6 the
-// attention done, 7 barrier 1 passed, 8 out_proj stored, 9 barrier 2 passed, 10 the FFN's row
-// staged, 11 its first slice's f1 done, 12 the FFN done.
+// attention done, 7 its first out_proj tile's values seen, 8 out_proj added, 9 the barrier after
+// out_proj passed, 10 the FFN's row staged, 11 its first slice's f1 done, 12 the FFN done.
 struct LayerTimeline {
   static constexpr uint32_t kEvents = 13;
   uint32_t groups = 0, blocks = 0;

@@ -212,11 +212,11 @@ void Ops::attention(Recorder& r, const BufferView& q, const BufferView& k, const
 
 uint64_t Ops::attention_partials(uint32_t heads, uint32_t hd, uint32_t max_keys) {
   // Per head and chunk of keys (m, l, o); then per head decode_layer.comp's weight of the token's
-  // value row (value_weight_at); then, 64-bit aligned, its tagged q and k rows (tagged_at: two
-  // floats each).
+  // value row (value_weight_at); then, 64-bit aligned, its tagged pairs of two floats (tagged_at:
+  // q, k, v, the attention's output, the heads' weights: 4D + heads).
   const uint64_t chunks = (max_keys + kAttentionChunk - 1) / kAttentionChunk;
   const uint64_t weights = heads * chunks * (hd + 2) + heads;
-  return (weights + 1) / 2 * 2 + 4ull * heads * hd;
+  return (weights + 1) / 2 * 2 + 2 * (4ull * heads * hd + heads);
 }
 
 void Ops::attention_decode(Recorder& r, const BufferView& q, const BufferView& k, const BufferView& v,

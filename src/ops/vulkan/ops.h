@@ -135,12 +135,11 @@ class Ops {
   // meet at grid barriers between the block's phases and between blocks (decode_layer.comp): the
   // same results as qkv_rope_gemv, attention_decode, matmul (out_proj), normed_gemv (ffn.0) and
   // matmul (ffn.2).
-  // x (D): the residual stream, read and updated; qkv (3D), att (D), mid (D: h after the
-  // attention, the FFN's input): scratch;
-  // partials: attention_partials(heads, hd, max_keys) floats.
+  // x (D): the residual stream, read and updated; partials: attention_partials(heads, hd,
+  // max_keys) floats of scratch, zeroed before the first dispatch (its tagged pairs).
   struct DecodeLayerArgs {
     const DeviceMatrix *norm1, *qkv, *qkv_bias, *out, *out_bias, *norm2, *ffn0, *ffn2;
-    BufferView x, qkv_out, att, mid, partials, table, position;
+    BufferView x, partials, table, position;
     KvCache cache;
     uint32_t heads, max_keys;
     float eps;

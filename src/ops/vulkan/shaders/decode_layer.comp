@@ -1,25 +1,28 @@
 // One causal decode token through pc.blocks consecutive transformer blocks in one dispatch (a
 // persistent kernel). The grid's workgroups, all resident at once (Ops::persistent_grid probes a
-// grid that is), walk each block's phases, with a grid barrier between each from the attention on
-// and between blocks (block b's weights and KV cache at the offsets of Table row b into the
-// bindings: Ops::plan_layers puts blocks whose weights share buffers in one dispatch):
+// grid that is), walk each block's phases, with two grid barriers a block, after out_proj and
+// after the FFN (block b's weights and KV cache at the offsets of Table row b into the bindings:
+// Ops::plan_layers puts blocks whose weights share buffers in one dispatch). Between the other
+// phases, values are handed over as (value, tag) pairs, each stored with one 64-bit atomic
+// (tagged_at, qk_tag) and polled until it carries this block's tag: no fence, count or barrier.
 //   1. qkv = (rmsnorm(h)·g1)·Wqkvᵀ + bqkv; q and k rotated at p = position[0] (RoPE); k, v
-//      written to row p of the layer's KV cache. q's and k's rows go first, head by head, each
-//      also stored as a (value, tag) pair with one 64-bit atomic (tagged_at, qk_tag); v's last.
+//      written to row p of the layer's KV cache and as tagged pairs, q's and k's rows first,
+//      head by head, v's last.
 //   2. att = attention of q over the cache's p + 1 keys: items (head, run of keys) over the
-//      workgroups, from the last one down, each polling its head's q and key p until every pair
-//      carries this block's tag (stage_qk: no fence, count or barrier between the phases): the
-//      workgroups with no second round of qkv rows (the last ones) attend while the rest store
-//      v's rows. The attention sums the values of keys < p only and leaves the weight of value
-//      row p per head (att_in adds the row once barrier 1 has passed). Where a head has several
-//      items, the last to finish combines them (one softmax)
-//   3. h += att·Woᵀ + bo, also written to hm, the FFN's input
-//   4. h += silu((rmsnorm(hm)·g2)·W1ᵀ)·W2ᵀ by slices of SL rows of W1 (columns of W2) over the
+//      workgroups, from the last one down, each polling its head's q and key p: the workgroups
+//      with no second round of qkv rows (the last ones) attend while the rest store v's rows.
+//      Where a head has several items, the last to finish combines them (one softmax). Stored
+//      as tagged pairs.
+//   3. h += att·Woᵀ + bo by tiles of (SL columns, rows) of Wo over the workgroups, each polling
+//      its SL values of att (decode_layer_out_proj.glsl), added into h with float atomics once
+//      count 3 says that every workgroup's staging has read h.
+//   4. h += silu((rmsnorm(h)·g2)·W1ᵀ)·W2ᵀ by slices of SL rows of W1 (columns of W2) over the
 //      workgroups: a slice's f1 stays in its workgroup's shared memory, and its product with W2's
-//      SL columns is added into h with float atomics (so the sums' order varies run to run). No
-//      grid barrier and no staging of the 4D-wide f1 between the two matrices: H200, µs a block
-//      against the FFN as two phases (f1 = silu(...) stored, a grid barrier, h += f1·W2ᵀ): f16
-//      52.1-52.2 / 53.0, int8 48.8-49.3 / 51.4-51.7, int4 51.9 / 52.3-52.5 (bench/vulkan_notes.md).
+//      SL columns is added into h with float atomics (once count 4 says every staging has read
+//      h; the sums' order varies run to run). No grid barrier and no staging of the 4D-wide f1
+//      between the two matrices: H200, µs a block against the FFN as two phases (f1 = silu(...)
+//      stored, a grid barrier, h += f1·W2ᵀ): f16 52.1-52.2 / 53.0, int8 48.8-49.3 / 51.4-51.7,
+//      int4 51.9 / 52.3-52.5 (bench/vulkan_notes.md).
 // pc.embed != 0: block 0's input is row tokens[0] of the embedding table instead of h (the lookup
 // folded in: its own dispatch took 8 µs a token on the H200), written to h for the residual.
 // Each GEMV phase stages its input row in shared memory first (x·g, the norm's Σx² summed once per
@@ -27,11 +30,13 @@
 // weight rows at a time (QKV_ROWS in phase 1: rotation pairs, rows i and i + hd/2 of a head;
 // MAXR of a slice in phase 4), grid-stride, its lanes reading consecutive 16-byte words of
 // them, LOADS words in flight per lane, and a subgroup sum ends each row. The results are those
-// of the per-op path (gemv_subgroup + attention_decode) up to summation order.
+// of the per-op path (gemv_subgroup + attention_decode + matmul) up to summation order.
 // Grid barrier: a workgroup's writes made visible (memoryBarrierBuffer), then it counts itself in
 // on sync[0], loads the first weight words of its next phase (all but the polling subgroup), and
 // waits until the count reaches n·(workgroups) at the n-th barrier, then acquires (wait_for).
-// Every wait (a barrier's, a head's q and k) is bounded (about pc.spin_limit reads): past it, or
+// Counts 3 and 4 are split barriers too: a workgroup counts itself in once its staging has read h
+// and waits for all before its first atomic add into h, which comes microseconds later.
+// Every wait (a barrier's, a count's, a tagged pair's) is bounded (about pc.spin_limit reads): past it, or
 // once another workgroup has given up (sync[2]), it sets failed[0] for the host, which redoes the
 // token on the per-op path.
 // The last workgroup to finish sets the counters back to zero for the next dispatch.
@@ -39,8 +44,9 @@
 // pc.probe != 0: only two barriers (Ops::persistent_grid's residency test).
 // HEAD 1: the decode head instead (Ops::decode_head): qkv (pc.head_rows) = h·Wᵀ with the
 // matrix in qkv's bindings, one GEMV phase, no barrier, so the grid need not be resident.
-// The phases' code: decode_layer_gemv.glsl (qkv, out_proj, the head), decode_layer_attention.glsl,
-// decode_layer_ffn.glsl; this file holds the bindings, the barriers, the staging and main.
+// The phases' code: decode_layer_gemv.glsl (qkv, the head), decode_layer_attention.glsl,
+// decode_layer_out_proj.glsl, decode_layer_ffn.glsl; this file holds the bindings, the barriers,
+// the tagged pairs, the staging and main.
 // TIMELINE (the module decode_layer_timeline, compiled with -DTIMELINE): each workgroup's first
 // invocation also stores its SM clock (GL_ARB_shader_clock's low word) at the dispatch's start and
 // end and at EVENTS points of every block into Timeline (Ops::enable_timeline): a benchmark's view
@@ -108,12 +114,8 @@ layout(push_constant) uniform Push {
 
 layout(std430, binding = 0) coherent buffer Hid { float h[]; };  // (D) the residual stream, in and out
 layout(std430, binding = 0) coherent buffer Hid4 { vec4 h4[]; };
-layout(std430, binding = 1) coherent buffer Qkv { float qkv[]; };  // (3D) q, k, v
-layout(std430, binding = 1) coherent buffer Qkv4 { vec4 qkv4[]; };
-layout(std430, binding = 2) coherent buffer Att { float att[]; };  // (D)
-layout(std430, binding = 2) coherent buffer Att4 { vec4 att4[]; };
-layout(std430, binding = 3) coherent buffer Mid { float hm[]; };  // (D) h after phase 3
-layout(std430, binding = 3) coherent buffer Mid4 { vec4 hm4[]; };
+layout(std430, binding = 1) buffer Out { float qkv[]; };  // HEAD: (head_rows) the logits
+// Bindings 2 and 3: unused.
 layout(std430, binding = 4) readonly buffer Wqkv { uvec4 w_qkv[]; };  // (3D, D) edge encoding
 layout(std430, binding = 5) readonly buffer Wo { uvec4 w_o[]; };      // (D, D)
 layout(std430, binding = 6) readonly buffer W1 { uvec4 w_1[]; };      // (4D, D)
@@ -133,8 +135,10 @@ layout(std430, binding = 18) coherent buffer KCache4 { vec4 k4[]; };
 layout(std430, binding = 19) coherent buffer VCache { float v_cache[]; };
 layout(std430, binding = 19) coherent buffer VCache4 { vec4 v4[]; };
 layout(std430, binding = 20) coherent buffer Partials { float partials[]; };  // per (head, chunk): m, l, o
-layout(std430, binding = 20) coherent buffer Tagged { uint64_t tagged[]; };  // (value, tag) of q, k: tagged_at
-// 0 count, 1 done, 2 failed; 16 + h: head h's finished attention items
+layout(std430, binding = 20) coherent buffer Tagged { uint64_t tagged[]; };  // (value, tag) pairs: tagged_at
+// 0 the grid barriers' count, 1 done, 2 failed, 3 and 4 the stagings that read h (phases 1 and 4);
+// 16 + h: head h's finished attention items
+
 layout(std430, binding = 21) coherent buffer Sync { uint sync_[]; };
 layout(std430, binding = 22) buffer Failed { uint failed[]; };  // host-visible: a barrier gave up
 // Table, 16 words per block: the 16-byte-word offsets of Wqkv, Wo, W1, W2 in their bindings; the 32-bit
@@ -147,8 +151,9 @@ layout(std430, binding = 25) readonly buffer Tokens { uint tokens[]; };
 // the clock at event e of Table row first_row + b: 0 the block's start (the previous barrier
 // passed), 1 qkv's row staged, 2 qkv stored, in the workgroup's first attention item 3 its head's
 // q and k seen stored, 4 its scores' softmax done, 5 its output stored (a workgroup with no item:
-// 3-5 at 6), 6 the attention done, 7 barrier 1 passed, 8 out_proj stored, 9 barrier 2 passed, 10
-// the FFN's row staged, 11 its first slice's f1 done, 12 the FFN done.
+// 3-5 at 6), 6 the attention done, 7 its first out_proj tile's att seen (and count 3), 8 out_proj
+// added, 9 the barrier after out_proj passed, 10 the FFN's row staged, 11 its first slice's f1
+// done, 12 the FFN done.
 layout(std430, binding = 26) buffer Timeline { uint timeline[]; };
 #endif
 const uint EVENTS = 13u;
@@ -163,8 +168,8 @@ shared float kps[256];      // attention: the head's key p
 shared vec4 pv[VT];         // attention: p·V per (vec4 column, key slice)
 shared float wts[VT];       // attention: the combine's chunk weights
 shared bool flag;           // attention: this workgroup combines the head
-shared vec4 f1s4[SL / 4u];  // FFN: the workgroup's slice of f1
-shared float w2_parts[LOADS * THREADS];  // FFN: W2 rows' partial dots, per (load, invocation)
+shared vec4 f1s4[SL / 4u];  // a column slice's values: out_proj's of att, the FFN's of f1
+shared float w2_parts[LOADS * THREADS];  // the slice's rows' partial dots, per (load, invocation)
 // Attention's scores (then exp(s - m)), one per key of an item: in the staging row, which the
 // attention phase does not use.
 #define PS(j) xs4[(j) >> 2][(j) & 3u]
@@ -221,27 +226,42 @@ void grid_arrive() {  // this workgroup's writes visible to the device, then cou
   barrier();
   if (tid == 0u) atomicAdd(sync_[0], 1u);
 }
-
-// Until sync[i] >= target: the workgroup waits on its first invocation, which acquires the counted
-// writes (by the read that saw the count, or a fence after it: POLL), and the barrier passes them
-// on to the rest of the workgroup. No full fence in every invocation: that
-// waits for each one's loads in flight, the next phase's prefetched words (H200, f16: 0.59
-// against 0.605 ms a token with memoryBarrierBuffer after the barrier).
-void wait_for(uint i, uint target) {
-  if (tid == 0u) {
-    // Two nested loops of at most 1024 and spin_limit / 1024 reads: llvmpipe ends any loop after
-    // 65535 iterations. The last count read decides: no read after the one that saw the target.
-    uint seen = sync_read(i);
-    for (uint outer = 0u; seen < target && outer < max(pc.spin_limit >> 10u, 1u); ++outer) {
-      for (uint spins = 0u; seen < target && spins < min(pc.spin_limit, 1024u); ++spins) seen = sync_read(i);
-      if (seen < target && sync_read(2u) != 0u) break;  // another workgroup gave up
-    }
-    if (seen < target || pc.spin_limit == 0u) {  // 0: a failure injected by tests
-      atomicOr(sync_[2], 1u);
-      failed[0] = 1u;
-    }
-    if (POLL == 0u) memoryBarrier(gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsAcquire);
+// After stage() (whose last barrier follows every invocation's use of what it read from h): this
+// workgroup counted in on sync[i], its reads of h done. No fence, which would wait for the
+// prefetched words too (H200: 0.7 µs a staging); one only where the staging wrote h (`wrote`: the
+// embedding's share).
+void count_staged(uint i, bool wrote) {
+  if (wrote) {
+    memoryBarrierBuffer();
+    barrier();
   }
+  if (tid == 0u) atomicAdd(sync_[i], 1u);
+}
+
+// Until sync[i] >= target, on the calling invocation (the workgroup's first: wait_for, or count 3
+// and 4's waits, whose closing barrier is the caller's).
+void wait_count(uint i, uint target) {
+  // Two nested loops of at most 1024 and spin_limit / 1024 reads: llvmpipe ends any loop after
+  // 65535 iterations. The last count read decides: no read after the one that saw the target.
+  uint seen = sync_read(i);
+  for (uint outer = 0u; seen < target && outer < max(pc.spin_limit >> 10u, 1u); ++outer) {
+    for (uint spins = 0u; seen < target && spins < min(pc.spin_limit, 1024u); ++spins) seen = sync_read(i);
+    if (seen < target && sync_read(2u) != 0u) break;  // another workgroup gave up
+  }
+  if (seen < target || pc.spin_limit == 0u) {  // 0: a failure injected by tests
+    atomicOr(sync_[2], 1u);
+    failed[0] = 1u;
+  }
+  if (POLL == 0u) memoryBarrier(gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsAcquire);
+}
+
+// A grid barrier's wait: the workgroup waits on its first invocation, which acquires the counted
+// writes (by the read that saw the count, or a fence after it: POLL), and the barrier passes them
+// on to the rest of the workgroup. No full fence in every invocation: that waits for each one's
+// loads in flight, the next phase's prefetched words (H200, f16: 0.59 against 0.605 ms a token
+// with memoryBarrierBuffer after the barrier).
+void wait_for(uint i, uint target) {
+  if (tid == 0u) wait_count(i, target);
   controlBarrier(gl_ScopeWorkgroup, gl_ScopeWorkgroup, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
                  gl_SemanticsAcquireRelease);
 }
@@ -253,6 +273,8 @@ void finish() {  // the last workgroup out resets the counts for the next dispat
   if (tid == 0u && atomicAdd(sync_[1], 1u) == gl_NumWorkGroups.x - 1u) {
     sync_[0] = 0u;
     sync_[1] = 0u;
+    sync_[3] = 0u;
+    sync_[4] = 0u;
   }
 }
 
@@ -260,10 +282,9 @@ void finish() {  // the last workgroup out resets the counts for the next dispat
 // pc.phases bit 4: word i of a matrix read as word i mod 4096, its first 64 KB, so that every read
 // hits a cache: the kernel's time if weights cost no memory traffic (timing only: wrong results).
 uint wrap(uint i) { return (pc.phases & 16u) != 0u ? i & 4095u : i; }
-uvec4 w_word(uint m, uint i) {  // m 0, 1, 2 or 4 (the FFN reads W2 itself)
+uvec4 w_word(uint m, uint i) {  // m 0, 2 or 4 (Wo: out_word; W2: w2_load_one)
   i = wrap(i);
   if (m == 0u || m == 4u) return w_qkv[o_w.x + i];
-  if (m == 1u) return w_o[o_w.y + i];
   return w_1[o_w.z + i];
 }
 uint s_word(uint m, uint i) {
@@ -298,37 +319,51 @@ vec4 embed4(uint c4) {  // vec4 c4 of token tokens[0]'s embedding row
   return uintBitsToFloat(uvec4(emb[at], emb[at + 1u], emb[at + 2u], emb[at + 3u]));
 }
 
-// Where the attention leaves head hh's weight of this token's value row: in partials, past the
-// items' (m, l, o) rows (Ops::attention_partials counts it).
+// Where a head of several attention items leaves its last item's exp(s_p - m) for the combine: in
+// partials, past the items' (m, l, o) rows (Ops::attention_partials counts it).
 uint value_weight_at(uint hh) {
   return pc.heads * ((pc.max_keys + CHUNK - 1u) / CHUNK) * (pc.dim / pc.heads + 2u) + hh;
 }
-// q's or k's row r (< 2D) as a (value, tag) pair in partials, past the weights (64-bit aligned;
-// Ops::attention_partials counts it).
+// Pair r as a (value, tag) pair in partials, past the weights, 64-bit aligned
+// (Ops::attention_partials counts them): r < 3D q's, k's and v's rows, 3D + c the attention's
+// output, 4D + h head h's weight of this token's value row.
 uint tagged_at(uint r) { return (value_weight_at(pc.heads) + 1u) / 2u + r; }
 // The tag of this token's block blk: position[1] is a count of the decoder's forwards (never 0),
 // times 4096 plus the block's Table row plus 1, so that no earlier block's or token's pair (nor a
 // zeroed one) carries it. Wraps after 2^20 forwards, long after every pair was rewritten.
 uint qk_tag() { return position[1] * 4096u + pc.first_row + blk + 1u; }
-// vec4 c4 of the attention's output: att plus this token's value row (qkv's floats 2D ..) times
-// its head's weight, the weights in qs (stage copies them there: read from partials by every
-// invocation, the 16 words of one cache line took 1.6 µs a block more on the H200).
-vec4 att_in(uint c4) {
-  return att4[c4] + qs[4u * c4 / (pc.dim / pc.heads)] * qkv4[pc.dim / 2u + c4];  // head dim % 4 == 0
+void tagged_store(uint r, float x) {
+  atomicStore(tagged[tagged_at(r)], pack64(uvec2(floatBitsToUint(x), qk_tag())), gl_ScopeDevice,
+              gl_StorageSemanticsBuffer, gl_SemanticsRelaxed);
 }
+uvec2 tagged_read(uint r) {  // (value bits, tag): relaxed 64-bit atomics, so a pair is read whole
+  return unpack32(atomicLoad(tagged[tagged_at(r)], gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsRelaxed));
+}
+// Pair r's value, read again from `got` (a first read) until it carries this block's tag (where
+// `wait`: else a benchmark's diagnostic that skipped the phase storing it). Bounded as wait_for
+// is; giving up sets failed[0].
+float tagged_settle(uint r, uvec2 got, bool wait) {
+  const uint tag = qk_tag();
+  for (uint outer = 0u; wait && got.y != tag && outer < max(pc.spin_limit >> 10u, 1u); ++outer) {
+    for (uint spins = 0u; got.y != tag && spins < min(pc.spin_limit, 1024u); ++spins) got = tagged_read(r);
+    if (got.y != tag && sync_read(2u) != 0u) break;  // another workgroup gave up
+  }
+  if (wait && (got.y != tag || pc.spin_limit == 0u)) {  // 0: a failure injected by tests
+    atomicOr(sync_[2], 1u);
+    failed[0] = 1u;
+  }
+  return uintBitsToFloat(got.x);
+}
+float tagged_wait(uint r, bool wait) { return tagged_settle(r, tagged_read(r), wait); }
 
-// xs4 = the input row (src 0: h, 1: att_in, 2: hm, 3: the token's embedding row, each workgroup
-// writing its share of it to h; cols floats), times g (norm 1: g1, 2: g2; 0: none).
+// xs4 = the input row (src 0: h, 3: the token's embedding row, each workgroup writing its share of
+// it to h; cols floats), times g (norm 1: g1, 2: g2; 0: none).
 // Returns rstd = 1 / sqrt(Σx² / cols + eps) with a norm, else 1.
 float stage(uint src, uint cols, uint norm) {
-  if (src == 1u) {  // att_in's weights
-    for (uint i = tid; i < pc.heads; i += THREADS) qs[i] = partials[value_weight_at(i)];
-    barrier();
-  }
   float ss = 0.0;
   for (uint c4 = tid; c4 < cols / 4u; c4 += THREADS) {
-    vec4 x = src == 0u ? h4[c4] : src == 1u ? att_in(c4) : src == 2u ? hm4[c4] : embed4(c4);
-    if (src == 3u && c4 % gl_NumWorkGroups.x == gl_WorkGroupID.x) h4[c4] = x;  // read after a grid barrier
+    vec4 x = src == 0u ? h4[c4] : embed4(c4);
+    if (src == 3u && c4 % gl_NumWorkGroups.x == gl_WorkGroupID.x) h4[c4] = x;  // read after count 3
     if (norm != 0u) {
       ss += dot(x, x);
       x *= norm4(norm - 1u, 4u * c4);
@@ -348,6 +383,7 @@ float stage(uint src, uint cols, uint norm) {
 }
 
 #include "decode_layer_gemv.glsl"
+#include "decode_layer_out_proj.glsl"
 #include "decode_layer_ffn.glsl"
 #include "decode_layer_attention.glsl"
 
@@ -370,22 +406,23 @@ void main() {
   mark_edge(0u);
   enter_block(0u);
   prefetch(0u, 3u * D, D, QKV_ROWS, pre);
-  for (uint b = 0u; b < (MULTI != 0u ? pc.blocks : 1u); ++b) {  // barriers 3b + 1, 3b + 2 in block b, 3b + 3 after it
+  for (uint b = 0u; b < (MULTI != 0u ? pc.blocks : 1u); ++b) {  // barriers 2b + 1 in block b, 2b + 2 after it
     mark(0u);
     const uint src = b == 0u && pc.embed != 0u ? 3u : 0u;
     const float rstd = (pc.phases & 1u) != 0u ? stage(src, D, 1u) : 1.0;
+    count_staged(3u, src == 3u);  // out_proj may add into h once every workgroup has counted in
     mark(1u);
     if ((pc.phases & 1u) != 0u) gemv(0u, 3u * D, D, QKV_ROWS, rstd, pre);
     mark(2u);
-    pre_loaded = true;
-    prefetch(1u, D, D, ROWS, pre);  // held through the attention phase
+    // out_proj's first words, held through the attention phase in `pre`, whose qkv words are done
+    // with (an array of their own would leave both live through the attention: `pre` is read again
+    // only where pre_loaded, which the compiler cannot tie to the write that `first` skips).
+    out_proj_prefetch(pre);
     if ((pc.phases & 2u) != 0u) attention_phase();  // no grid barrier: q and k polled by tag
     else mark(3u), mark(4u), mark(5u);
     mark(6u);
-    grid_arrive();
-    grid_wait(3u * b + 1u);
-    mark(7u);
-    if ((pc.phases & 4u) != 0u) gemv(1u, D, D, ROWS, stage(1u, D, 0u), pre);
+    if ((pc.phases & 4u) != 0u) out_proj_phase(pre);  // no grid barrier: att polled by tag
+    else mark(7u);
     mark(8u);
     grid_arrive();
     // Between arriving and waiting, the next phase's first words; not in the subgroup that polls
@@ -394,7 +431,7 @@ void main() {
     // 0.572-0.577 either way).
     pre_loaded = gl_SubgroupID != 0u;
     if (pre_loaded) ffn_prefetch(pre);
-    grid_wait(3u * b + 2u);
+    grid_wait(2u * b + 1u);
     mark(9u);
     if ((pc.phases & 8u) != 0u) ffn_phase(pre);
     else mark(10u), mark(11u);
@@ -402,9 +439,9 @@ void main() {
     if (MULTI == 0u || b + 1u == pc.blocks) break;
     grid_arrive();  // the FFN's sums in h before the next block stages it
     enter_block(b + 1u);
-    pre_loaded = gl_SubgroupID != 0u;  // as at barrier 2
+    pre_loaded = gl_SubgroupID != 0u;  // as at the barrier after out_proj
     if (pre_loaded) prefetch(0u, 3u * D, D, QKV_ROWS, pre);
-    grid_wait(3u * b + 3u);
+    grid_wait(2u * b + 2u);
   }
   mark_edge(1u);
   finish();

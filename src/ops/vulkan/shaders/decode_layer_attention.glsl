@@ -2,13 +2,13 @@
 // head's items combined by its last; included by decode_layer.comp after its bindings.
 
 // Item (head hh, chunk c: keys c·chunk ..) of the p + 1 keys, scored with q and the cache's keys
-// (key p, this token's, from its tagged pairs: stage_qk) but summed over the values of
-// keys < p only: this token's value row is added by out_proj's staging (att_in), so that the
-// attention never waits for phase 1's v rows. A head of one item writes its output o / l and the
-// weight of value row p, exp(s_p - m) / l, at once; else each item writes its max m, sum
-// l = Σ exp(s - m) and o = Σ exp(s - m)·v to partials (the last item also exp(s_p - m) in the
-// weight's place) and the head's last item to finish combines them (attention_decode.comp's
-// method). The weight's place: value_weight_at (decode_layer.comp).
+// (key p, this token's, from its tagged pairs: stage_qk) but summed over the values of keys < p
+// only, so that the attention never waits for qkv's v rows (stored last): out_proj adds this
+// token's value row, times the head's weight of it, exp(s_p - m) / l. A head of one item writes
+// its output o / l and that weight at once, as tagged pairs (out_proj polls them); else each item
+// writes its max m, sum l = Σ exp(s - m) and o = Σ exp(s - m)·v to partials (the last item also
+// exp(s_p - m), at value_weight_at) and the head's last item to finish combines them
+// (attention_decode.comp's method) and writes the output and the weight.
 float block_max(float v) {  // over the workgroup; red free on entry and on return
   v = subgroupMax(v);
   if (subgroupElect()) red[gl_SubgroupID] = v;
@@ -28,29 +28,16 @@ float block_sum(float v) {
   return v;
 }
 
-uvec2 tagged_read(uint r) {  // (value bits, tag) of q's or k's row r
-  return unpack32(atomicLoad(tagged[tagged_at(r)], gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsRelaxed));
-}
-// Head hh's q into qs and its key p into kps, read from their tagged pairs (each invocation some of
-// the 2·hd elements), each read again until it carries this block's tag: the attention's wait for
-// phase 1, with no fence or count on either side (relaxed 64-bit atomics: a pair is read whole).
-// Bounded as wait_for is; giving up sets failed[0].
+// Head hh's q into qs and its key p into kps, from their tagged pairs (each invocation some of the
+// 2·hd elements): the attention's wait for phase 1, with no fence or count on either side.
 void stage_qk(uint hh) {
-  const uint hd = pc.dim / pc.heads, tag = qk_tag();
+  const uint hd = pc.dim / pc.heads;
   const bool wait = (pc.phases & 1u) != 0u;  // else a diagnostic without phase 1 (timing only)
   for (uint e = tid; e < 2u * hd; e += THREADS) {
     const uint r = e < hd ? hh * hd + e : pc.dim + hh * hd + e - hd;
-    uvec2 got = tagged_read(r);
-    for (uint outer = 0u; wait && got.y != tag && outer < max(pc.spin_limit >> 10u, 1u); ++outer) {
-      for (uint spins = 0u; got.y != tag && spins < min(pc.spin_limit, 1024u); ++spins) got = tagged_read(r);
-      if (got.y != tag && sync_read(2u) != 0u) break;  // another workgroup gave up
-    }
-    if (wait && (got.y != tag || pc.spin_limit == 0u)) {  // 0: a failure injected by tests
-      atomicOr(sync_[2], 1u);
-      failed[0] = 1u;
-    }
-    if (e < hd) qs[e] = uintBitsToFloat(got.x);
-    else kps[e - hd] = uintBitsToFloat(got.x);
+    const float x = tagged_wait(r, wait);
+    if (e < hd) qs[e] = x;
+    else kps[e - hd] = x;
   }
 }
 
@@ -126,9 +113,10 @@ void attend(uint hh, uint chunk, uint size, uint chunks, uint keys, uint max_chu
   if (tid < cols)
     for (uint sl = 0u; sl < slices; ++sl) o += pv[sl * cols + tid];
   const float e_p = has_p ? PS(count - 1u) : 0.0;  // exp(s_p - m)
-  if (chunks == 1u) {  // the head's only item: its output
-    if (tid < cols) att4[(hh * hd) / 4u + tid] = o / l;
-    if (tid == 0u) partials[value_weight_at(hh)] = e_p / l;
+  if (chunks == 1u) {  // the head's only item: its output and its weight of value row p
+    if (tid < cols)
+      for (uint i = 0u; i < 4u; ++i) tagged_store(3u * D + hh * hd + 4u * tid + i, o[i] / l);
+    if (tid == 0u) tagged_store(4u * D + hh, e_p / l);
     if (marks) mark(5u);
     barrier();  // pv, qs and the scores are free again
     return;
@@ -164,10 +152,10 @@ void attend(uint hh, uint chunk, uint size, uint chunks, uint keys, uint max_chu
     if (tid < hd)
       for (uint c = 0u; c < n; ++c) out_e += partials[base + (c0 + c) * row + 2u + tid] * wts[c];
   }
-  if (tid < hd) att[hh * hd + tid] = out_e / total;
+  if (tid < hd) tagged_store(3u * D + hh * hd + tid, out_e / total);
   if (tid == 0u) {  // the last item's exp(s_p - m) rescaled to the head's m and sum
-    const uint w = value_weight_at(hh);
-    partials[w] = partials[w] * exp(partials[base + (chunks - 1u) * row] - m_all) / total;
+    const float w = partials[value_weight_at(hh)] * exp(partials[base + (chunks - 1u) * row] - m_all) / total;
+    tagged_store(4u * D + hh, w);
     sync_[16u + hh] = 0u;
   }
   barrier();  // the flag is free again

@@ -1,5 +1,5 @@
 // decode_layer.comp's FFN phase: slices of f1 in shared memory, W2's columns added into h with
-// float atomics; included by decode_layer.comp after decode_layer_gemv.glsl.
+// float atomics; included by decode_layer.comp after decode_layer_out_proj.glsl (WS, RPR, CR).
 
 // Slice s: rows s·SL .. of W1 (4D of them; past the end read as the last and dropped), taken by
 // the subgroups MAXR at a time, set i of them rows s·SL + i·MAXR ...
@@ -19,7 +19,7 @@ void ffn_prefetch(out uvec4 pre[LOADS]) {  // the words this invocation's ffn_ph
 // word t % WS of row c0 + k·RPR + t / WS (a row's WS words in WS adjacent lanes), and the word's
 // scale (int8: the row's; int4: its group's).
 void w2_load_one(uint s, uint c0, uint k, out uvec4 q, out float fq) {
-  const uint D = pc.dim, per_row2 = row_words(4u * D), WS = SL / (4u * F), RPR = THREADS / WS, w = tid % WS;
+  const uint D = pc.dim, per_row2 = row_words(4u * D), w = tid % WS;
   const uint groups2 = (4u * D + pc.group - 1u) / pc.group;
   const uint r = c0 + k * RPR + tid / WS, v = s * WS + w;
   const bool ok = r < D && v < per_row2;
@@ -33,21 +33,23 @@ void w2_load(uint s, uint c0, out uvec4 q[LOADS], out float fq[LOADS]) {
   for (uint k = 0u; k < LOADS; ++k) w2_load_one(s, c0, k, q[k], fq[k]);
 }
 
-// h += f1·W2ᵀ, f1 = silu((rmsnorm(hm)·g2)·W1ᵀ), slice by slice: the workgroup's slice of f1 into
+// h += f1·W2ᵀ, f1 = silu((rmsnorm(h)·g2)·W1ᵀ), slice by slice: the workgroup's slice of f1 into
 // f1s4, then W2's SL columns of every row (WS 16-byte words: 128 bytes in f16) read coalesced, a
 // row's words by WS adjacent invocations, their partial dots summed through shared memory (below)
-// and each row added into h by one invocation. Measured slower on the H200 (bench/vulkan_notes.md):
-// one invocation a row reading its words in turn (32 cache lines a load: f16 54.1 µs a block
-// against 52.2 here), several invocations a row each adding its part (the atomics doubled or
-// more), and the parts summed by subgroup shuffles (the whole kernel 1.4x slower).
+// and each row added into h by one invocation (the first once count 4 says that every
+// workgroup's staging has read h): out_chunk's method (decode_layer_out_proj.glsl), written out
+// here because through out_chunk's code f16's W2 ran at half speed. Measured slower on the H200 (bench/vulkan_notes.md): one
+// invocation a row reading its words in turn (32 cache lines a load: f16 54.1 µs a block against
+// 52.2 here), several invocations a row each adding its part (the atomics doubled or more), and
+// the parts summed by subgroup shuffles (the whole kernel 1.4x slower).
 void ffn_phase(uvec4 pre[LOADS]) {
   const uint D = pc.dim, lane = gl_SubgroupInvocationID, sg = gl_SubgroupID;
   const uint slices = (4u * D + SL - 1u) / SL, per_row1 = row_words(D);
-  const uint WS = SL / (4u * F);  // 16-byte words of a W2 row in the slice
-  const float rstd = stage(2u, D, 2u);
+  const float rstd = stage(0u, D, 2u);
+  count_staged(4u, false);  // W2's sums may go into h once every workgroup has counted in
   mark(10u);
   bool first = pre_loaded, marked = false;
-  const uint RPR = THREADS / WS, CR = RPR * LOADS, w = tid % WS;
+  const uint w = tid % WS;
   uvec4 q[LOADS];
   float fq[LOADS];
   for (uint s = gl_WorkGroupID.x; s < slices; s += gl_NumWorkGroups.x) {
@@ -65,7 +67,10 @@ void ffn_phase(uvec4 pre[LOADS]) {
       }
     }
     w2_load(s, 0u, q, fq);  // W2's first words in flight during f1's barrier
-    barrier();  // the slice's f1 complete
+    // Count 4 (the first slice: every workgroup's staging past its read of h; a barrier of shared
+    // memory only, which does not wait for W2's words in flight), and the slice's f1 complete.
+    if (!marked && tid == 0u) wait_count(4u, gl_NumWorkGroups.x * (blk + 1u));
+    barrier();
     if (!marked) mark(11u), marked = true;
     // W2's slice by chunks of CR rows (w2_load): the partial dots go to w2_parts, and then each
     // row's WS partials are summed by one invocation, which adds the row into h.

@@ -1,4 +1,4 @@
-// decode_layer.comp's GEMV phases (qkv, out_proj, the head) and the dot products of weight rows
+// decode_layer.comp's GEMV phases (qkv, the head) and the dot products of weight rows
 // with the staged row that the FFN reuses; included by decode_layer.comp after its bindings.
 
 uint row_words(uint cols) {  // 16-byte words per weight row
@@ -20,21 +20,16 @@ uint qkv_row(uint l) {
 }
 
 // Rows ra, rb (a rotation pair where q or k) of q/k/v done: biased (the caller), rotated by cs
-// (cos, sin) where q or k, stored (q and k as tagged pairs, which the attention polls: stage_qk;
-// v to qkv), k and v appended at pos.
+// (cos, sin) where q or k, stored as tagged pairs (which the attention polls), k and v appended at
+// pos.
 void store_qkv_pair(uint ra, uint rb, float a, float b, vec2 cs, uint pos) {
   const uint D = pc.dim;
   if (ra < 2u * D) {
     const float ya = a * cs.x - b * cs.y, yb = b * cs.x + a * cs.y;
-    const uint tag = qk_tag();
     a = ya, b = yb;
-    atomicStore(tagged[tagged_at(ra)], pack64(uvec2(floatBitsToUint(a), tag)), gl_ScopeDevice,
-                gl_StorageSemanticsBuffer, gl_SemanticsRelaxed);
-    atomicStore(tagged[tagged_at(rb)], pack64(uvec2(floatBitsToUint(b), tag)), gl_ScopeDevice,
-                gl_StorageSemanticsBuffer, gl_SemanticsRelaxed);
-  } else {
-    qkv[ra] = a, qkv[rb] = b;
   }
+  tagged_store(ra, a);
+  tagged_store(rb, b);
   const uint at = o_kv + pos * D;
   if (ra >= 2u * D) v_cache[at + ra - 2u * D] = a, v_cache[at + rb - 2u * D] = b;
   else if (ra >= D) k_cache[at + ra - D] = a, k_cache[at + rb - D] = b;
@@ -135,8 +130,8 @@ void gemv(uint m, uint rows, uint cols, uint nr, float rstd, uvec4 pre[LOADS]) {
     uint rr[MAXR];
     set_rows(m, rows, r0, rr);
     // What the rows' stores need besides the sums, loaded now so that their latency overlaps the
-    // dot products': the sum's factor (int8's row scale), the addend (bias, residual) and the
-    // pair's rotation (phase 1).
+    // dot products': the sum's factor (int8's row scale), the addend (bias) and the pair's
+    // rotation (phase 1).
     float factor[MAXR], addend[MAXR];
     vec2 cs[MAXR];
     for (uint i = 0u; i < MAXR; ++i) {
@@ -144,7 +139,7 @@ void gemv(uint m, uint rows, uint cols, uint nr, float rstd, uvec4 pre[LOADS]) {
       if (i >= nr) continue;
       const uint r = rr[i];
       factor[i] = WTYPE == WT_INT8 ? scale_at(m, r) : 1.0;
-      addend[i] = m == 0u ? bias_qkv(r) : m == 1u ? h[r] + bias_o(r) : 0.0;
+      addend[i] = m == 0u ? bias_qkv(r) : 0.0;
       cs[i] = m == 0u && i % 2u == 0u && r < 2u * pc.dim ? cos_sin[pos * half_hd + r % half_hd] : vec2(1.0, 0.0);
     }
     float acc[MAXR];
@@ -173,11 +168,7 @@ void gemv(uint m, uint rows, uint cols, uint nr, float rstd, uvec4 pre[LOADS]) {
           store_qkv_pair(rr[i], rr[i + 1u], acc[i] + addend[i], acc[i + 1u] + addend[i + 1u], cs[i], pos);
     } else {
       for (uint i = 0u; i < MAXR; ++i)
-        if (i < nr && lane == i % S && r0 + i < rows) {
-          const uint r = rr[i];
-          if (m == 4u) qkv[r] = acc[i];
-          else h[r] = hm[r] = acc[i] + addend[i];  // out_proj: the residual and the bias added
-        }
+        if (i < nr && lane == i % S && r0 + i < rows) qkv[rr[i]] = acc[i];  // the head
     }
   }
 }
