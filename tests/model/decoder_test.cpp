@@ -9,6 +9,7 @@
 #include "model/decoder.h"
 #include "model/minillm.h"
 #include "model/sampler.h"
+#include "support/varied_params.h"
 
 namespace pylon {
 namespace {
@@ -19,6 +20,7 @@ void expect_decoder_matches_forward(Preset preset, int prefill) {
   MiniLLM model(c);
   std::vector<float> params(model.table().total);
   init_params(model.table(), 7, params.data());
+  testing::vary_constant_params(model.table(), params.data());
   const int T = 11;
   std::vector<int32_t> ids(T);
   for (int t = 0; t < T; ++t) ids[t] = (t * 13 + 5) % c.vocab;

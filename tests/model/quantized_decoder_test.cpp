@@ -18,6 +18,7 @@
 #include "core/half.h"
 #include "ops/cpu/quantized.h"
 #include "support/temp_dir.h"
+#include "support/varied_params.h"
 
 namespace pylon {
 namespace {
@@ -103,6 +104,7 @@ std::string export_model(const testing::TempDir& tmp, const ModelConfig& c, cons
   const ParamTable table = param_table(c);
   std::vector<float> flat(table.total);
   init_params(table, 11, flat.data());
+  testing::vary_constant_params(table, flat.data());
   const std::string path = tmp.file(std::string(preset_name(c.preset)) + edge_dtype_name(q.matrices) +
                                     std::to_string(q.group_size) + edge_dtype_name(q.int4_scales) + ".edge");
   write_edge_file(path, c, encode_edge_tensors(table, flat.data(), q), "");

@@ -18,6 +18,7 @@
 #include "model/params.h"
 #include "model/vulkan/vulkan_decoder.h"
 #include "support/temp_dir.h"
+#include "support/varied_params.h"
 #include "support/vulkan_test_util.h"
 #include "train/evaluate.h"
 
@@ -31,18 +32,12 @@ ModelConfig small_config(Preset p) {
   return c;
 }
 
-// Random weights (the init of training) exported, with the tensors that init leaves constant (the
-// biases at 0, the norm weights at 1) varied, so that every path must apply them.
+// Random weights (the init of training, its constant biases and norm weights varied) exported.
 std::string export_model(const testing::TempDir& tmp, const ModelConfig& c, EdgeDType q, int group = 32) {
   const ParamTable table = param_table(c);
   std::vector<float> flat(table.total);
   init_params(table, 5, flat.data());
-  for (const ParamInfo& p : table.params)
-    for (int64_t i = 0; i < p.numel; ++i) {
-      const double x = 0.37 * static_cast<double>(i) + 0.011 * static_cast<double>(p.offset);
-      if (p.init == Init::zeros) flat[p.offset + i] = static_cast<float>(0.05 * std::sin(x));
-      if (p.init == Init::ones) flat[p.offset + i] = static_cast<float>(1.0 + 0.2 * std::cos(x));
-    }
+  testing::vary_constant_params(table, flat.data());
   EdgeQuant quant;
   quant.matrices = q;
   quant.group_size = group;
