@@ -42,7 +42,7 @@
 // The last workgroup to finish sets the counters back to zero for the next dispatch.
 // Needs 64-bit buffer atomics (the tagged pairs) and float atomic add (Ops::decode_layer_unsupported).
 // pc.probe != 0: only two barriers (Ops::persistent_grid's residency test).
-// HEAD 1: the decode head instead (Ops::decode_head): qkv (pc.head_rows) = h·Wᵀ with the
+// HEAD 1: the decode head instead (Ops::decode_head): logits (pc.head_rows) = h·Wᵀ with the
 // matrix in qkv's bindings, one GEMV phase, no barrier, so the grid need not be resident.
 // The phases' code: decode_layer_gemv.glsl (qkv, the head), decode_layer_attention.glsl,
 // decode_layer_out_proj.glsl, decode_layer_ffn.glsl; this file holds the bindings, the barriers,
@@ -106,7 +106,7 @@ layout(push_constant) uniform Push {
   uint phases;      // bit i < 4: run phase i + 1 (all 15; else a benchmark's diagnostic: wrong results);
                     // bit 4: weights read from their first 64 KB only (wrap: timing only)
   uint chunk;       // keys per attention item (a multiple of 32); 0: chosen (attention_phase)
-  uint head_rows;   // HEAD: the head's rows, qkv (head_rows) = h · Wqkvᵀ, no barrier
+  uint head_rows;   // HEAD: the head's rows, logits (head_rows) = h · Wᵀ (W in Wqkv's binding), no barrier
   uint blocks;      // blocks in this dispatch: Table rows first_row .. first_row + blocks - 1
   uint first_row;
   uint embed;       // 1 f32, 2 f16: block 0 starts from row tokens[0] of Embed (and writes it to h)
@@ -114,7 +114,7 @@ layout(push_constant) uniform Push {
 
 layout(std430, binding = 0) coherent buffer Hid { float h[]; };  // (D) the residual stream, in and out
 layout(std430, binding = 0) coherent buffer Hid4 { vec4 h4[]; };
-layout(std430, binding = 1) buffer Out { float qkv[]; };  // HEAD: (head_rows) the logits
+layout(std430, binding = 1) buffer HeadOut { float logits[]; };  // HEAD: (head_rows)
 // Bindings 2 and 3: unused.
 layout(std430, binding = 4) readonly buffer Wqkv { uvec4 w_qkv[]; };  // (3D, D) edge encoding
 layout(std430, binding = 5) readonly buffer Wo { uvec4 w_o[]; };      // (D, D)

@@ -168,7 +168,7 @@ void gemv(uint m, uint rows, uint cols, uint nr, float rstd, uvec4 pre[LOADS]) {
           store_qkv_pair(rr[i], rr[i + 1u], acc[i] + addend[i], acc[i + 1u] + addend[i + 1u], cs[i], pos);
     } else {
       for (uint i = 0u; i < MAXR; ++i)
-        if (i < nr && lane == i % S && r0 + i < rows) qkv[rr[i]] = acc[i];  // the head
+        if (i < nr && lane == i % S && r0 + i < rows) logits[rr[i]] = acc[i];  // the head
     }
   }
 }
