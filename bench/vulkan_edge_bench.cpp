@@ -32,7 +32,7 @@
 //                      [--prefill 128] [--decode 32] [--dir /tmp] [--device N] [--gemv-sweep 0|1]
 //                      [--decode-paths auto|ops|persistent[:N[xT]][/B],...] [--gemv-rows R]
 //                      [--attention-chunk K] [--phase-split 0|1] [--timeline 0|1] [--timeline-csv DIR]
-//                      [--buffer-cap-mb N]
+//                      [--buffer-cap-mb N] [--read-patterns 0|1]
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -100,6 +100,52 @@ double shader_read_bandwidth(vk::Context& ctx, uint64_t bytes) {
     if (i > 0) best = std::min(best, times.runs ? times.total : host);
   }
   return static_cast<double>(words) * 16.0 / best;
+}
+
+// --read-patterns 1: how a GEMV's reads can reach the memory's bandwidth. Device-timed medians of
+// 5 dispatches after a warm-up: read_rows.comp over 512 MiB of random bytes (decode_layer's GEMV
+// pattern, a subgroup's loads over one row's consecutive words, without its arithmetic; and
+// read_bandwidth's pattern on fixed grids) at several grids and words in flight a lane.
+void read_patterns(int device) {
+  vk::ContextOptions co;
+  co.device_index = device;
+  vk::Context ctx(co);
+  vk::KernelCache kernels(ctx);
+  const uint32_t units = std::max(1u, ctx.info().compute_units);
+  const uint64_t bytes = 512ull << 20;
+  const uint32_t words = static_cast<uint32_t>(bytes / 16);
+  vk::Buffer a = ctx.make_buffer(bytes, vk::MemoryKind::device), sink = ctx.make_buffer(16, vk::MemoryKind::device);
+  {  // random words (xorshift32): a zeroed buffer might read faster than memory does (compression)
+    std::vector<uint32_t> fill(bytes / 4);
+    uint32_t x = 2463534242u;
+    for (uint32_t& w : fill) x ^= x << 13, x ^= x >> 17, x ^= x << 5, w = x;
+    ctx.upload(a, 0, fill.data(), bytes);
+  }
+  // Device seconds of one dispatch of k on `groups` workgroups, median of 5 after one.
+  const auto timed = [&](const vk::Kernel& k, uint32_t groups) {
+    std::vector<double> t;
+    for (int i = 0; i < 6; ++i) {
+      vk::GpuTimes times;
+      vk::Recorder r(ctx, &times);
+      r.dispatch(k, {{&a}, {&sink}}, words, groups);
+      r.run();
+      if (i > 0) t.push_back(times.total);
+    }
+    return median(t);
+  };
+  std::printf("read patterns over %llu MiB (GB/s; %u SMs):\n", static_cast<unsigned long long>(bytes >> 20), units);
+  for (const uint32_t mode : {0u, 1u})
+    for (const uint32_t threads : {256u, 512u})
+      for (const uint32_t loads : {4u, 8u, 16u}) {
+        const vk::Kernel& k = kernels.get("read_rows", 2, sizeof(words), {}, {threads, loads, mode});
+        std::printf("  %s, %u threads, %2u words a lane:", mode == 0 ? "subgroup items" : "grid-stride", threads, loads);
+        for (const uint32_t per_sm : {1u, 2u, 4u, 8u}) {
+          if (per_sm * threads > 2048) continue;
+          const double sec = timed(k, per_sm * units);
+          std::printf("  %u/SM %.0f", per_sm, static_cast<double>(bytes) / sec / 1e9);
+        }
+        std::printf("\n");
+      }
 }
 
 // Host memory read bandwidth: an OpenMP sum over `bytes` of floats, best of 5 after a warm-up (the
@@ -320,14 +366,14 @@ constexpr const char* kUsage =
     "                          [--prefill 128] [--decode 32] [--dir /tmp] [--device N] [--gemv-sweep 0|1]\n"
     "                          [--decode-paths auto|ops|persistent[:N[xT]][/B],...] [--gemv-rows R]\n"
     "                          [--attention-chunk K] [--phase-split 0|1] [--timeline 0|1] [--timeline-csv DIR]\n"
-    "                          [--buffer-cap-mb N]\n"
+    "                          [--buffer-cap-mb N] [--read-patterns 0|1]\n"
     "Decode and prefill of a random seed-size model on a Vulkan device, next to its measured bandwidth\n"
     "bound (bench/vulkan_edge_bench.cpp's header says what each flag does).\n";
 
 int run(int argc, char** argv) {
   ModelConfig c = preset_config(Preset::causal);  // seed size: V 32000, D 2048, L 12, H 16
   std::string quants = "f16,int8,int4", dir = "/tmp", decodes = "auto", timeline_csv;
-  int prefill = 128, decode = 32, device = -1, sweep = 0, phase_split = 0, timeline = 0;
+  int prefill = 128, decode = 32, device = -1, sweep = 0, phase_split = 0, timeline = 0, read_patterns_only = 0;
   uint32_t gemv_rows = 0;  // rows per subgroup of the decode GEMVs (0: chosen per matrix)
   uint32_t attention_chunk = 0;
   uint64_t buffer_cap = 0;  // --buffer-cap-mb: the storage-binding cap (a buffer per tensor below the model's size)
@@ -349,6 +395,7 @@ int run(int argc, char** argv) {
     else if (k == "--dir") dir = v;
     else if (k == "--device") device = std::stoi(v);
     else if (k == "--gemv-sweep") sweep = std::stoi(v);
+    else if (k == "--read-patterns") read_patterns_only = std::stoi(v);
     else if (k == "--decode-paths") decodes = v;
     else if (k == "--gemv-rows") gemv_rows = static_cast<uint32_t>(std::stoul(v));
     else if (k == "--attention-chunk") attention_chunk = static_cast<uint32_t>(std::stoul(v));
@@ -357,6 +404,10 @@ int run(int argc, char** argv) {
     else if (k == "--timeline-csv") timeline_csv = v, timeline = 1;
     else if (k == "--buffer-cap-mb") buffer_cap = std::stoull(v) << 20;
     else PYLON_CHECK(false, "unknown flag ", k, " (--help lists the flags)");
+  }
+  if (read_patterns_only) {
+    read_patterns(device);
+    return 0;
   }
   vk::ContextOptions co;
   co.device_index = device;

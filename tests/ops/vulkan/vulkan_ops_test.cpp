@@ -207,6 +207,52 @@ TEST(VulkanOps, MatmulEveryDtypeAgainstTheCpu) {
   }
 }
 
+// The decode head's GEMV (decode_layer.comp's HEAD pipeline) against the CPU, with check_matmul's
+// bound, at rows of whole 16-byte words only (what it takes): rows of one step of words a lane or
+// several (the last partial: f16 2056 columns are 257 words), row sets that leave the last partial
+// (3 rows a set, 37 rows), one row, and grids from one and three workgroups (so subgroups with
+// several, one or no row sets).
+TEST(VulkanOps, DecodeHeadAgainstTheCpu) {
+  PYLON_VULKAN_CONTEXT_OR_SKIP(ctx);
+  const MatmulCase cases[] = {
+      {EdgeDType::f32, 37, 36, 1},    {EdgeDType::f32, 9, 1028, 1},   {EdgeDType::f16, 37, 72, 1},
+      {EdgeDType::f16, 19, 2056, 1},  {EdgeDType::f16, 1, 256, 1},    {EdgeDType::int8, 70, 96, 1},
+      {EdgeDType::int8, 23, 2064, 1}, {EdgeDType::int4, 33, 128, 1, 64, false},
+      {EdgeDType::int4, 21, 2080, 1}, {EdgeDType::int4, 7, 576, 1, 96, true},
+  };
+  vk::Ops ops(*ctx);
+  for (const MatmulCase& c : cases) {
+    std::deque<vk::Buffer> keep;
+    const TestWeight tw = encode(c.dtype, c.rows, c.cols, c.group, c.scale_f16, 7);
+    const vk::DeviceMatrix w = vk::upload_tensor(*ctx, tw.host(c.dtype, c.rows, c.cols, c.group, c.scale_f16), keep);
+    ASSERT_EQ(ops.decode_head_unsupported(w), "");
+    const std::vector<float> x = random_floats(c.cols, 9);
+    std::vector<float> ref(c.rows), slack(c.rows);
+    for (int64_t r = 0; r < c.rows; ++r) {
+      float acc = 0, magnitude = 0;
+      for (int64_t k = 0; k < c.cols; ++k) {
+        const float p = x[k] * tw.dequantized[r * c.cols + k];
+        acc += p, magnitude += std::fabs(p);
+      }
+      ref[r] = acc, slack[r] = magnitude / 1048576.f;
+    }
+    for (const uint32_t rows : {0u, 3u})  // rows a subgroup (0: the dtype's; 3 at 37 rows)
+      for (const uint32_t groups : {1u, 3u}) {
+        if (rows == 3 && c.rows != 37) continue;
+        ops.set_gemv_shape({rows, 1});
+        vk::Buffer xb = device_vector(*ctx, x), yb = device_vector(*ctx, std::vector<float>(c.rows, 7.f));
+        vk::Recorder rec(*ctx);
+        ops.decode_head(rec, {&yb}, {&xb}, w, {groups, 256});
+        rec.run();
+        expect_close(read_floats(*ctx, yb, c.rows), ref, 1e-4f, 1e-4f,
+                     std::string("decode_head ") + edge_dtype_name(c.dtype) + " rows " + std::to_string(c.rows) +
+                         " cols " + std::to_string(c.cols) + " rows a set " + std::to_string(rows) + " grid " +
+                         std::to_string(groups),
+                     slack);
+      }
+  }
+}
+
 // The GEMV with RMSNorm fused in front (decode): y [+]= act((rmsnorm(x)·g)·Wᵀ + bias) against
 // cpu::rmsnorm_forward then the fp32 dot, norm weights g in f16 and f32, at odd and long rows and
 // both x layouts; the bound is check_matmul's (the normalised x is about 1 in size too).
