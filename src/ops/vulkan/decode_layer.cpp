@@ -16,12 +16,14 @@ namespace {
 constexpr uint32_t kBindings = 26;  // decode_layer.comp's
 constexpr uint32_t kTableWords = 16;  // per block: decode_layer.comp's Table
 
-// 16-byte words in flight per lane for weights of dtype d: H200, µs per block at 4 / 8 / 16: f16
-// 58.3 / 56.0 / 69.4, int8 66.4 / 61.7, int4 82.9 / 103.1 (bench/vulkan_notes.md).
-// PYLON_VK_LAYER_LOADS overrides (a benchmark's diagnostic).
+// 16-byte words in flight per lane for weights of dtype d. H200, seed size, ms a token at 4 / 8
+// with this kernel (2026-12-01 18:00 UTC, alternated in one call): int8 0.483-0.487 / 0.580-0.629;
+// f16 at 8 (bench/vulkan_notes.md); int4 at 4 since the first kernels (µs a block then, 4 / 8:
+// 82.9 / 103.1). PYLON_VK_LAYER_LOADS overrides (a benchmark's diagnostic).
 uint32_t layer_loads(EdgeDType d) {
   const char* env = std::getenv("PYLON_VK_LAYER_LOADS");
-  return std::clamp<uint32_t>(env ? static_cast<uint32_t>(std::stoul(env)) : d == EdgeDType::int4 ? 4 : 8, 4, 16);
+  const uint32_t loads = d == EdgeDType::int4 || d == EdgeDType::int8 ? 4 : 8;
+  return std::clamp<uint32_t>(env ? static_cast<uint32_t>(std::stoul(env)) : loads, 4, 16);
 }
 // The head's (decode_head): the blocks' unless PYLON_VK_HEAD_LOADS says (a benchmark's diagnostic).
 uint32_t head_loads(EdgeDType d) {

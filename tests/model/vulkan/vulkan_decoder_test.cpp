@@ -203,7 +203,7 @@ TEST(VulkanDecoder, PersistentDecodeMatchesOpByOp) {
 // Shapes the seed size does not have: a width whose FFN (4D = 288) ends in a part of a 64-row
 // slice, heads of 24, and int4 groups of 64 (two 16-byte words a scale); and a width (576) whose
 // W2 rows the FFN reads in several chunks, the last one partial (256 or 512 rows a chunk in f16,
-// 512 or 1024 in int8, at 256 or 512 threads).
+// 256 or 512 in int8 (4 words in flight a lane), at 256 or 512 threads).
 TEST(VulkanDecoder, PersistentDecodeOddShapes) {
   if (!testing::vulkan_available()) GTEST_SKIP() << "no Vulkan device";
   std::vector<PersistentCase> cases = {{1, 0, 0, 0}};
