@@ -16,27 +16,30 @@ namespace {
 constexpr uint32_t kBindings = 26;  // decode_layer.comp's
 constexpr uint32_t kTableWords = 16;  // per block: decode_layer.comp's Table
 
-// 16-byte words in flight per lane for weights of dtype d. H200, seed size, ms a token at 4 / 8
-// with this kernel (2026-12-01 18:00 UTC, alternated in one call): int8 0.483-0.487 / 0.580-0.629;
-// f16 at 8 (bench/vulkan_notes.md); int4 at 4 since the first kernels (µs a block then, 4 / 8:
-// 82.9 / 103.1). PYLON_VK_LAYER_LOADS overrides (a benchmark's diagnostic).
+// 16-byte words in flight per lane for weights of dtype d: 64 weights a lane a step in each
+// (f16 8, int8 4, int4 2). H200, seed size, ms a token alternated in one call (2026-12-01,
+// bench/vulkan_notes.md): f16 0.550-0.554 at 8, 0.609-0.639 at 4, 0.601-0.604 at 6; int8
+// 0.482-0.513 at 4, 0.573-0.631 at 8, 0.531 at 2; int4 0.529-0.536 at 2, 0.541-0.544 at 4.
+// layer_kernel raises it to the rows a subgroup takes. PYLON_VK_LAYER_LOADS overrides (a
+// benchmark's diagnostic).
 uint32_t layer_loads(EdgeDType d) {
   const char* env = std::getenv("PYLON_VK_LAYER_LOADS");
-  const uint32_t loads = d == EdgeDType::int4 || d == EdgeDType::int8 ? 4 : 8;
-  return std::clamp<uint32_t>(env ? static_cast<uint32_t>(std::stoul(env)) : loads, 4, 16);
+  const uint32_t loads = d == EdgeDType::int4 ? 2 : d == EdgeDType::int8 ? 4 : 8;
+  return std::clamp<uint32_t>(env ? static_cast<uint32_t>(std::stoul(env)) : loads, 2, 16);
 }
 // The head's (decode_head): the blocks' unless PYLON_VK_HEAD_LOADS says (a benchmark's diagnostic).
 uint32_t head_loads(EdgeDType d) {
   const char* env = std::getenv("PYLON_VK_HEAD_LOADS");
-  return env ? std::clamp<uint32_t>(static_cast<uint32_t>(std::stoul(env)), 4, 16) : layer_loads(d);
+  return env ? std::clamp<uint32_t>(static_cast<uint32_t>(std::stoul(env)), 2, 16) : layer_loads(d);
 }
 
 // decode_layer.comp's shared memory for workgroups of `threads` staging rows of up to `xs` floats,
 // `loads` 16-byte words in flight a lane: xs4, red, part_sums, qs, kps, pv, wts, the flag, a column
-// slice's values (SL floats) and its rows' partial dots (loads x threads).
+// slice's values (SL floats) and its rows' partial dots (loads x threads; counted at 4 loads at
+// least, as many as layer_kernel may raise them to).
 uint64_t shared_bytes(int64_t xs, uint32_t threads, uint32_t loads) {
   return 4 * (static_cast<uint64_t>(xs) + threads / 4 + threads + 2 * 256 + 4 * 256 + 256 + 64 +
-              static_cast<uint64_t>(loads) * threads) + 4;
+              static_cast<uint64_t>(std::max(loads, 4u)) * threads) + 4;
 }
 
 // A block's staged row (floats): D (x), at least 512 for the attention's scores of an
@@ -116,6 +119,7 @@ const Kernel& Ops::layer_kernel(EdgeDType d, int64_t xs, uint32_t threads, bool 
   uint32_t rows = d == EdgeDType::int4 || d == EdgeDType::int8 ? 2 : 1;
   if (rows_wanted || gemv_shape_.rows) rows = std::clamp<uint32_t>(rows_wanted ? rows_wanted : gemv_shape_.rows, 1, 4);
   const uint32_t qkv_rows = std::min<uint32_t>(4, std::max<uint32_t>(2, rows + rows % 2));
+  loads = std::max({loads, rows, qkv_rows});  // a load a row of each row set at least
   return kernels_.get(timeline ? "decode_layer_timeline" : "decode_layer", timeline ? kBindings + 1 : kBindings,
                       sizeof(LayerPush), {},
                       {static_cast<uint32_t>(xs), rows, qkv_rows, threads, shader_wtype(d), loads, multi ? 1u : 0u,

@@ -28,7 +28,7 @@
 // Each GEMV phase stages its input row in shared memory first (x·g, the norm's Σx² summed once per
 // workgroup); then each subgroup (or 2 or 4 together, where rows are few and long) takes ROWS
 // weight rows at a time (QKV_ROWS in phase 1: rotation pairs, rows i and i + hd/2 of a head;
-// MAXR of a slice in phase 4), grid-stride, its lanes reading consecutive 16-byte words of
+// FR of a slice in phase 4), grid-stride, its lanes reading consecutive 16-byte words of
 // them, LOADS words in flight per lane, and a subgroup sum ends each row. The results are those
 // of the per-op path (gemv_subgroup + attention_decode + matmul) up to summation order.
 // Grid barrier: a workgroup's writes made visible (memoryBarrierBuffer), then it counts itself in
@@ -70,7 +70,7 @@ layout(constant_id = 1) const uint ROWS = 1u;      // rows per subgroup, phase 3
 layout(constant_id = 2) const uint QKV_ROWS = 2u;  // rows per subgroup, phase 1 (even, <= MAXR)
 layout(constant_id = 4) const uint WTYPE = 1u;     // WT_* of the four matrices (one decoding per
                                                    // pipeline: 1.55x faster than a runtime branch)
-layout(constant_id = 5) const uint LOADS = 4u;     // 16-byte words in flight per lane (>= MAXR)
+layout(constant_id = 5) const uint LOADS = 4u;     // 16-byte words in flight per lane (>= ROWS, QKV_ROWS)
 // MULTI 1: pc.blocks blocks, their offsets from the Table; 0: one block a dispatch, bound at its
 // own tensors (no Table reads, no block loop). H200, seed size, ms a token with a dispatch per
 // block, this way / through the Table: f16 0.690 / 0.707,
@@ -85,6 +85,7 @@ layout(constant_id = 7) const uint POLL = 1u;
 layout(constant_id = 8) const uint HEAD = 0u;
 const uint MAXR = 4u, CHUNK = 32u, MIN_ITEM = 128u;
 const uint SL = 64u;  // FFN slice: rows of W1 (columns of W2) per workgroup at a time
+const uint FR = LOADS < MAXR ? LOADS : MAXR;  // rows of W1 a subgroup at a time (a load each a step at least)
 
 const uint THREADS = gl_WorkGroupSize.x, VT = 256u;  // VT: threads of the attention's p·V pass
 const uint WT_F32 = 0u, WT_F16 = 1u, WT_INT8 = 2u, WT_INT4 = 3u;

@@ -2,17 +2,17 @@
 // float atomics; included by decode_layer.comp after decode_layer_out_proj.glsl (WS, RPR, CR).
 
 // Slice s: rows s·SL .. of W1 (4D of them; past the end read as the last and dropped), taken by
-// the subgroups MAXR at a time, set i of them rows s·SL + i·MAXR ...
+// the subgroups FR at a time, set i of them rows s·SL + i·FR ... (rr[FR ..]: unused).
 void ffn_rows(uint s, uint set, out uint rr[MAXR]) {
-  for (uint i = 0u; i < MAXR; ++i) rr[i] = min(s * SL + set * MAXR + i, 4u * pc.dim - 1u);
+  for (uint i = 0u; i < MAXR; ++i) rr[i] = min(s * SL + set * FR + min(i, FR - 1u), 4u * pc.dim - 1u);
 }
 
 void ffn_prefetch(out uvec4 pre[LOADS]) {  // the words this invocation's ffn_phase loads first
   for (uint k = 0u; k < LOADS; ++k) pre[k] = uvec4(0u);
-  if (gl_WorkGroupID.x * SL >= 4u * pc.dim || gl_SubgroupID >= SL / MAXR) return;
+  if (gl_WorkGroupID.x * SL >= 4u * pc.dim || gl_SubgroupID >= SL / FR) return;
   uint rr[MAXR];
   ffn_rows(gl_WorkGroupID.x, gl_SubgroupID, rr);
-  load_step(2u, row_words(pc.dim), MAXR, 1u, rr, gl_SubgroupInvocationID, pre);
+  load_step(2u, row_words(pc.dim), FR, 1u, rr, gl_SubgroupInvocationID, pre);
 }
 
 // Load k of W2's slice s, rows c0 .. c0 + CR - 1 (CR = RPR·LOADS), coalesced: invocation t reads
@@ -53,16 +53,16 @@ void ffn_phase(uvec4 pre[LOADS]) {
   uvec4 q[LOADS];
   float fq[LOADS];
   for (uint s = gl_WorkGroupID.x; s < slices; s += gl_NumWorkGroups.x) {
-    for (uint set = sg; set < SL / MAXR; set += gl_NumSubgroups) {
+    for (uint set = sg; set < SL / FR; set += gl_NumSubgroups) {
       uint rr[MAXR];
       ffn_rows(s, set, rr);
       float factor[MAXR], acc[MAXR];
       for (uint i = 0u; i < MAXR; ++i) factor[i] = WTYPE == WT_INT8 ? scale_at(2u, rr[i]) : 1.0, acc[i] = 0.0;
-      row_dots(2u, per_row1, MAXR, 1u, 0u, rr, first, pre, acc);
+      row_dots(2u, per_row1, FR, 1u, 0u, rr, first, pre, acc);
       first = false;
-      for (uint i = 0u; i < MAXR; ++i) {
+      for (uint i = 0u; i < FR; ++i) {
         const float y = subgroupAdd(acc[i]) * factor[i] * rstd;
-        const uint j = set * MAXR + i;
+        const uint j = set * FR + i;
         if (lane == i % gl_SubgroupSize) f1s4[j >> 2u][j & 3u] = s * SL + j < 4u * D ? y / (1.0 + exp(-y)) : 0.0;
       }
     }
