@@ -3,8 +3,9 @@
 // consecutive 16-byte words (lane i: words k·S + i, k < LOADS, all issued before any is used),
 // the items grid-stride over the grid's subgroups, as decode_layer.comp reads a row; MODE 1:
 // each invocation reads words i + k·T (T invocations in all), LOADS at a time,
-// read_bandwidth.comp's pattern on a fixed grid. Words past the last whole item (MODE 0) or round of LOADS (MODE 1) are not read.
-// The sum is written only when it hits a value it will not hit, so the loads cannot be dropped.
+// read_bandwidth.comp's pattern on a fixed grid. Words past the last whole item (MODE 0) or round
+// of LOADS (MODE 1) are not read. The sum is written only when it hits a value it will not hit,
+// so the loads cannot be dropped.
 #version 450
 #extension GL_KHR_shader_subgroup_basic : require
 layout(local_size_x_id = 0) in;
