@@ -28,10 +28,13 @@
 // (print_timeline); --timeline-csv DIR as well, and every mark of the last 8 tokens into
 // DIR/timeline_<quant>.csv. --buffer-cap-mb N caps every storage binding at N MiB (the
 // weights then go a buffer per tensor where the model is larger: a persistent dispatch per block).
+// --warmup-ms MS (default 300): the GPU kept busy that long after each step that builds pipelines
+// and before the timed runs (GpuWarmup).
 //   pylon_bench_vulkan [--dim 2048 --layers 12 --heads 16 --vocab 32000] [--quant f16,int8,int4]
 //                      [--prefill 128] [--decode 32] [--dir /tmp] [--device N] [--gemv-sweep 0|1]
 //                      [--decode-paths auto|ops|persistent[:N[xT]][/B],...] [--gemv-rows R]
 //                      [--attention-chunk K] [--phase-split 0|1] [--timeline 0|1] [--timeline-csv DIR]
+//                      [--warmup-ms MS]
 //                      [--buffer-cap-mb N] [--read-patterns 0|1]
 #include <algorithm>
 #include <chrono>
@@ -101,6 +104,36 @@ double shader_read_bandwidth(vk::Context& ctx, uint64_t bytes) {
   }
   return static_cast<double>(words) * 16.0 / best;
 }
+
+// Busy work for the GPU before a timed run: read_bandwidth.comp over 64 MiB, again and again for at
+// least `ms` of wall time (--warmup-ms; 0: none). A decode is too short and too sparse to wake a
+// clocked-down GPU: after the seconds of a cold pipeline compile (no driver shader cache) the H200
+// idled down to 345-570 MHz and decoded whole runs at that clock, 3-4x slower (nvidia-smi sampled
+// every 100 ms: it takes 0.2-0.3 s of load to come back to 1980 MHz; bench/vulkan_notes.md,
+// 2026-12-01 19:18-20:15). 300 ms was not always enough there.
+class GpuWarmup {
+ public:
+  GpuWarmup(const vk::ContextOptions& co, double ms)
+      : ms_(ms), ctx_(co), kernels_(ctx_), a_(ctx_.make_buffer(kBytes, vk::MemoryKind::device)),
+        sink_(ctx_.make_buffer(16, vk::MemoryKind::device)) {}
+  void run() {
+    const uint32_t words = static_cast<uint32_t>(kBytes / 16);
+    const vk::Kernel& k = kernels_.get("read_bandwidth", 2, sizeof(words));
+    const auto t = Clock::now();
+    while (since(t) * 1e3 < ms_) {
+      vk::Recorder r(ctx_);
+      for (int i = 0; i < 16; ++i) r.dispatch(k, {{&a_}, {&sink_}}, words, (words + 2047) / 2048);
+      r.run();
+    }
+  }
+
+ private:
+  static constexpr uint64_t kBytes = 64ull << 20;
+  double ms_;
+  vk::Context ctx_;
+  vk::KernelCache kernels_;
+  vk::Buffer a_, sink_;
+};
 
 // --read-patterns 1: how a GEMV's reads can reach the memory's bandwidth. Device-timed medians of
 // 5 dispatches after a warm-up: read_rows.comp over 512 MiB of random bytes (decode_layer's GEMV
@@ -255,14 +288,16 @@ void gemv_sweep(const std::string& path, int device) {
 }
 
 // --timeline 1: the persistent kernel's variant with clock marks (VulkanOptions::timeline), over
-// `decode` tokens after the prefill: per step of a block, the mean over tokens, blocks and
-// workgroups, and the lowest and highest workgroup's mean (imbalance), in µs where the dispatch's
-// device time gives the SM clock's rate (one dispatch a token), else in clock cycles.
+// `decode` - 1 tokens after the prefill, a first token (which builds the pipelines) and a GPU
+// warm-up: per step of a block, the mean over tokens, blocks and workgroups, and the lowest and
+// highest workgroup's mean (imbalance), in µs where the dispatch's device time gives the SM
+// clock's rate (one dispatch a token), else in clock cycles.
 // csv (--timeline-csv): also every mark of the last 8 tokens, one row per (token, block,
 // workgroup): the time of events 1 .. kEvents - 1 and of the block's end, from the workgroup's
 // block start, in the same unit, for a look at single workgroups and heads afterwards.
-void print_timeline(const std::string& path, VulkanOptions o, const std::vector<int32_t>& tokens, int prefill,
-                    int decode, const std::string& csv) {
+void print_timeline(GpuWarmup& warmup, const std::string& path, VulkanOptions o, const std::vector<int32_t>& tokens,
+                    int prefill, int decode, const std::string& csv) {
+  PYLON_CHECK(decode >= 2, "--timeline needs --decode 2 or more (the first token builds the pipelines)");
   o.decode = "persistent", o.timeline = true;
   VulkanDecoder d(path, o, prefill + decode);
   d.feed(tokens.data(), prefill);
@@ -283,9 +318,11 @@ void print_timeline(const std::string& path, VulkanOptions o, const std::vector<
   std::vector<double> ends(G);
   double cycles = 0;  // each token's longest workgroup span, summed
   std::vector<uint32_t> rows;  // csv: (token, block, workgroup, kSteps cycle counts) per row
+  d.feed(&tokens[static_cast<size_t>(prefill)], 1);  // builds the pipelines: not timed, then a warm-up
+  warmup.run();
   vk::GpuTimes times;
   d.time_dispatches(&times);
-  for (int i = 0; i < decode; ++i) {
+  for (int i = 1; i < decode; ++i) {
     d.feed(&tokens[static_cast<size_t>(prefill + i)], 1);
     const vk::LayerTimeline t = d.layer_timeline();
     if (!csv.empty() && i + 8 >= decode)
@@ -366,6 +403,7 @@ constexpr const char* kUsage =
     "                          [--prefill 128] [--decode 32] [--dir /tmp] [--device N] [--gemv-sweep 0|1]\n"
     "                          [--decode-paths auto|ops|persistent[:N[xT]][/B],...] [--gemv-rows R]\n"
     "                          [--attention-chunk K] [--phase-split 0|1] [--timeline 0|1] [--timeline-csv DIR]\n"
+    "                          [--warmup-ms MS]\n"
     "                          [--buffer-cap-mb N] [--read-patterns 0|1]\n"
     "Decode and prefill of a random seed-size model on a Vulkan device, next to its measured bandwidth\n"
     "bound (bench/vulkan_edge_bench.cpp's header says what each flag does).\n";
@@ -374,6 +412,7 @@ int run(int argc, char** argv) {
   ModelConfig c = preset_config(Preset::causal);  // seed size: V 32000, D 2048, L 12, H 16
   std::string quants = "f16,int8,int4", dir = "/tmp", decodes = "auto", timeline_csv;
   int prefill = 128, decode = 32, device = -1, sweep = 0, phase_split = 0, timeline = 0, read_patterns_only = 0;
+  double warmup_ms = 300;
   uint32_t gemv_rows = 0;  // rows per subgroup of the decode GEMVs (0: chosen per matrix)
   uint32_t attention_chunk = 0;
   uint64_t buffer_cap = 0;  // --buffer-cap-mb: the storage-binding cap (a buffer per tensor below the model's size)
@@ -401,6 +440,7 @@ int run(int argc, char** argv) {
     else if (k == "--attention-chunk") attention_chunk = static_cast<uint32_t>(std::stoul(v));
     else if (k == "--phase-split") phase_split = std::stoi(v);
     else if (k == "--timeline") timeline = std::stoi(v);
+    else if (k == "--warmup-ms") warmup_ms = std::stod(v);
     else if (k == "--timeline-csv") timeline_csv = v, timeline = 1;
     else if (k == "--buffer-cap-mb") buffer_cap = std::stoull(v) << 20;
     else PYLON_CHECK(false, "unknown flag ", k, " (--help lists the flags)");
@@ -432,6 +472,7 @@ int run(int argc, char** argv) {
                 ctx.info().timestamp_ns > 0 ? "device timestamps" : "host clock", read / 1e9);
     std::printf("bound uses %.1f GB/s\n", bw / 1e9);
   }
+  GpuWarmup warmup(co, warmup_ms);  // run after each step that builds pipelines, before the timed runs
   std::vector<float> flat;
   std::stringstream list(quants);
   std::string q;
@@ -457,6 +498,7 @@ int run(int argc, char** argv) {
         const auto t = Clock::now();
         d.feed(tokens.data(), prefill);
         if (rep > 0) pre.push_back(since(t));
+        if (rep == 0) warmup.run();
       }
       std::printf("  prefill %d tokens, %s GEMM: %.1f ms, %.0f tokens/s, %.2f TFLOP/s (weights only)\n", prefill,
                   coop ? "coopmat" : "tiled", median(pre) * 1e3, prefill / median(pre),
@@ -468,6 +510,7 @@ int run(int argc, char** argv) {
         const auto t = Clock::now();
         dec_model.feed(&tokens[static_cast<size_t>(prefill + i)], 1);
         dec.push_back(since(t));
+        if (i == 0) warmup.run();  // the first token built the decode pipelines
       }
       const double tps = 1.0 / median(dec), bound = bw / bytes;
       std::printf("  decode: %.3f ms/token median, %.1f tokens/s; weights %.1f MB/token; bound %.1f tokens/s "
@@ -577,7 +620,7 @@ int run(int argc, char** argv) {
       VulkanOptions ot = o;
       ot.attention_chunk = attention_chunk;
       try {
-        print_timeline(path, ot, tokens, prefill, decode,
+        print_timeline(warmup, path, ot, tokens, prefill, decode,
                        timeline_csv.empty() ? "" : timeline_csv + "/timeline_" + q + ".csv");
       } catch (const Error& e) {
         std::printf("  timeline: %s\n", e.what());
