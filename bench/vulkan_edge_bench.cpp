@@ -84,25 +84,30 @@ double copy_bandwidth(vk::Context& ctx, uint64_t bytes) {
   return 2.0 * static_cast<double>(bytes) / best;
 }
 
+// read_bandwidth.comp over all of `a`'s 16-byte words (their sum into `sink`).
+void record_read(vk::Recorder& r, vk::KernelCache& kernels, vk::Buffer& a, vk::Buffer& sink) {
+  const uint32_t words = static_cast<uint32_t>(a.size() / 16);
+  const uint32_t groups = static_cast<uint32_t>(std::min<uint64_t>(65535, (words + 2047) / 2048));
+  r.dispatch(kernels.get("read_bandwidth", 2, sizeof(words)), {{&a}, {&sink}}, words, groups);
+}
+
 // Read bandwidth of device memory as a shader sees it: read_bandwidth.comp over `bytes`, best of 5
 // device-timed runs after a warm-up (host-timed where the device has no timestamps).
 double shader_read_bandwidth(vk::Context& ctx, uint64_t bytes) {
-  vk::Buffer a = ctx.make_buffer(bytes, vk::MemoryKind::device), sink = ctx.make_buffer(16, vk::MemoryKind::device);
+  vk::Buffer a = ctx.make_buffer(bytes / 16 * 16, vk::MemoryKind::device);
+  vk::Buffer sink = ctx.make_buffer(16, vk::MemoryKind::device);
   vk::KernelCache kernels(ctx);
-  const uint32_t words = static_cast<uint32_t>(bytes / 16);
-  const vk::Kernel& k = kernels.get("read_bandwidth", 2, sizeof(words));
-  const uint32_t groups = static_cast<uint32_t>(std::min<uint64_t>(65535, (words + 2047) / 2048));
   double best = 1e30;
   for (int i = 0; i < 6; ++i) {
     vk::GpuTimes times;
     vk::Recorder r(ctx, &times);
-    r.dispatch(k, {{&a}, {&sink}}, words, groups);
+    record_read(r, kernels, a, sink);
     const auto t = Clock::now();
     r.run();
     const double host = since(t);
     if (i > 0) best = std::min(best, times.runs ? times.total : host);
   }
-  return static_cast<double>(words) * 16.0 / best;
+  return static_cast<double>(a.size()) / best;
 }
 
 // Busy work for the GPU before a timed run: read_bandwidth.comp over 64 MiB, again and again for at
@@ -117,12 +122,10 @@ class GpuWarmup {
       : ms_(ms), ctx_(co), kernels_(ctx_), a_(ctx_.make_buffer(kBytes, vk::MemoryKind::device)),
         sink_(ctx_.make_buffer(16, vk::MemoryKind::device)) {}
   void run() {
-    const uint32_t words = static_cast<uint32_t>(kBytes / 16);
-    const vk::Kernel& k = kernels_.get("read_bandwidth", 2, sizeof(words));
     const auto t = Clock::now();
     while (since(t) * 1e3 < ms_) {
       vk::Recorder r(ctx_);
-      for (int i = 0; i < 16; ++i) r.dispatch(k, {{&a_}, {&sink_}}, words, (words + 2047) / 2048);
+      for (int i = 0; i < 16; ++i) record_read(r, kernels_, a_, sink_);
       r.run();
     }
   }
