@@ -113,7 +113,7 @@ double shader_read_bandwidth(vk::Context& ctx, uint64_t bytes) {
 // Busy work for the GPU before a timed run: read_bandwidth.comp over 64 MiB, again and again for at
 // least `ms` of wall time (--warmup-ms; 0: none). A decode is too short and too sparse to wake a
 // clocked-down GPU: after the seconds of a cold pipeline compile (no driver shader cache) the H200
-// idled down to 345-570 MHz and decoded whole runs at that clock, 3-4x slower (nvidia-smi sampled
+// idled down to 345-615 MHz and decoded whole runs at that clock, 3-4x slower (nvidia-smi sampled
 // every 100 ms: it takes 0.2-0.3 s of load to come back to 1980 MHz; bench/vulkan_notes.md,
 // 2026-12-01 19:18-20:15). 300 ms was not always enough there.
 class GpuWarmup {
