@@ -29,7 +29,7 @@
 // DIR/timeline_<quant>.csv. --buffer-cap-mb N caps every storage binding at N MiB (the
 // weights then go a buffer per tensor where the model is larger: a persistent dispatch per block).
 // --warmup-ms MS (default 300): the GPU kept busy that long after each step that builds pipelines
-// and before the timed runs (GpuWarmup).
+// and before the timed runs (GpuWarmup; not on CPU devices).
 //   pylon_bench_vulkan [--dim 2048 --layers 12 --heads 16 --vocab 32000] [--quant f16,int8,int4]
 //                      [--prefill 128] [--decode 32] [--dir /tmp] [--device N] [--gemv-sweep 0|1]
 //                      [--decode-paths auto|ops|persistent[:N[xT]][/B],...] [--gemv-rows R]
@@ -115,12 +115,13 @@ double shader_read_bandwidth(vk::Context& ctx, uint64_t bytes) {
 // clocked-down GPU: after the seconds of a cold pipeline compile (no driver shader cache) the H200
 // idled down to 345-615 MHz and decoded whole runs at that clock, 3-4x slower (nvidia-smi sampled
 // every 100 ms: it takes 0.2-0.3 s of load to come back to 1980 MHz; bench/vulkan_notes.md,
-// 2026-12-01 19:18-20:15). 300 ms was not always enough there.
+// 2026-12-01 19:18-20:15). 300 ms was not always enough there. None on CPU devices (no GPU clock
+// to wake; on lavapipe a round of 16 reads alone takes a second or more).
 class GpuWarmup {
  public:
   GpuWarmup(const vk::ContextOptions& co, double ms)
-      : ms_(ms), ctx_(co), kernels_(ctx_), a_(ctx_.make_buffer(kBytes, vk::MemoryKind::device)),
-        sink_(ctx_.make_buffer(16, vk::MemoryKind::device)) {}
+      : ctx_(co), ms_(ctx_.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU ? 0.0 : ms), kernels_(ctx_),
+        a_(ctx_.make_buffer(kBytes, vk::MemoryKind::device)), sink_(ctx_.make_buffer(16, vk::MemoryKind::device)) {}
   void run() {
     const auto t = Clock::now();
     while (since(t) * 1e3 < ms_) {
@@ -132,8 +133,8 @@ class GpuWarmup {
 
  private:
   static constexpr uint64_t kBytes = 64ull << 20;
-  double ms_;
   vk::Context ctx_;
+  double ms_;
   vk::KernelCache kernels_;
   vk::Buffer a_, sink_;
 };
