@@ -8,7 +8,8 @@
 // also records the step, and the fastest and slowest after it), then a second decode pass
 // with device timestamps after every dispatch: device time per token against host time per token,
 // and the device time per kind of dispatch; prefill tokens/s on the plain tiled GEMM and on the coopmat GEMM where it runs,
-// and the coopmat GEMM's own throughput on a large fp16 GEMM (the prefill ceiling of this kernel);
+// each with one more prefill's device time per kind of dispatch (each GEMM shape's TFLOP/s), next
+// to the coopmat ceiling where coopmat runs (coopmat_peak.comp: products on operands in registers);
 // after each precision's decodes, the read bandwidth again (a run slow throughout then says
 // whether the memory was slow too).
 // --gemv-sweep 1 first times the subgroup GEMV on each of the model's matrix shapes in several
@@ -110,6 +111,27 @@ double shader_read_bandwidth(vk::Context& ctx, uint64_t bytes) {
   return static_cast<double>(a.size()) / best;
 }
 
+// The cooperative-matrix ceiling in FLOP/s: coopmat_peak.comp on 8 workgroups a compute unit,
+// best of 5 device-timed runs after a warm-up (host-timed where the device has no timestamps).
+double coopmat_peak(vk::Context& ctx, bool f16_accumulate = false) {
+  const uint32_t groups = std::max(1u, ctx.info().compute_units) * 8, iters = 4096, chains = 8;
+  const uint32_t subgroups = 128 / std::max(1u, ctx.info().subgroup_size);
+  vk::Buffer sink = ctx.make_buffer(uint64_t(groups) * subgroups * chains * 256 * 4, vk::MemoryKind::device);
+  vk::KernelCache kernels(ctx);
+  double best = 1e30;
+  for (int i = 0; i < 6; ++i) {
+    vk::GpuTimes times;
+    vk::Recorder r(ctx, &times);
+    r.dispatch(kernels.get("coopmat_peak", 1, sizeof(iters), {}, {f16_accumulate ? 1u : 0u}), {{&sink}}, iters,
+               groups);
+    const auto t = Clock::now();
+    r.run();
+    const double host = since(t);
+    if (i > 0) best = std::min(best, times.runs ? times.total : host);
+  }
+  return 2.0 * 16 * 16 * 16 * chains * double(iters) * subgroups * groups / best;
+}
+
 // Busy work for the GPU before a timed run: read_bandwidth.comp over 64 MiB, again and again for at
 // least `ms` of wall time (--warmup-ms; 0: none). A decode is too short and too sparse to wake a
 // clocked-down GPU: after the seconds of a cold pipeline compile (no driver shader cache) the H200
@@ -138,6 +160,31 @@ class GpuWarmup {
   vk::KernelCache kernels_;
   vk::Buffer a_, sink_;
 };
+
+// One more prefill with a device timestamp after every dispatch: device time per kind of dispatch
+// (the GEMMs by shape, "gemm_coopmat 6144x2048 f16", with their TFLOP/s: 2·tokens·rows·cols each).
+void print_prefill_split(VulkanDecoder& d, const std::vector<int32_t>& tokens, int prefill) {
+  d.reset();
+  vk::GpuTimes times;
+  d.time_dispatches(&times);
+  d.feed(tokens.data(), prefill);
+  d.time_dispatches(nullptr);
+  if (times.runs == 0) return;
+  std::vector<std::pair<double, std::string>> kinds;
+  for (const auto& [name, e] : times.by_kernel) kinds.emplace_back(e.seconds, name);
+  std::sort(kinds.rbegin(), kinds.rend());
+  std::printf("    device %.2f ms:\n", times.total * 1e3);
+  for (const auto& [sec, name] : kinds) {
+    const vk::GpuTimes::Entry& e = times.by_kernel.at(name);
+    unsigned rows = 0, cols = 0;
+    char tflops[48] = "";
+    if (name.rfind("gemm", 0) == 0 && std::sscanf(name.c_str(), "%*s %ux%u", &rows, &cols) == 2)
+      std::snprintf(tflops, sizeof(tflops), "  %6.1f TFLOP/s",
+                    2.0 * prefill * rows * cols * static_cast<double>(e.count) / sec / 1e12);
+    std::printf("    %-36s %4ld x %8.1f us  %5.1f%%%s\n", name.c_str(), e.count, sec / static_cast<double>(e.count) * 1e6,
+                100.0 * sec / times.total, tflops);
+  }
+}
 
 // --read-patterns 1: how a GEMV's reads can reach the memory's bandwidth. Device-timed medians of
 // 5 dispatches after a warm-up: read_rows.comp over 512 MiB of random bytes (decode_layer's GEMV
@@ -475,6 +522,12 @@ int run(int argc, char** argv) {
                 static_cast<unsigned long long>(bytes >> 20),
                 ctx.info().timestamp_ns > 0 ? "device timestamps" : "host clock", read / 1e9);
     std::printf("bound uses %.1f GB/s\n", bw / 1e9);
+    if (ctx.info().coopmat)
+      std::printf("coopmat ceiling (coopmat_peak.comp: fp16 16x16x16 products on operands in registers, best of 5): "
+                  "%.1f TFLOP/s with fp32 accumulators (the GEMM's)%s\n", coopmat_peak(ctx) / 1e12,
+                  ctx.info().coopmat_f16_accumulate
+                      ? (", " + std::to_string(coopmat_peak(ctx, true) / 1e12) + " TFLOP/s with fp16").c_str()
+                      : "");
   }
   GpuWarmup warmup(co, warmup_ms);  // run after each step that builds pipelines, before the timed runs
   std::vector<float> flat;
@@ -507,6 +560,7 @@ int run(int argc, char** argv) {
       std::printf("  prefill %d tokens, %s GEMM: %.1f ms, %.0f tokens/s, %.2f TFLOP/s (weights only)\n", prefill,
                   coop ? "coopmat" : "tiled", median(pre) * 1e3, prefill / median(pre),
                   flops_per_token * prefill / median(pre) / 1e12);
+      print_prefill_split(d, tokens, prefill);
     }
     const auto measure_decode = [&](VulkanDecoder& dec_model) {
       std::vector<double> dec;

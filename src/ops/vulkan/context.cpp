@@ -45,10 +45,11 @@ std::vector<VkExtensionProperties> device_extensions(VkPhysicalDevice d) {
   return list;
 }
 
-// fp16 A/B, fp32 C and result, 16x16x16, subgroup scope: the shape shaders/gemm_coopmat.comp uses.
+// fp16 A/B, C and result of type `acc`, 16x16x16, subgroup scope: the shape shaders/gemm_coopmat.comp
+// uses (acc fp32; fp16 only in coopmat_peak.comp's variant).
 // (Headers older than 1.3.255 lack the extension: then the build has no coopmat path.)
 #if defined(VK_KHR_cooperative_matrix) && PYLON_HAVE_VULKAN_COOPMAT
-bool supports_coopmat_f16(VkInstance instance, VkPhysicalDevice d) {
+bool supports_coopmat_f16(VkInstance instance, VkPhysicalDevice d, VkComponentTypeKHR acc) {
   auto get = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR>(
       vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
   if (!get) return false;
@@ -58,8 +59,8 @@ bool supports_coopmat_f16(VkInstance instance, VkPhysicalDevice d) {
   if (get(d, &n, props.data()) != VK_SUCCESS) return false;
   for (const auto& p : props)
     if (p.MSize == 16 && p.NSize == 16 && p.KSize == 16 && p.AType == VK_COMPONENT_TYPE_FLOAT16_KHR &&
-        p.BType == VK_COMPONENT_TYPE_FLOAT16_KHR && p.CType == VK_COMPONENT_TYPE_FLOAT32_KHR &&
-        p.ResultType == VK_COMPONENT_TYPE_FLOAT32_KHR && p.scope == VK_SCOPE_SUBGROUP_KHR)
+        p.BType == VK_COMPONENT_TYPE_FLOAT16_KHR && p.CType == acc && p.ResultType == acc &&
+        p.scope == VK_SCOPE_SUBGROUP_KHR)
       return true;
   return false;
 }
@@ -213,7 +214,9 @@ Context::Context(const ContextOptions& options) {
     bool coopmat = false;
 #if PYLON_VK_COOPMAT_BUILD
     coopmat = options.allow_coopmat && has_extension(dev_ext, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME) &&
-              supports_coopmat_f16(instance_, physical_) && !spirv_module("gemm_coopmat").empty();
+              supports_coopmat_f16(instance_, physical_, VK_COMPONENT_TYPE_FLOAT32_KHR) &&
+              !spirv_module("gemm_coopmat").empty();
+    info_.coopmat_f16_accumulate = coopmat && supports_coopmat_f16(instance_, physical_, VK_COMPONENT_TYPE_FLOAT16_KHR);
 #else
     (void)options.allow_coopmat;
 #endif
@@ -269,6 +272,7 @@ Context::Context(const ContextOptions& options) {
     }
 #endif
     info_.coopmat = coopmat;
+    info_.coopmat_f16_accumulate = info_.coopmat_f16_accumulate && coopmat;
     // Float atomic add on storage buffers (decode_layer's FFN adds its slices' sums into h).
     VkPhysicalDeviceShaderAtomicFloatFeaturesEXT atomic_float{
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT};

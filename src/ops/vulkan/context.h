@@ -75,6 +75,7 @@ struct DeviceInfo {
   bool texel_reads = false;
   uint64_t texel_offset_alignment = 0, max_texels = 0;
   bool coopmat = false;      // VK_KHR_cooperative_matrix fp16 16x16x16 -> fp32, and a shader for it
+  bool coopmat_f16_accumulate = false;  // and fp16 -> fp16 (a benchmark's comparison: coopmat_peak.comp)
   bool float_atomic_add = false;  // shaderBufferFloat32AtomicAdd (VK_EXT_shader_atomic_float), enabled
   bool int64_atomics = false;  // shaderInt64 and shaderBufferInt64Atomics, enabled: decode_layer's tagged q, k
   bool shader_clock = false;  // shaderSubgroupClock (VK_KHR_shader_clock), enabled: decode_layer's timeline

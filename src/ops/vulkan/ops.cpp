@@ -48,7 +48,7 @@ Ops::Ops(Context& ctx)
 }
 
 bool Ops::uses_coopmat(uint32_t n) const {
-  // The coopmat kernel assumes 4 subgroups of 32 (NVIDIA, most desktop GPUs); prefill only.
+  // The coopmat kernel assumes 8 subgroups of 32 (NVIDIA, most desktop GPUs); prefill only.
   return coopmat_on_ && ctx_.info().coopmat && ctx_.info().subgroup_size == 32 && n >= 16;
 }
 
@@ -160,8 +160,9 @@ void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint
       r.dispatch(k, views, p, groups_for(texel ? (static_cast<uint64_t>(c.rows) + 7) / 8 : c.rows, 64, 65535));
     else if (gemv)  // shape.rows rows per `shape.split` subgroups
       r.dispatch(k, views, p, groups_for(static_cast<uint64_t>(c.rows), rows_per_gemv_group, 65535));
-    else
-      r.dispatch(k, views, p, groups_for(static_cast<uint64_t>(c.rows), 64), groups_for(n, 64));
+    else  // tiles of 64 tokens by 64 weight rows (gemm_tiled) or 128 (gemm_coopmat)
+      r.dispatch(k, views, p, groups_for(static_cast<uint64_t>(c.rows), std::string(kernel) == "gemm_coopmat" ? 128 : 64),
+                 groups_for(n, 64));
   }
 }
 

@@ -190,6 +190,7 @@ const MatmulCase kCases[] = {
     {EdgeDType::f32, 37, 71, 1},   {EdgeDType::f32, 37, 71, 5},   {EdgeDType::f32, 65, 128, 1},
     {EdgeDType::f16, 37, 71, 1},   {EdgeDType::f16, 130, 256, 1}, {EdgeDType::f16, 130, 256, 67},
     {EdgeDType::int8, 37, 71, 1},  {EdgeDType::int8, 70, 96, 1},  {EdgeDType::int8, 70, 96, 3},
+    {EdgeDType::int8, 135, 160, 20},  // past one 128-row coopmat tile, the epilogue on int8 words
     {EdgeDType::int4, 37, 71, 1},  {EdgeDType::int4, 70, 96, 1},  {EdgeDType::int4, 70, 96, 66},
     {EdgeDType::int4, 33, 128, 1, 64, false}, {EdgeDType::int4, 33, 128, 9, 64, false},
     // GEMV rows of many 16-byte words (the four-words-in-flight loop and its remainder).

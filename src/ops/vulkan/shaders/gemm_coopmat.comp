@@ -1,127 +1,155 @@
 // Prefill GEMM on cooperative matrices (VK_KHR_cooperative_matrix, fp16 x fp16 -> fp32,
-// 16x16x16): Y (n, ldy) [+]= X (n, cols) · W(chunk)ᵀ. A workgroup of 4 subgroups of 32 owns a
-// 64x64 output tile (tokens m0.., weight rows n0..); subgroup s owns 32 tokens (s / 2) x 32 rows
-// (s % 2): 2 x 2 accumulators. Each K step of 32 stages X (rounded to fp16) and W (decoded, rounded
-// to fp16) in shared memory; thread t loads half (t % 2) of the step's 32 columns of token and row
-// t / 2 as whole words where the layout allows (X as vec4, W as 16-byte words: f16 taken as is, int8
-// and int4 scaled; else element by element), and the next step's words are loaded into registers
-// while this step's products run. The plain tiled GEMM is the oracle; fp16 rounding of both inputs
-// sets the tolerance.
+// 16x16x16): Y (n, ldy) [+]= X (n, cols) · W(chunk)ᵀ. A workgroup of 8 subgroups of 32 owns a
+// TM x TN = 64 x 128 output tile (tokens m0.., weight rows n0..); subgroup s owns 32 tokens (s / 4)
+// x 32 rows (s % 4): four accumulators, each a variable of its own (arrays of cooperative matrices
+// went to local memory on the H200: 2^36 + 128..256 bytes in the pipeline statistics, and a
+// register-only peak ran 20x faster than one with arrays).
+// Each K step of TK = 32 columns is staged in shared memory as fp16, 8 halves to a uvec4:
+// thread t converts 8 columns of token t / 4 (part t % 4; X rounded to fp16) and 16 of weight row
+// t / 2 (half t % 2; f16 words copied as they are, int8 / int4 decoded and scaled, then rounded),
+// each with whole-vector loads where the layout allows, else element by element. The shared tiles
+// are double-buffered: the next step's words are loaded into registers before this step's
+// products and stored into the other buffer after them, one barrier a step. The plain tiled GEMM
+// is the oracle; fp16 rounding of both inputs sets the tolerance.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
-layout(local_size_x = 128) in;
+#extension GL_EXT_control_flow_attributes : require
+layout(local_size_x = 256) in;
 #include "matmul_common.glsl"
+#include "words.glsl"
 layout(std430, binding = 0) readonly buffer X4Buf { vec4 X4[]; };  // X as vec4
 
-const uint TM = 64u, TN = 64u, TK = 32u, LDS = TK + 8u;  // +8 halves: fewer bank conflicts
-shared float16_t As[TM * LDS];  // X tile, (token, k) row-major
-shared float16_t Bs[TN * LDS];  // W tile, (weight row, k) row-major = B (k, n) column-major
-shared float Cs[4u * 256u];     // per subgroup: one 16x16 accumulator on its way to Y
+const uint TM = 64u, TN = 128u, TK = 32u;
+const uint LDU = TK / 8u + 1u;      // a tile row's stride in uvec4s: TK halves + 8 (no bank conflicts)
+const uint A_SIZE = TM * LDU, B_SIZE = TN * LDU;
+shared uvec4 As[2u * A_SIZE];       // X tiles, (token, k) row-major, two buffers
+shared uvec4 Bs[2u * B_SIZE];       // W tiles, (weight row, k) row-major = B (k, n) column-major
+shared float Cs[8u * 256u];         // per subgroup: one 16x16 accumulator on its way to Y
 
-// This thread's share of a K step: 16 values of a token row of X and of a weight row of W.
-uint tile_row, half_k;  // token tile_row of X's tile and weight row tile_row of W's
-vec4 xa[4];     // X, when vector loads apply
-uvec4 wq[4];    // W's raw words
-float wscale;   // int8 / int4 scale of those words
-bool x_vec, w_words;
+#define ACC coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
+#define MAT_A coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
+#define MAT_B coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
+
+// This thread's share of a K step, in registers between the loads and the shared-memory stores.
+uint x_row, x_part, w_row, w_half;
+vec4 xa0, xa1;   // X's 8 values
+uvec4 wq0, wq1;  // W's raw words (f16: 2 words; int8: wq0; int4: wq0.xy); f32: decoded into wf*
+vec4 wf0, wf1, wf2, wf3;  // W's 16 values where decoded at load time (f32, element by element)
+float wscale;    // int8 / int4 scale of those words
+bool x_vec, w_words, w_decoded;
 
 void load_step(uint k0) {
-  const uint c0 = k0 + half_k * 16u, m = gl_WorkGroupID.y * TM + tile_row, r = gl_WorkGroupID.x * TN + tile_row;
+  const uint m = gl_WorkGroupID.y * TM + x_row, cx = k0 + x_part * 8u;
   if (x_vec) {
-    for (uint j = 0u; j < 4u; ++j)
-      xa[j] = m < pc.n && c0 + 4u * j < pc.cols ? X4[(pc.x_off + m * pc.cols + c0 + 4u * j) >> 2] : vec4(0.0);
-  }
-  if (!w_words || r >= pc.rows || c0 + 16u > pc.cols) return;  // store_step goes element by element
-  if (pc.wtype == WT_F32) {
-    for (uint j = 0u; j < 4u; ++j) wq[j] = W4[(r * pc.cols + c0) / 4u + j];
-  } else if (pc.wtype == WT_F16) {
-    const uint at = (r * pc.cols + c0) / 8u;
-    wq[0] = W4[at], wq[1] = W4[at + 1u];
-  } else if (pc.wtype == WT_INT8) {
-    wq[0] = W4[(r * pc.cols + c0) / 16u];
-    wscale = scale_at(pc.row_base + r);
+    xa0 = m < pc.n && cx < pc.cols ? X4[(pc.x_off + m * pc.cols + cx) >> 2] : vec4(0.0);
+    xa1 = m < pc.n && cx + 4u < pc.cols ? X4[(pc.x_off + m * pc.cols + cx + 4u) >> 2] : vec4(0.0);
   } else {
-    const uint at = (r * int4_row_bytes() + c0 / 2u) / 4u;
-    wq[0].xy = uvec2(W[at], W[at + 1u]);
-    wscale = scale_at((pc.row_base + r) * int4_groups() + c0 / pc.group);
+    float v[8];
+    [[unroll]] for (uint j = 0u; j < 8u; ++j)
+      v[j] = m < pc.n && cx + j < pc.cols ? X[pc.x_off + m * pc.cols + cx + j] : 0.0;
+    xa0 = vec4(v[0], v[1], v[2], v[3]), xa1 = vec4(v[4], v[5], v[6], v[7]);
+  }
+  const uint r = gl_WorkGroupID.x * TN + w_row, c0 = k0 + w_half * 16u;
+  w_decoded = !w_words || r >= pc.rows || c0 + 16u > pc.cols || pc.wtype == WT_F32;
+  if (!w_decoded) {
+    if (pc.wtype == WT_F16) {
+      const uint at = (r * pc.cols + c0) / 8u;
+      wq0 = W4[at], wq1 = W4[at + 1u];
+    } else if (pc.wtype == WT_INT8) {
+      wq0 = W4[(r * pc.cols + c0) / 16u];
+      wscale = scale_at(pc.row_base + r);
+    } else {
+      const uint at = (r * int4_row_bytes() + c0 / 2u) / 4u;
+      wq0.xy = uvec2(W[at], W[at + 1u]);
+      wscale = scale_at((pc.row_base + r) * int4_groups() + c0 / pc.group);
+    }
+    return;
+  }
+  if (w_words && r < pc.rows && c0 + 16u <= pc.cols) {  // f32 words
+    const uint at = (r * pc.cols + c0) / 4u;
+    wf0 = uintBitsToFloat(W4[at]), wf1 = uintBitsToFloat(W4[at + 1u]);
+    wf2 = uintBitsToFloat(W4[at + 2u]), wf3 = uintBitsToFloat(W4[at + 3u]);
+    return;
+  }
+  float v[16];
+  [[unroll]] for (uint j = 0u; j < 16u; ++j) v[j] = r < pc.rows && c0 + j < pc.cols ? w_at(r, c0 + j) : 0.0;
+  wf0 = vec4(v[0], v[1], v[2], v[3]), wf1 = vec4(v[4], v[5], v[6], v[7]);
+  wf2 = vec4(v[8], v[9], v[10], v[11]), wf3 = vec4(v[12], v[13], v[14], v[15]);
+}
+
+uvec4 halves(vec4 a, vec4 b) {  // 8 values rounded to fp16, packed in order
+  return uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));
+}
+
+// The registers of load_step into shared buffer `buf`.
+void store_step(uint buf) {
+  As[buf * A_SIZE + x_row * LDU + x_part] = halves(xa0, xa1);
+  const uint b = buf * B_SIZE + w_row * LDU + w_half * 2u;
+  if (w_decoded) {
+    Bs[b] = halves(wf0, wf1), Bs[b + 1u] = halves(wf2, wf3);
+  } else if (pc.wtype == WT_F16) {
+    Bs[b] = wq0, Bs[b + 1u] = wq1;
+  } else if (pc.wtype == WT_INT8) {
+    Bs[b] = halves(i8x4(wq0.x) * wscale, i8x4(wq0.y) * wscale);
+    Bs[b + 1u] = halves(i8x4(wq0.z) * wscale, i8x4(wq0.w) * wscale);
+  } else {
+    Bs[b] = halves(i4lo(wq0.x) * wscale, i4hi(wq0.x) * wscale);
+    Bs[b + 1u] = halves(i4lo(wq0.y) * wscale, i4hi(wq0.y) * wscale);
   }
 }
 
-void store_step(uint k0) {
-  const uint c0 = k0 + half_k * 16u, m = gl_WorkGroupID.y * TM + tile_row, r = gl_WorkGroupID.x * TN + tile_row;
-  const uint a = tile_row * LDS + half_k * 16u, b = tile_row * LDS + half_k * 16u;
-  for (uint j = 0u; j < 16u; ++j) {
-    float x;
-    if (x_vec) x = xa[j / 4u][j % 4u];
-    else x = m < pc.n && c0 + j < pc.cols ? X[pc.x_off + m * pc.cols + c0 + j] : 0.0;
-    As[a + j] = float16_t(x);
+// Accumulator `acc`, this subgroup's tokens tm + 16·i.., rows tn + 16·j.., through shared memory to Y.
+void store_acc(ACC acc, uint tm, uint tn) {
+  const uint sg = gl_SubgroupID;
+  coopMatStore(acc, Cs, sg * 256u, 16u, gl_CooperativeMatrixLayoutRowMajor);
+  subgroupMemoryBarrierShared();
+  subgroupBarrier();
+  for (uint e = gl_SubgroupInvocationID; e < 256u; e += gl_SubgroupSize) {
+    const uint m = gl_WorkGroupID.y * TM + tm + e / 16u, r = gl_WorkGroupID.x * TN + tn + e % 16u;
+    if (m < pc.n && r < pc.rows) store_y(m, r, Cs[sg * 256u + e]);
   }
-  if (!w_words || r >= pc.rows || c0 + 16u > pc.cols) {
-    for (uint j = 0u; j < 16u; ++j)
-      Bs[b + j] = float16_t(r < pc.rows && c0 + j < pc.cols ? w_at(r, c0 + j) : 0.0);
-    return;
-  }
-  if (pc.wtype == WT_F32) {
-    for (uint j = 0u; j < 16u; ++j) Bs[b + j] = float16_t(uintBitsToFloat(wq[j / 4u][j % 4u]));
-  } else if (pc.wtype == WT_F16) {
-    for (uint j = 0u; j < 8u; ++j) {
-      const f16vec2 h = unpackFloat2x16(wq[j / 4u][j % 4u]);
-      Bs[b + 2u * j] = h.x, Bs[b + 2u * j + 1u] = h.y;
-    }
-  } else if (pc.wtype == WT_INT8) {
-    for (uint j = 0u; j < 16u; ++j)
-      Bs[b + j] = float16_t(float(bitfieldExtract(int(wq[0][j / 4u]), int(8u * (j % 4u)), 8)) * wscale);
-  } else {
-    for (uint j = 0u; j < 16u; ++j)
-      Bs[b + j] = float16_t(float(bitfieldExtract(int(wq[0][j / 8u]), int(4u * (j % 8u)), 4)) * wscale);
-  }
+  subgroupBarrier();
 }
 
 void main() {
-  const uint tid = gl_LocalInvocationID.x, sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
-  tile_row = tid / 2u, half_k = tid % 2u;
+  const uint tid = gl_LocalInvocationID.x, sg = gl_SubgroupID;
+  x_row = tid / 4u, x_part = tid % 4u, w_row = tid / 2u, w_half = tid % 2u;
   x_vec = pc.x_off % 4u == 0u && pc.cols % 4u == 0u;
   // Whole words: a word never straddles the end of a row or (int4) a scale group.
   w_words = pc.wtype == WT_F32 ? pc.cols % 4u == 0u
           : pc.wtype == WT_F16 ? pc.cols % 8u == 0u
           : pc.wtype == WT_INT8 ? pc.cols % 16u == 0u
                                 : pc.cols % 16u == 0u && pc.group % 16u == 0u;
-  coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> acc[2][2];
-  for (uint i = 0u; i < 2u; ++i)
-    for (uint j = 0u; j < 2u; ++j) acc[i][j] = coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
-  const uint tm = (sg / 2u) * 32u, tn = (sg % 2u) * 32u;
+  ACC c00 = ACC(0.0), c01 = ACC(0.0), c10 = ACC(0.0), c11 = ACC(0.0);
+  const uint tm = (sg / 4u) * 32u, tn = (sg % 4u) * 32u;
   load_step(0u);
-  for (uint k0 = 0u; k0 < pc.cols; k0 += TK) {
-    store_step(k0);
-    barrier();
-    if (k0 + TK < pc.cols) load_step(k0 + TK);  // in flight while the products below run
-    for (uint kk = 0u; kk < TK; kk += 16u) {
-      coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a[2];
-      coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b[2];
-      for (uint i = 0u; i < 2u; ++i)
-        coopMatLoad(a[i], As, (tm + 16u * i) * LDS + kk, LDS, gl_CooperativeMatrixLayoutRowMajor);
-      for (uint j = 0u; j < 2u; ++j)
-        coopMatLoad(b[j], Bs, (tn + 16u * j) * LDS + kk, LDS, gl_CooperativeMatrixLayoutColumnMajor);
-      for (uint i = 0u; i < 2u; ++i)
-        for (uint j = 0u; j < 2u; ++j) acc[i][j] = coopMatMulAdd(a[i], b[j], acc[i][j]);
+  store_step(0u);
+  barrier();
+  for (uint k0 = 0u, buf = 0u; k0 < pc.cols; k0 += TK, buf ^= 1u) {
+    const bool more = k0 + TK < pc.cols;
+    if (more) load_step(k0 + TK);  // in flight while the products below run
+    const uint a0 = buf * A_SIZE + tm * LDU, b0 = buf * B_SIZE + tn * LDU;
+    [[unroll]] for (uint kk = 0u; kk < TK / 8u; kk += 2u) {  // 16 columns: 2 uvec4s
+      MAT_A a0m, a1m;
+      MAT_B b0m, b1m;
+      coopMatLoad(a0m, As, a0 + kk, LDU, gl_CooperativeMatrixLayoutRowMajor);
+      coopMatLoad(a1m, As, a0 + 16u * LDU + kk, LDU, gl_CooperativeMatrixLayoutRowMajor);
+      coopMatLoad(b0m, Bs, b0 + kk, LDU, gl_CooperativeMatrixLayoutColumnMajor);
+      coopMatLoad(b1m, Bs, b0 + 16u * LDU + kk, LDU, gl_CooperativeMatrixLayoutColumnMajor);
+      c00 = coopMatMulAdd(a0m, b0m, c00);
+      c01 = coopMatMulAdd(a0m, b1m, c01);
+      c10 = coopMatMulAdd(a1m, b0m, c10);
+      c11 = coopMatMulAdd(a1m, b1m, c11);
     }
+    if (more) store_step(buf ^ 1u);  // the other buffer: last read before the previous barrier
     barrier();
   }
-  // Each accumulator through this subgroup's 16x16 of shared memory, then to Y.
-  for (uint i = 0u; i < 2u; ++i)
-    for (uint j = 0u; j < 2u; ++j) {
-      coopMatStore(acc[i][j], Cs, sg * 256u, 16u, gl_CooperativeMatrixLayoutRowMajor);
-      subgroupMemoryBarrierShared();
-      subgroupBarrier();
-      for (uint e = lane; e < 256u; e += gl_SubgroupSize) {
-        const uint m = gl_WorkGroupID.y * TM + tm + 16u * i + e / 16u;
-        const uint r = gl_WorkGroupID.x * TN + tn + 16u * j + e % 16u;
-        if (m < pc.n && r < pc.rows) store_y(m, r, Cs[sg * 256u + e]);
-      }
-      subgroupBarrier();
-    }
+  store_acc(c00, tm, tn);
+  store_acc(c01, tm, tn + 16u);
+  store_acc(c10, tm + 16u, tn);
+  store_acc(c11, tm + 16u, tn + 16u);
 }
