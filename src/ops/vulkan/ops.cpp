@@ -122,9 +122,13 @@ void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint
   const bool subgroup_gemv = gemv && !gemv_rows_;
   GemvShape shape = subgroup_gemv ? gemv_shape_for(w) : GemvShape{1, 1};
   if (rope) shape.rows = std::max<uint32_t>(2, shape.rows + shape.rows % 2);  // whole rotation pairs
+  // Benchmark diagnostic (bench/vulkan_notes.md): PYLON_VK_GEMM_PARTS=mask runs only those parts
+  // of the coopmat GEMM's K step (gemm_coopmat.comp's PARTS; timing only, the results are wrong).
+  const char* parts = std::string(kernel) == "gemm_coopmat" ? std::getenv("PYLON_VK_GEMM_PARTS") : nullptr;
   const Kernel& k = kernels_.get(kernel, subgroup_gemv ? 11 : 7, sizeof(MatmulPush),
                                  texel ? texels : std::vector<VkFormat>{},
                                  subgroup_gemv ? std::vector<uint32_t>{shape.rows, shape.split}
+                                 : parts       ? std::vector<uint32_t>{static_cast<uint32_t>(std::atoi(parts))}
                                                : std::vector<uint32_t>{});
   const BufferView none{&dummy_, 0, 0};
   const uint32_t subgroups = std::max<uint32_t>(1, 128 / std::max<uint32_t>(ctx_.info().subgroup_size, 1));
@@ -208,7 +212,15 @@ void Ops::attention(Recorder& r, const BufferView& q, const BufferView& k, const
                     const BufferView& scores, const BufferView& out, const BufferView& position,
                     const AttentionArgs& a) {
   PYLON_CHECK(a.hd <= 256, "Vulkan attention: head dim ", a.hd, " > 256");
-  r.dispatch(kernels_.get("attention", 6, sizeof(a)), {q, k, v, scores, out, position}, a, a.n, a.heads);
+  // 16 queries a workgroup where keys and values are rows of vec4s and hd <= 128
+  // (attention_tiled.comp), else one (attention.comp).
+  const bool vec4s = a.hd % 4 == 0 && a.k_off % 4 == 0 && a.k_stride % 4 == 0 && a.v_off % 4 == 0 &&
+                     a.v_stride % 4 == 0;
+  if (vec4s && a.hd <= 128 && tiled_attention_)
+    r.dispatch(kernels_.get("attention_tiled", 6, sizeof(a)), {q, k, v, scores, out, position}, a, (a.n + 15) / 16,
+               a.heads);
+  else
+    r.dispatch(kernels_.get("attention", 6, sizeof(a)), {q, k, v, scores, out, position}, a, a.n, a.heads);
 }
 
 uint64_t Ops::attention_partials(uint32_t heads, uint32_t hd, uint32_t max_keys) {

@@ -74,6 +74,8 @@ class Ops {
   bool fuses_rope(const DeviceMatrix& w) const;
   bool uses_coopmat(uint32_t n) const;  // whether matmul with n tokens takes the coopmat GEMM
   void set_coopmat(bool on) { coopmat_on_ = on; }  // off: matmul == matmul_plain
+  // off: attention takes attention.comp (a workgroup per query) whatever the layout (tests, benchmarks)
+  void set_tiled_attention(bool on) { tiled_attention_ = on; }
   // The one-token GEMV: a row per invocation (gemv_rows; the default on CPU devices) or rows per
   // subgroup (gemv_subgroup; the default on GPUs, which needs subgroups of 4 or more: up to 32 in a
   // workgroup of 128). Tests run both on any device.
@@ -201,6 +203,7 @@ class Ops {
   Context& ctx_;
   KernelCache kernels_;
   bool coopmat_on_ = true;
+  bool tiled_attention_ = true;
   bool gemv_rows_, gemv_texel_;
   GemvShape gemv_shape_;
   uint32_t attention_chunk_ = 0;

@@ -423,7 +423,9 @@ TEST(VulkanOps, RopeAndAttention) {
   vk::Buffer sb = ctx->make_buffer(4ull * n * H * T, vk::MemoryKind::device);
   vk::Buffer ob = device_vector(*ctx, random_floats(n * D, 14));
   const float scale = 1.f / std::sqrt(float(hd));
+  for (const bool tiled : {true, false})  // attention_tiled.comp, then attention.comp
   for (const bool causal : {true, false}) {
+    ops.set_tiled_attention(tiled);
     vk::Ops::AttentionArgs a{};
     a.n = n, a.heads = H, a.hd = hd, a.pos0 = pos0 - 5, a.causal = causal, a.q_off = 0, a.q_stride = 3 * D;
     a.o_stride = D, a.max_keys = T, a.scale = scale;
@@ -433,7 +435,39 @@ TEST(VulkanOps, RopeAndAttention) {
     else ops.attention(rec, {&qb}, {&qb}, {&qb}, {&sb}, {&ob}, ops.zero_position(), a);
     rec.run();
     const std::vector<float> out = attention_reference(rotated, causal ? kc : rotated, causal ? vc : rotated, a, pos0);
-    expect_close(read_floats(*ctx, ob, out.size()), out, 1e-5f, 1e-4f, causal ? "attention causal" : "attention");
+    expect_close(read_floats(*ctx, ob, out.size()), out, 1e-5f, 1e-4f,
+                 std::string(causal ? "attention causal" : "attention") + (tiled ? " tiled" : ""));
+  }
+}
+
+// attention_tiled.comp over several blocks of 16 queries, the last partial, head dims 8 and 128
+// (the seed size's), keys over several chunks of 32 (causal from a cache with the position from
+// the device, and bidirectional over packed rows), against the reference.
+TEST(VulkanOps, TiledAttentionAcrossQueryBlocks) {
+  PYLON_VULKAN_CONTEXT_OR_SKIP(ctx);
+  vk::Ops ops(*ctx);
+  for (const int hd : {8, 128}) {
+    const int n = 37, H = 3, D = H * hd, pos0 = 30, T = 80;
+    const std::vector<float> qkv = random_floats(n * 3 * D, 41), kc = random_floats(T * D, 42),
+                             vc = random_floats(T * D, 43);
+    vk::Buffer qb = device_vector(*ctx, qkv), kb = device_vector(*ctx, kc), vb = device_vector(*ctx, vc);
+    vk::Buffer sb = ctx->make_buffer(4ull * n * H * T, vk::MemoryKind::device);
+    vk::Buffer ob = device_vector(*ctx, random_floats(n * D, 44));
+    vk::Buffer pb = device_vector(*ctx, std::vector<uint32_t>{pos0 - 4, 0, 0, 0});
+    for (const bool causal : {true, false}) {
+      vk::Ops::AttentionArgs a{};
+      a.n = n, a.heads = H, a.hd = hd, a.pos0 = 4, a.causal = causal, a.q_off = 0, a.q_stride = 3 * D;
+      a.o_stride = D, a.max_keys = T, a.scale = 1.f / std::sqrt(float(hd));
+      if (causal) a.keys = pos0 + n, a.k_off = 0, a.k_stride = D, a.v_off = 0, a.v_stride = D;
+      else a.keys = n, a.k_off = D, a.k_stride = 3 * D, a.v_off = 2 * D, a.v_stride = 3 * D;
+      vk::Recorder rec(*ctx);
+      if (causal) ops.attention(rec, {&qb}, {&kb}, {&vb}, {&sb}, {&ob}, {&pb}, a);
+      else ops.attention(rec, {&qb}, {&qb}, {&qb}, {&sb}, {&ob}, ops.zero_position(), a);
+      rec.run();
+      const std::vector<float> out = attention_reference(qkv, causal ? kc : qkv, causal ? vc : qkv, a, pos0);
+      expect_close(read_floats(*ctx, ob, out.size()), out, 1e-5f, 1e-4f,
+                   "tiled attention, head dim " + std::to_string(hd) + (causal ? " causal" : ""));
+    }
   }
 }
 

@@ -23,6 +23,9 @@ layout(local_size_x = 256) in;
 #include "words.glsl"
 layout(std430, binding = 0) readonly buffer X4Buf { vec4 X4[]; };  // X as vec4
 
+// PARTS, a benchmark's diagnostic (PYLON_VK_GEMM_PARTS; all 7 else, and the results are wrong):
+// bit 0 the K steps' global loads, bit 1 their shared-memory stores, bit 2 the products.
+layout(constant_id = 0) const uint PARTS = 7u;
 const uint TM = 64u, TN = 128u, TK = 32u;
 const uint LDU = TK / 8u + 1u;      // a tile row's stride in uvec4s: TK halves + 8 (no bank conflicts)
 const uint A_SIZE = TM * LDU, B_SIZE = TN * LDU;
@@ -43,6 +46,10 @@ float wscale;    // int8 / int4 scale of those words
 bool x_vec, w_words, w_decoded;
 
 void load_step(uint k0) {
+  if ((PARTS & 1u) == 0u) {
+    w_decoded = true;
+    return;
+  }
   const uint m = gl_WorkGroupID.y * TM + x_row, cx = k0 + x_part * 8u;
   if (x_vec) {
     xa0 = m < pc.n && cx < pc.cols ? X4[(pc.x_off + m * pc.cols + cx) >> 2] : vec4(0.0);
@@ -87,6 +94,7 @@ uvec4 halves(vec4 a, vec4 b) {  // 8 values rounded to fp16, packed in order
 
 // The registers of load_step into shared buffer `buf`.
 void store_step(uint buf) {
+  if ((PARTS & 2u) == 0u) return;
   As[buf * A_SIZE + x_row * LDU + x_part] = halves(xa0, xa1);
   const uint b = buf * B_SIZE + w_row * LDU + w_half * 2u;
   if (w_decoded) {
@@ -134,6 +142,7 @@ void main() {
     if (more) load_step(k0 + TK);  // in flight while the products below run
     const uint a0 = buf * A_SIZE + tm * LDU, b0 = buf * B_SIZE + tn * LDU;
     [[unroll]] for (uint kk = 0u; kk < TK / 8u; kk += 2u) {  // 16 columns: 2 uvec4s
+      if ((PARTS & 4u) == 0u) break;
       MAT_A a0m, a1m;
       MAT_B b0m, b1m;
       coopMatLoad(a0m, As, a0 + kk, LDU, gl_CooperativeMatrixLayoutRowMajor);
