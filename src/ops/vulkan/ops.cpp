@@ -124,12 +124,17 @@ void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint
   if (rope) shape.rows = std::max<uint32_t>(2, shape.rows + shape.rows % 2);  // whole rotation pairs
   // Benchmark diagnostic (bench/vulkan_notes.md): PYLON_VK_GEMM_PARTS=mask runs only those parts
   // of the coopmat GEMM's K step (gemm_coopmat.comp's PARTS; timing only, the results are wrong).
-  const char* parts = std::string(kernel) == "gemm_coopmat" ? std::getenv("PYLON_VK_GEMM_PARTS") : nullptr;
+  std::vector<uint32_t> spec;
+  if (subgroup_gemv) spec = {shape.rows, shape.split};
+  if (std::string(kernel) == "gemm_coopmat") {
+    const char* parts = std::getenv("PYLON_VK_GEMM_PARTS");
+    // FAST (1 + its type): X in whole vec4s and W in whole words at every K step of 32 columns.
+    const bool fast = x_off % 4 == 0 && w.cols % 32 == 0 && w.dtype != EdgeDType::f32 &&
+                      (w.dtype != EdgeDType::int4 || w.group % 16 == 0);
+    spec = {parts ? static_cast<uint32_t>(std::atoi(parts)) : 7u, fast ? 1 + shader_wtype(w.dtype) : 0u};
+  }
   const Kernel& k = kernels_.get(kernel, subgroup_gemv ? 11 : 7, sizeof(MatmulPush),
-                                 texel ? texels : std::vector<VkFormat>{},
-                                 subgroup_gemv ? std::vector<uint32_t>{shape.rows, shape.split}
-                                 : parts       ? std::vector<uint32_t>{static_cast<uint32_t>(std::atoi(parts))}
-                                               : std::vector<uint32_t>{});
+                                 texel ? texels : std::vector<VkFormat>{}, spec);
   const BufferView none{&dummy_, 0, 0};
   const uint32_t subgroups = std::max<uint32_t>(1, 128 / std::max<uint32_t>(ctx_.info().subgroup_size, 1));
   const uint32_t rows_per_gemv_group = subgroups / shape.split * shape.rows;

@@ -26,6 +26,10 @@ layout(std430, binding = 0) readonly buffer X4Buf { vec4 X4[]; };  // X as vec4
 // PARTS, a benchmark's diagnostic (PYLON_VK_GEMM_PARTS; all 7 else, and the results are wrong):
 // bit 0 the K steps' global loads, bit 1 their shared-memory stores, bit 2 the products.
 layout(constant_id = 0) const uint PARTS = 7u;
+// FAST 1 + WT_* (Ops::matmul, where x_off % 4, cols % TK and int4's group % 16 are 0): every K
+// step is whole vec4s of X and whole words of W of that type, with two steps' loads in flight
+// (fast_step); 0: any layout and type, one step's.
+layout(constant_id = 1) const uint FAST = 0u;
 const uint TM = 64u, TN = 128u, TK = 32u;
 const uint LDU = TK / 8u + 1u;      // a tile row's stride in uvec4s: TK halves + 8 (no bank conflicts)
 const uint A_SIZE = TM * LDU, B_SIZE = TN * LDU;
@@ -110,6 +114,51 @@ void store_step(uint buf) {
   }
 }
 
+// FAST: one step's registers. X's 8 values, W's words (f16 w0, w1; int8 w0; int4 w0.xy), the scale.
+struct Regs {
+  vec4 x0, x1;
+  uvec4 w0, w1;
+  float scale;
+};
+
+Regs fast_load(uint k0) {
+  const uint WT = FAST - 1u, m = gl_WorkGroupID.y * TM + x_row, cx = k0 + x_part * 8u;
+  Regs g;
+  if ((PARTS & 1u) == 0u) return g;
+  const bool mx = m < pc.n;
+  g.x0 = mx ? X4[(pc.x_off + m * pc.cols + cx) >> 2] : vec4(0.0);
+  g.x1 = mx ? X4[(pc.x_off + m * pc.cols + cx + 4u) >> 2] : vec4(0.0);
+  const uint r = gl_WorkGroupID.x * TN + w_row, c0 = k0 + w_half * 16u;
+  const bool mr = r < pc.rows;
+  g.w0 = g.w1 = uvec4(0u), g.scale = 0.0;
+  if (WT == WT_F16) {
+    const uint at = (r * pc.cols + c0) / 8u;
+    if (mr) g.w0 = W4[at], g.w1 = W4[at + 1u];
+  } else if (WT == WT_INT8) {
+    if (mr) g.w0 = W4[(r * pc.cols + c0) / 16u], g.scale = scale_at(pc.row_base + r);
+  } else {
+    const uint at = (r * int4_row_bytes() + c0 / 2u) / 4u;
+    if (mr) g.w0.xy = uvec2(W[at], W[at + 1u]), g.scale = scale_at((pc.row_base + r) * int4_groups() + c0 / pc.group);
+  }
+  return g;
+}
+
+void fast_store(uint buf, Regs g) {
+  if ((PARTS & 2u) == 0u) return;
+  const uint WT = FAST - 1u;
+  As[buf * A_SIZE + x_row * LDU + x_part] = halves(g.x0, g.x1);
+  const uint b = buf * B_SIZE + w_row * LDU + w_half * 2u;
+  if (WT == WT_F16) {
+    Bs[b] = g.w0, Bs[b + 1u] = g.w1;
+  } else if (WT == WT_INT8) {
+    Bs[b] = halves(i8x4(g.w0.x) * g.scale, i8x4(g.w0.y) * g.scale);
+    Bs[b + 1u] = halves(i8x4(g.w0.z) * g.scale, i8x4(g.w0.w) * g.scale);
+  } else {
+    Bs[b] = halves(i4lo(g.w0.x) * g.scale, i4hi(g.w0.x) * g.scale);
+    Bs[b + 1u] = halves(i4lo(g.w0.y) * g.scale, i4hi(g.w0.y) * g.scale);
+  }
+}
+
 // Accumulator `acc`, this subgroup's tokens tm + 16·i.., rows tn + 16·j.., through shared memory to Y.
 void store_acc(ACC acc, uint tm, uint tn) {
   const uint sg = gl_SubgroupID;
@@ -134,26 +183,55 @@ void main() {
                                 : pc.cols % 16u == 0u && pc.group % 16u == 0u;
   ACC c00 = ACC(0.0), c01 = ACC(0.0), c10 = ACC(0.0), c11 = ACC(0.0);
   const uint tm = (sg / 4u) * 32u, tn = (sg % 4u) * 32u;
+  // This step's products from shared buffer `buf`: 16 columns (2 uvec4s) at a time.
+#define PRODUCTS(buf)                                                                   \
+  {                                                                                      \
+    const uint a0 = (buf) * A_SIZE + tm * LDU, b0 = (buf) * B_SIZE + tn * LDU;          \
+    [[unroll]] for (uint kk = 0u; kk < TK / 8u; kk += 2u) {                              \
+      if ((PARTS & 4u) == 0u) break;                                                     \
+      MAT_A a0m, a1m;                                                                    \
+      MAT_B b0m, b1m;                                                                    \
+      coopMatLoad(a0m, As, a0 + kk, LDU, gl_CooperativeMatrixLayoutRowMajor);            \
+      coopMatLoad(a1m, As, a0 + 16u * LDU + kk, LDU, gl_CooperativeMatrixLayoutRowMajor); \
+      coopMatLoad(b0m, Bs, b0 + kk, LDU, gl_CooperativeMatrixLayoutColumnMajor);         \
+      coopMatLoad(b1m, Bs, b0 + 16u * LDU + kk, LDU, gl_CooperativeMatrixLayoutColumnMajor); \
+      c00 = coopMatMulAdd(a0m, b0m, c00);                                                \
+      c01 = coopMatMulAdd(a0m, b1m, c01);                                                \
+      c10 = coopMatMulAdd(a1m, b0m, c10);                                                \
+      c11 = coopMatMulAdd(a1m, b1m, c11);                                                \
+    }                                                                                    \
+  }
+  if (FAST != 0u) {
+    // Buffer 0 holds step k0, register set b step k0 + TK; a is loaded with step k0 + 2·TK while
+    // buffer 0's products run, then the roles swap: two steps' loads in flight.
+    Regs a = fast_load(0u), b;
+    if (TK < pc.cols) b = fast_load(TK);
+    fast_store(0u, a);
+    barrier();
+    for (uint k0 = 0u; k0 < pc.cols; k0 += 2u * TK) {
+      if (k0 + 2u * TK < pc.cols) a = fast_load(k0 + 2u * TK);
+      PRODUCTS(0u)
+      if (k0 + TK < pc.cols) fast_store(1u, b);
+      barrier();
+      if (k0 + TK >= pc.cols) break;
+      if (k0 + 3u * TK < pc.cols) b = fast_load(k0 + 3u * TK);
+      PRODUCTS(1u)
+      if (k0 + 2u * TK < pc.cols) fast_store(0u, a);
+      barrier();
+    }
+    store_acc(c00, tm, tn);
+    store_acc(c01, tm, tn + 16u);
+    store_acc(c10, tm + 16u, tn);
+    store_acc(c11, tm + 16u, tn + 16u);
+    return;
+  }
   load_step(0u);
   store_step(0u);
   barrier();
   for (uint k0 = 0u, buf = 0u; k0 < pc.cols; k0 += TK, buf ^= 1u) {
     const bool more = k0 + TK < pc.cols;
     if (more) load_step(k0 + TK);  // in flight while the products below run
-    const uint a0 = buf * A_SIZE + tm * LDU, b0 = buf * B_SIZE + tn * LDU;
-    [[unroll]] for (uint kk = 0u; kk < TK / 8u; kk += 2u) {  // 16 columns: 2 uvec4s
-      if ((PARTS & 4u) == 0u) break;
-      MAT_A a0m, a1m;
-      MAT_B b0m, b1m;
-      coopMatLoad(a0m, As, a0 + kk, LDU, gl_CooperativeMatrixLayoutRowMajor);
-      coopMatLoad(a1m, As, a0 + 16u * LDU + kk, LDU, gl_CooperativeMatrixLayoutRowMajor);
-      coopMatLoad(b0m, Bs, b0 + kk, LDU, gl_CooperativeMatrixLayoutColumnMajor);
-      coopMatLoad(b1m, Bs, b0 + 16u * LDU + kk, LDU, gl_CooperativeMatrixLayoutColumnMajor);
-      c00 = coopMatMulAdd(a0m, b0m, c00);
-      c01 = coopMatMulAdd(a0m, b1m, c01);
-      c10 = coopMatMulAdd(a1m, b0m, c10);
-      c11 = coopMatMulAdd(a1m, b1m, c11);
-    }
+    PRODUCTS(buf)
     if (more) store_step(buf ^ 1u);  // the other buffer: last read before the previous barrier
     barrier();
   }
