@@ -29,7 +29,7 @@
 // (print_timeline); --timeline-csv DIR as well, and every mark of the last 8 tokens into
 // DIR/timeline_<quant>.csv. --buffer-cap-mb N caps every storage binding at N MiB (the
 // weights then go a buffer per tensor where the model is larger: a persistent dispatch per block).
-// --warmup-ms MS (default 300): the GPU kept busy that long after each step that builds pipelines
+// --warmup-ms MS (default 1000): the GPU kept busy that long after each step that builds pipelines
 // and before the timed runs (GpuWarmup; not on CPU devices).
 //   pylon_bench_vulkan [--dim 2048 --layers 12 --heads 16 --vocab 32000] [--quant f16,int8,int4]
 //                      [--prefill 128] [--decode 32] [--dir /tmp] [--device N] [--gemv-sweep 0|1]
@@ -137,7 +137,8 @@ double coopmat_peak(vk::Context& ctx, bool f16_accumulate = false) {
 // clocked-down GPU: after the seconds of a cold pipeline compile (no driver shader cache) the H200
 // idled down to 345-615 MHz and decoded whole runs at that clock, 3-4x slower (nvidia-smi sampled
 // every 100 ms: it takes 0.2-0.3 s of load to come back to 1980 MHz; bench/vulkan_notes.md,
-// 2026-12-01 19:18-20:15). 300 ms was not always enough there. None on CPU devices (no GPU clock
+// 2026-12-01 19:18-20:15). 300 ms was not always enough there (a cold-cache timeline at 800 MHz);
+// 1000 ms was, in the one cold-cache run measured (2026-12-01 21:14 UTC: 1960 MHz, f16 0.555 ms). None on CPU devices (no GPU clock
 // to wake; on lavapipe a round of 16 reads alone takes a second or more).
 class GpuWarmup {
  public:
@@ -463,7 +464,7 @@ int run(int argc, char** argv) {
   ModelConfig c = preset_config(Preset::causal);  // seed size: V 32000, D 2048, L 12, H 16
   std::string quants = "f16,int8,int4", dir = "/tmp", decodes = "auto", timeline_csv;
   int prefill = 128, decode = 32, device = -1, sweep = 0, phase_split = 0, timeline = 0, read_patterns_only = 0;
-  double warmup_ms = 300;
+  double warmup_ms = 1000;
   uint32_t gemv_rows = 0;  // rows per subgroup of the decode GEMVs (0: chosen per matrix)
   uint32_t attention_chunk = 0;
   uint64_t buffer_cap = 0;  // --buffer-cap-mb: the storage-binding cap (a buffer per tensor below the model's size)

@@ -8,8 +8,11 @@
 // thread t converts 8 columns of token t / 4 (part t % 4; X rounded to fp16) and 16 of weight row
 // t / 2 (half t % 2; f16 words copied as they are, int8 / int4 decoded and scaled, then rounded),
 // each with whole-vector loads where the layout allows, else element by element. The shared tiles
-// are double-buffered: the next step's words are loaded into registers before this step's
-// products and stored into the other buffer after them, one barrier a step. The plain tiled GEMM
+// are double-buffered: a later step's words are loaded into registers before this step's products
+// (the next step's; three steps ahead on the fast path, FAST) and the next step's stored into the
+// other buffer after them, one barrier a step. The K steps' loads bound it: H200, 512 tokens, ffn.0's
+// 8192 x 2048 GEMM with one / two / three steps in flight, µs: f16 363 / 240 / 242 (138 registers
+// at three), int8 295 / 220 / 208, int4 315 / 253 / 240 (bench/vulkan_notes.md). The plain tiled GEMM
 // is the oracle; fp16 rounding of both inputs sets the tolerance.
 #version 450
 #extension GL_GOOGLE_include_directive : require
@@ -27,8 +30,8 @@ layout(std430, binding = 0) readonly buffer X4Buf { vec4 X4[]; };  // X as vec4
 // bit 0 the K steps' global loads, bit 1 their shared-memory stores, bit 2 the products.
 layout(constant_id = 0) const uint PARTS = 7u;
 // FAST 1 + WT_* (Ops::matmul, where x_off % 4, cols % TK and int4's group % 16 are 0): every K
-// step is whole vec4s of X and whole words of W of that type, with two steps' loads in flight
-// (fast_step); 0: any layout and type, one step's.
+// step is whole vec4s of X and whole words of W of that type, with three steps' loads in flight
+// (fast_load); 0: any layout and type, one step's.
 layout(constant_id = 1) const uint FAST = 0u;
 const uint TM = 64u, TN = 128u, TK = 32u;
 const uint LDU = TK / 8u + 1u;      // a tile row's stride in uvec4s: TK halves + 8 (no bank conflicts)
@@ -202,22 +205,31 @@ void main() {
     }                                                                                    \
   }
   if (FAST != 0u) {
-    // Buffer 0 holds step k0, register set b step k0 + TK; a is loaded with step k0 + 2·TK while
-    // buffer 0's products run, then the roles swap: two steps' loads in flight.
-    Regs a = fast_load(0u), b;
-    if (TK < pc.cols) b = fast_load(TK);
-    fast_store(0u, a);
+    // Three register sets and two shared buffers: step k's products come from buffer k % 2 while
+    // set k % 3 is loaded with step k + 3 and set (k + 1) % 3, loaded two steps ago, is stored into
+    // buffer (k + 1) % 2: three steps' loads in flight. The loop runs six steps a trip, so that
+    // every set and buffer is named.
+    Regs g0 = fast_load(0u), g1, g2;
+    if (TK < pc.cols) g1 = fast_load(TK);
+    if (2u * TK < pc.cols) g2 = fast_load(2u * TK);
+    fast_store(0u, g0);
     barrier();
-    for (uint k0 = 0u; k0 < pc.cols; k0 += 2u * TK) {
-      if (k0 + 2u * TK < pc.cols) a = fast_load(k0 + 2u * TK);
-      PRODUCTS(0u)
-      if (k0 + TK < pc.cols) fast_store(1u, b);
-      barrier();
-      if (k0 + TK >= pc.cols) break;
-      if (k0 + 3u * TK < pc.cols) b = fast_load(k0 + 3u * TK);
-      PRODUCTS(1u)
-      if (k0 + 2u * TK < pc.cols) fast_store(0u, a);
-      barrier();
+#define FAST_STEP(j, LOAD_SET, BUF, STORE_SET)                          \
+    {                                                                   \
+      const uint k = k0 + (j) * TK;                                     \
+      if (k >= pc.cols) break;                                          \
+      if (k + 3u * TK < pc.cols) LOAD_SET = fast_load(k + 3u * TK);     \
+      PRODUCTS(BUF)                                                     \
+      if (k + TK < pc.cols) fast_store(1u - (BUF), STORE_SET);          \
+      barrier();                                                        \
+    }
+    for (uint k0 = 0u; k0 < pc.cols; k0 += 6u * TK) {
+      FAST_STEP(0u, g0, 0u, g1)
+      FAST_STEP(1u, g1, 1u, g2)
+      FAST_STEP(2u, g2, 0u, g0)
+      FAST_STEP(3u, g0, 1u, g1)
+      FAST_STEP(4u, g1, 0u, g2)
+      FAST_STEP(5u, g2, 1u, g0)
     }
     store_acc(c00, tm, tn);
     store_acc(c01, tm, tn + 16u);
