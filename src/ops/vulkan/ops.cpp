@@ -74,7 +74,14 @@ Ops::GemvShape Ops::gemv_shape_for(const DeviceMatrix& w) const {
 
 void Ops::matmul(Recorder& r, const BufferView& y, uint32_t ldy, const BufferView& x, uint32_t x_off,
                  uint32_t n, const DeviceMatrix& w, const DeviceMatrix* bias, bool accumulate, bool silu) {
-  const char* kernel = n == 1 ? "gemv" : uses_coopmat(n) ? "gemm_coopmat" : "gemm_tiled";
+  // CPU devices: the texel GEMV over 4 tokens at once where rows are whole 16-byte words
+  // (gemv_common.glsl's whole_words), else the tiled GEMM (lane-by-lane loads on llvmpipe).
+  const bool words = x_off % 4 == 0 && row_bytes(w.dtype, w.cols) % 16 == 0 &&
+                     (w.dtype != EdgeDType::int4 || w.group % 32 == 0);
+  const char* kernel = n == 1               ? "gemv"
+                       : uses_coopmat(n)    ? "gemm_coopmat"
+                       : gemv_texel_ && words ? "gemm_rows_texel"
+                                            : "gemm_tiled";
   matmul_with(kernel, r, y, ldy, x, x_off, n, w, bias, accumulate, silu, nullptr, 0.f, nullptr);
 }
 
@@ -116,7 +123,7 @@ void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint
              : gemv_texel_ ? "gemv_rows_texel"
                            : "gemv_rows";
   // x (binding 0), W's words (2) and the scales' (3) as texels
-  const bool texel = std::string(kernel) == "gemv_rows_texel";
+  const bool texel = std::string(kernel) == "gemv_rows_texel" || std::string(kernel) == "gemm_rows_texel";
   const std::vector<VkFormat> texels = {VK_FORMAT_R32G32B32A32_SFLOAT, VK_FORMAT_UNDEFINED,
                                         VK_FORMAT_R32G32B32A32_UINT, VK_FORMAT_R32_UINT};
   const bool subgroup_gemv = gemv && !gemv_rows_;
@@ -126,6 +133,7 @@ void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint
   // of the coopmat GEMM's K step (gemm_coopmat.comp's PARTS; timing only, the results are wrong).
   std::vector<uint32_t> spec;
   if (subgroup_gemv) spec = {shape.rows, shape.split};
+  if (std::string(kernel) == "gemm_rows_texel") spec = {shader_wtype(w.dtype)};
   if (std::string(kernel) == "gemm_coopmat") {
     const char* parts = std::getenv("PYLON_VK_GEMM_PARTS");
     // FAST (1 + its type): X in whole vec4s and W in whole words at every K step of 32 columns.
@@ -165,7 +173,9 @@ void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint
     }
     r.label_next(std::string(kernel) + (rope ? "+rope " : " ") + std::to_string(c.rows) + "x" +
                  std::to_string(w.cols) + " " + edge_dtype_name(w.dtype));
-    if (gemv && gemv_rows_)  // a row per invocation (eight with texels), 64 a workgroup (gemv_rows.glsl)
+    if (std::string(kernel) == "gemm_rows_texel")  // 8 rows by 4 tokens an invocation, 64 a workgroup
+      r.dispatch(k, views, p, groups_for((static_cast<uint64_t>(c.rows) + 7) / 8, 64, 65535), groups_for(n, 4));
+    else if (gemv && gemv_rows_)  // a row per invocation (eight with texels), 64 a workgroup (gemv_rows.glsl)
       r.dispatch(k, views, p, groups_for(texel ? (static_cast<uint64_t>(c.rows) + 7) / 8 : c.rows, 64, 65535));
     else if (gemv)  // shape.rows rows per `shape.split` subgroups
       r.dispatch(k, views, p, groups_for(static_cast<uint64_t>(c.rows), rows_per_gemv_group, 65535));

@@ -155,7 +155,8 @@ void check_matmul(vk::Context& ctx, const MatmulCase& c, bool with_bias, bool ac
   // One token: both GEMVs: a subgroup per row set in three shapes and the automatic one
   // (gemv_subgroup: rows per subgroup x subgroups per set; 3 rows leave a partial set at most
   // sizes), an invocation per row
-  // through storage buffers and, where the device offers them, texel buffers.
+  // through storage buffers and, where the device offers them, texel buffers. Several tokens: the
+  // GEMM and, with texel buffers, gemm_rows_texel (4 tokens an invocation).
   struct Variant {
     bool rows, texel;
     vk::Ops::GemvShape shape;
@@ -163,7 +164,8 @@ void check_matmul(vk::Context& ctx, const MatmulCase& c, bool with_bias, bool ac
   for (const Variant& v : {Variant{false, false, {1, 1}}, Variant{false, false, {3, 1}},
                            Variant{false, false, {2, 4}}, Variant{false, false, {}},
                            Variant{true, false, {}}, Variant{true, true, {}}}) {
-    if ((v.rows || v.shape.rows > 1) && c.n != 1) break;
+    // Several tokens: the GEMM (tiled, or coopmat where it runs) and, with texels, gemm_rows_texel.
+    if (c.n != 1 && !v.texel && (v.rows || v.shape.rows != 1 || v.shape.split != 1)) continue;
     if (v.texel && !ctx.info().texel_reads) break;
     ops.set_gemv_rows(v.rows);
     ops.set_gemv_texel(v.texel);
@@ -181,7 +183,7 @@ void check_matmul(vk::Context& ctx, const MatmulCase& c, bool with_bias, bool ac
                  std::string(edge_dtype_name(c.dtype)) + " rows " + std::to_string(c.rows) + " cols " +
                      std::to_string(c.cols) + " n " + std::to_string(c.n) + " chunks " +
                      std::to_string(w.chunks.size()) + " x_off " + std::to_string(x_off) +
-                     (silu ? " silu" : "") + (coopmat ? " coopmat" : "") + (c.n == 1 ? gemv : ""),
+                     (silu ? " silu" : "") + (coopmat ? " coopmat" : "") + (c.n == 1 ? gemv : v.texel ? " texel" : ""),
                  slack);
   }
 }
