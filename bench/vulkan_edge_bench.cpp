@@ -7,8 +7,9 @@
 // decode tokens/s (median per-token time, host submit and wait included; the first token, which
 // also records the step, and the fastest and slowest after it), then a second decode pass
 // with device timestamps after every dispatch: device time per token against host time per token,
-// and the device time per kind of dispatch; prefill tokens/s on the plain tiled GEMM and on the coopmat GEMM where it runs,
-// each with one more prefill's device time per kind of dispatch (each GEMM shape's TFLOP/s), next
+// and the device time per kind of dispatch; prefill tokens/s on the plain GEMM (gemm_tiled;
+// gemm_rows_texel on CPU devices) and on the coopmat GEMM where it runs, each with one more
+// prefill's device time per kind of dispatch (each GEMM shape's TFLOP/s), next
 // to the coopmat ceiling where coopmat runs (coopmat_peak.comp: products on operands in registers);
 // after each precision's decodes, the read bandwidth again (a run slow throughout then says
 // whether the memory was slow too).
@@ -559,7 +560,7 @@ int run(int argc, char** argv) {
         if (rep == 0) warmup.run();
       }
       std::printf("  prefill %d tokens, %s GEMM: %.1f ms, %.0f tokens/s, %.2f TFLOP/s (weights only)\n", prefill,
-                  coop ? "coopmat" : "tiled", median(pre) * 1e3, prefill / median(pre),
+                  coop ? "coopmat" : "plain", median(pre) * 1e3, prefill / median(pre),
                   flops_per_token * prefill / median(pre) / 1e12);
       print_prefill_split(d, tokens, prefill);
     }
