@@ -122,19 +122,20 @@ void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint
              : norm      ? "gemv_rows_norm"
              : gemv_texel_ ? "gemv_rows_texel"
                            : "gemv_rows";
+  const std::string name = kernel;
   // x (binding 0), W's words (2) and the scales' (3) as texels
-  const bool texel = std::string(kernel) == "gemv_rows_texel" || std::string(kernel) == "gemm_rows_texel";
+  const bool texel = name == "gemv_rows_texel" || name == "gemm_rows_texel";
   const std::vector<VkFormat> texels = {VK_FORMAT_R32G32B32A32_SFLOAT, VK_FORMAT_UNDEFINED,
                                         VK_FORMAT_R32G32B32A32_UINT, VK_FORMAT_R32_UINT};
   const bool subgroup_gemv = gemv && !gemv_rows_;
   GemvShape shape = subgroup_gemv ? gemv_shape_for(w) : GemvShape{1, 1};
   if (rope) shape.rows = std::max<uint32_t>(2, shape.rows + shape.rows % 2);  // whole rotation pairs
-  // Benchmark diagnostic (bench/vulkan_notes.md): PYLON_VK_GEMM_PARTS=mask runs only those parts
-  // of the coopmat GEMM's K step (gemm_coopmat.comp's PARTS; timing only, the results are wrong).
-  std::vector<uint32_t> spec;
+  std::vector<uint32_t> spec;  // specialization constants
   if (subgroup_gemv) spec = {shape.rows, shape.split};
-  if (std::string(kernel) == "gemm_rows_texel") spec = {shader_wtype(w.dtype)};
-  if (std::string(kernel) == "gemm_coopmat") {
+  if (name == "gemm_rows_texel") spec = {shader_wtype(w.dtype)};
+  if (name == "gemm_coopmat") {
+    // Benchmark diagnostic (bench/vulkan_notes.md): PYLON_VK_GEMM_PARTS=mask runs only those parts
+    // of the coopmat GEMM's K step (gemm_coopmat.comp's PARTS; timing only, the results are wrong).
     const char* parts = std::getenv("PYLON_VK_GEMM_PARTS");
     // FAST (1 + its type): X in whole vec4s and W in whole words at every K step of 32 columns.
     const bool fast = x_off % 4 == 0 && w.cols % 32 == 0 && w.dtype != EdgeDType::f32 &&
@@ -171,16 +172,16 @@ void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint
       views.insert(views.end(), {rope ? rope->table : none, rope ? rope->position : none,
                                  rope ? rope->cache.k : none, rope ? rope->cache.v : none});
     }
-    r.label_next(std::string(kernel) + (rope ? "+rope " : " ") + std::to_string(c.rows) + "x" +
+    r.label_next(name + (rope ? "+rope " : " ") + std::to_string(c.rows) + "x" +
                  std::to_string(w.cols) + " " + edge_dtype_name(w.dtype));
-    if (std::string(kernel) == "gemm_rows_texel")  // 8 rows by 4 tokens an invocation, 64 a workgroup
+    if (name == "gemm_rows_texel")  // 8 rows by 4 tokens an invocation, 64 a workgroup
       r.dispatch(k, views, p, groups_for((static_cast<uint64_t>(c.rows) + 7) / 8, 64, 65535), groups_for(n, 4));
     else if (gemv && gemv_rows_)  // a row per invocation (eight with texels), 64 a workgroup (gemv_rows.glsl)
       r.dispatch(k, views, p, groups_for(texel ? (static_cast<uint64_t>(c.rows) + 7) / 8 : c.rows, 64, 65535));
     else if (gemv)  // shape.rows rows per `shape.split` subgroups
       r.dispatch(k, views, p, groups_for(static_cast<uint64_t>(c.rows), rows_per_gemv_group, 65535));
     else  // tiles of 64 tokens by 64 weight rows (gemm_tiled) or 128 (gemm_coopmat)
-      r.dispatch(k, views, p, groups_for(static_cast<uint64_t>(c.rows), std::string(kernel) == "gemm_coopmat" ? 128 : 64),
+      r.dispatch(k, views, p, groups_for(static_cast<uint64_t>(c.rows), name == "gemm_coopmat" ? 128 : 64),
                  groups_for(n, 64));
   }
 }

@@ -50,12 +50,13 @@ class Ops {
   Context& context() { return ctx_; }
 
   // y (n, ldy) [+]= act(x (n, w.cols) · wᵀ [+ bias]), act SiLU when `silu` else none: a GEMV
-  // (set_gemv_rows) when n == 1, else the tiled GEMM (or the coopmat GEMM where available and allowed). x
-  // starts at element x_off.
+  // (set_gemv_rows) when n == 1, else the coopmat GEMM where available and allowed, else on CPU
+  // devices the texel GEMV over 4 tokens at once (gemm_rows_texel, rows of whole words), else the
+  // tiled GEMM. x starts at element x_off.
   void matmul(Recorder& r, const BufferView& y, uint32_t ldy, const BufferView& x, uint32_t x_off,
               uint32_t n, const DeviceMatrix& w, const DeviceMatrix* bias, bool accumulate,
               bool silu = false);
-  // The plain kernels only (the coopmat path's oracle).
+  // The plain kernels only, the GEMV or the tiled GEMM (the other GEMMs' oracle).
   void matmul_plain(Recorder& r, const BufferView& y, uint32_t ldy, const BufferView& x,
                     uint32_t x_off, uint32_t n, const DeviceMatrix& w, const DeviceMatrix* bias,
                     bool accumulate, bool silu = false);
@@ -73,7 +74,7 @@ class Ops {
                      const DeviceMatrix& w, const DeviceMatrix& bias, const RopeArgs& rope);
   bool fuses_rope(const DeviceMatrix& w) const;
   bool uses_coopmat(uint32_t n) const;  // whether matmul with n tokens takes the coopmat GEMM
-  void set_coopmat(bool on) { coopmat_on_ = on; }  // off: matmul == matmul_plain
+  void set_coopmat(bool on) { coopmat_on_ = on; }  // off: matmul never takes the coopmat GEMM
   // off: attention takes attention.comp (a workgroup per query) whatever the layout (tests, benchmarks)
   void set_tiled_attention(bool on) { tiled_attention_ = on; }
   // The one-token GEMV: a row per invocation (gemv_rows; the default on CPU devices) or rows per
