@@ -95,7 +95,9 @@ void main() {
   [[unroll]] for (uint t = 0u; t < QT; ++t) acc[t] = vec4(0.0);
   barrier();
   if (gl_SubgroupSize == KC && gl_NumSubgroups == THREADS / KC) {
-    // Subgroups of KC (NVIDIA, Apple): a subgroup holds its 4 queries' scores of the whole chunk,
+    // Subgroups of KC (NVIDIA, Apple): a subgroup holds its 4 queries' scores of the whole chunk
+    // (assumed: subgroup s is invocations KC·s .. KC·s + KC - 1, as on NVIDIA; Vulkan does not
+    // promise it, and the H200 is the only device this path has run on),
     // so the softmax's max and sum are subgroup reductions, m and l stay in registers and S is
     // the subgroup's own: no workgroup barrier in the loop (H200, seed size, 512 tokens: 200 µs
     // a layer against 227 through shared memory).
