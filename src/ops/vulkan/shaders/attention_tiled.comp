@@ -95,12 +95,13 @@ void main() {
   [[unroll]] for (uint t = 0u; t < QT; ++t) acc[t] = vec4(0.0);
   barrier();
   if (gl_SubgroupSize == KC && gl_NumSubgroups == THREADS / KC) {
-    // Subgroups of KC (NVIDIA, Apple): a subgroup holds its 4 queries' scores of the whole chunk
-    // (assumed: subgroup s is invocations KC·s .. KC·s + KC - 1, as on NVIDIA; Vulkan does not
-    // promise it, and the H200 is the only device this path has run on),
-    // so the softmax's max and sum are subgroup reductions, m and l stay in registers and S is
-    // the subgroup's own: no workgroup barrier in the loop (H200, seed size, 512 tokens: 200 µs
+    // Subgroups of KC (NVIDIA, Apple): subgroup s takes queries QT·s .. QT·s + QT - 1 and its
+    // invocation i key i of each chunk (from the subgroup's own ids: Vulkan does not promise
+    // which invocations make up a subgroup), so a subgroup holds its queries' scores of the whole
+    // chunk, the softmax's max and sum are subgroup reductions, m and l stay in registers and S
+    // is the subgroup's own: no workgroup barrier in the loop (H200, seed size, 512 tokens: 200 µs
     // a layer against 227 through shared memory).
+    lane = gl_SubgroupInvocationID, q0 = gl_SubgroupID * QT;
     vec4 m = vec4(LOWEST), l = vec4(0.0);
     for (uint c0 = 0u; c0 < keys; c0 += KC) {
       chunk_scores(c0);
