@@ -44,7 +44,7 @@ int run_eval(int argc, char** argv) {
   args.add("device", &device, "compute device: cpu, cuda, vulkan or vulkan:N (edge files)");
   args.add_choice("weights-path", &weights_path, {"auto", "import", "upload"},
                   "vulkan: zero-copy import of the file, upload, or auto (import on unified memory)");
-  args.add_switch("no-coopmat", &no_coopmat, "vulkan: the plain tiled GEMM even where coopmat runs");
+  args.add_switch("no-coopmat", &no_coopmat, "vulkan: the plain kernels (tiled GEMM, fp32 attention) even where coopmat runs");
   args.add("batch", &batch, "rows per micro-batch");
   args.add("seq", &seq, "tokens per row");
   args.add("steps", &steps, "micro-batches to score");

@@ -37,7 +37,7 @@ int run_generate(int argc, char** argv) {
   args.add("device", &device, "compute device: cpu, vulkan or vulkan:N (edge files)");
   args.add_choice("weights-path", &weights_path, {"auto", "import", "upload"},
                   "vulkan: zero-copy import of the file, upload, or auto (import on unified memory)");
-  args.add_switch("no-coopmat", &no_coopmat, "vulkan: the plain tiled GEMM even where coopmat runs");
+  args.add_switch("no-coopmat", &no_coopmat, "vulkan: the plain kernels (tiled GEMM, fp32 attention) even where coopmat runs");
   args.add_choice("vulkan-decode", &vulkan_decode, {"auto", "persistent", "ops"},
                   "vulkan: a causal token's blocks in one persistent dispatch (persistent), op by op, or auto "
                   "(persistent on GPUs that report their SM count: NVIDIA's)");

@@ -341,7 +341,7 @@ std::string VulkanDecoder::tokenizer_model() const { return std::string(impl_->f
 std::string VulkanDecoder::describe() const {
   const vk::DeviceInfo& i = impl_->ctx.info();
   return detail::concat("vulkan: ", i.name, " (", i.type_name(), "), ",
-                        impl_->ops.uses_coopmat(64) ? "cooperative-matrix GEMM" : "tiled GEMM", ", ",
+                        impl_->ops.uses_coopmat(64) ? "cooperative-matrix GEMM and attention" : "tiled GEMM", ", ",
                         impl_->grid.groups ? detail::concat("decode in ", impl_->runs.starts.size(),
                                                             impl_->runs.starts.size() == 1 ? " persistent dispatch"
                                                                                            : " persistent dispatches",

@@ -18,7 +18,7 @@ namespace pylon {
 
 struct VulkanOptions {
   int device_index = -1;           // --device vulkan:N; -1 = the first GPU, else the first device
-  bool allow_coopmat = true;       // false: the plain tiled GEMM even where coopmat runs
+  bool allow_coopmat = true;       // false: the plain kernels (tiled GEMM, fp32 attention) even where coopmat runs
   uint64_t max_buffer_bytes = 0;   // test hook: a smaller storage-binding cap (0 = the device's)
   std::string weights = "auto";    // auto | import | upload
   // Test hook: the one-token GEMV, "auto" (the device type's), "subgroup" (the GPU decode path:

@@ -228,6 +228,16 @@ void Ops::attention(Recorder& r, const BufferView& q, const BufferView& k, const
                     const BufferView& scores, const BufferView& out, const BufferView& position,
                     const AttentionArgs& a) {
   PYLON_CHECK(a.hd <= 256, "Vulkan attention: head dim ", a.hd, " > 256");
+  if (uses_coopmat_attention(a, scores)) {
+    // The operands as fp16 in the scratch (Qh's rows, then Kh's and Vh's together), then 16 queries
+    // of a head a subgroup, 4 a workgroup (attention_coopmat.comp).
+    const uint32_t nq = (a.n + 15) / 16 * 16, kr = (std::max(a.max_keys, a.keys) + 63) / 64 * 64;
+    r.dispatch(kernels_.get("attention_halves", 5, sizeof(a)), {q, k, v, scores, position}, a,
+               groups_for(a.heads * a.hd / 8, 64), nq + kr);
+    r.dispatch(kernels_.get("attention_coopmat", 3, sizeof(a), {}, {a.hd / 16}), {scores, out, position}, a,
+               (a.n + 63) / 64, a.heads);
+    return;
+  }
   // 16 queries a workgroup where keys and values are rows of vec4s and hd <= 128
   // (attention_tiled.comp), else one (attention.comp).
   const bool vec4s = a.hd % 4 == 0 && a.k_off % 4 == 0 && a.k_stride % 4 == 0 && a.v_off % 4 == 0 &&
@@ -237,6 +247,18 @@ void Ops::attention(Recorder& r, const BufferView& q, const BufferView& k, const
                a.heads);
   else
     r.dispatch(kernels_.get("attention", 6, sizeof(a)), {q, k, v, scores, out, position}, a, a.n, a.heads);
+}
+
+uint64_t Ops::coopmat_attention_scratch(const AttentionArgs& a) {
+  const uint64_t nq = (a.n + 15) / 16 * 16, kr = (std::max(a.max_keys, a.keys) + 63) / 64 * 64;
+  return (nq + 2 * kr) * a.heads * a.hd * 2;  // halves
+}
+
+bool Ops::uses_coopmat_attention(const AttentionArgs& a, const BufferView& scores) const {
+  const uint64_t room = scores.size ? scores.size : scores.buffer->size() - scores.offset;
+  const uint64_t rows = (a.n + 15) / 16 * 16 + (std::max(a.max_keys, a.keys) + 63) / 64 * 64;
+  return uses_coopmat(a.n) && a.hd % 16 == 0 && a.hd <= 128 && rows <= 65535 &&
+         coopmat_attention_scratch(a) <= room;
 }
 
 uint64_t Ops::attention_partials(uint32_t heads, uint32_t hd, uint32_t max_keys) {

@@ -74,7 +74,7 @@ class Ops {
                      const DeviceMatrix& w, const DeviceMatrix& bias, const RopeArgs& rope);
   bool fuses_rope(const DeviceMatrix& w) const;
   bool uses_coopmat(uint32_t n) const;  // whether matmul with n tokens takes the coopmat GEMM
-  void set_coopmat(bool on) { coopmat_on_ = on; }  // off: matmul never takes the coopmat GEMM
+  void set_coopmat(bool on) { coopmat_on_ = on; }  // off: neither the coopmat GEMM nor attention
   // off: attention takes attention.comp (a workgroup per query) whatever the layout (tests, benchmarks)
   void set_tiled_attention(bool on) { tiled_attention_ = on; }
   // The one-token GEMV: a row per invocation (gemv_rows; the default on CPU devices) or rows per
@@ -122,7 +122,8 @@ class Ops {
     float scale;
   };
   // out (n, o_stride) per head; scores: n * heads * max_keys floats of scratch. Causal: query i
-  // sees keys 0 .. p + i (p from a.pos0 and position, as for rope).
+  // sees keys 0 .. p + i (p from a.pos0 and position, as for rope). On cooperative matrices where
+  // uses_coopmat_attention (fp16 operands), else in fp32 (attention_tiled.comp, attention.comp).
   void attention(Recorder& r, const BufferView& q, const BufferView& k, const BufferView& v,
                  const BufferView& scores, const BufferView& out, const BufferView& position,
                  const AttentionArgs& a);
@@ -132,6 +133,11 @@ class Ops {
   void attention_decode(Recorder& r, const BufferView& q, const BufferView& k, const BufferView& v,
                         const BufferView& partials, const BufferView& out, const BufferView& position,
                         const AttentionArgs& a);
+  // Whether attention(a) runs on cooperative matrices with `scores` as its scratch: 16 queries or
+  // more, hd % 16 == 0 and <= 128, subgroups of 32, coopmat allowed (set_coopmat), and the
+  // scratch holds the fp16 operands (coopmat_attention_scratch bytes).
+  bool uses_coopmat_attention(const AttentionArgs& a, const BufferView& scores) const;
+  static uint64_t coopmat_attention_scratch(const AttentionArgs& a);
   static uint64_t attention_partials(uint32_t heads, uint32_t hd, uint32_t max_keys);
 
   // One block of a causal decode token for decode_layers, a persistent kernel whose workgroups

@@ -473,6 +473,44 @@ TEST(VulkanOps, TiledAttentionAcrossQueryBlocks) {
   }
 }
 
+// attention_coopmat.comp (with attention_halves.comp's fp16 operands) where the device has
+// cooperative matrices: head dims 16, 64 and 128, one block of 16 queries and several with a
+// partial last, keys over several chunks of 64 with a partial last (causal from a cache with the
+// position from the device; bidirectional over packed rows), against the reference. Queries in
+// [-4, 4], so that the softmax is peaked and a key dropped or let through by the mask shows.
+// Tolerance: fp16 rounding of q, k, v and the weights.
+TEST(VulkanOps, CoopmatAttentionAgainstTheReference) {
+  PYLON_VULKAN_CONTEXT_OR_SKIP(ctx);
+  vk::Ops ops(*ctx);
+  if (!ops.uses_coopmat(16)) GTEST_SKIP() << "no cooperative-matrix path on " << ctx->info().name;
+  for (const auto& [hd, n] : {std::pair{16, 16}, std::pair{64, 77}, std::pair{128, 130}}) {
+    const int H = 3, D = H * hd, pos0 = 30, T = pos0 + n + 9;
+    std::vector<float> qkv = random_floats(n * 3 * D, 61);
+    for (int i = 0; i < n; ++i)
+      for (int c = 0; c < D; ++c) qkv[i * 3 * D + c] *= 4.f;  // q's thirds
+    const std::vector<float> kc = random_floats(T * D, 62), vc = random_floats(T * D, 63);
+    vk::Buffer qb = device_vector(*ctx, qkv), kb = device_vector(*ctx, kc), vb = device_vector(*ctx, vc);
+    vk::Buffer ob = device_vector(*ctx, random_floats(n * D, 64));
+    vk::Buffer pb = device_vector(*ctx, std::vector<uint32_t>{pos0 - 4, 0, 0, 0});
+    for (const bool causal : {true, false}) {
+      vk::Ops::AttentionArgs a{};
+      a.n = n, a.heads = H, a.hd = hd, a.pos0 = 4, a.causal = causal, a.q_off = 0, a.q_stride = 3 * D;
+      a.o_stride = D, a.max_keys = T, a.scale = 1.f / std::sqrt(float(hd));
+      if (causal) a.keys = pos0 + n, a.k_off = 0, a.k_stride = D, a.v_off = 0, a.v_stride = D;
+      else a.keys = n, a.k_off = D, a.k_stride = 3 * D, a.v_off = 2 * D, a.v_stride = 3 * D;
+      vk::Buffer sb = ctx->make_buffer(vk::Ops::coopmat_attention_scratch(a), vk::MemoryKind::device);
+      const std::string what = "coopmat attention, head dim " + std::to_string(hd) + (causal ? " causal" : "");
+      ASSERT_TRUE(ops.uses_coopmat_attention(a, {&sb})) << what;
+      vk::Recorder rec(*ctx);
+      if (causal) ops.attention(rec, {&qb}, {&kb}, {&vb}, {&sb}, {&ob}, {&pb}, a);
+      else ops.attention(rec, {&qb}, {&qb}, {&qb}, {&sb}, {&ob}, ops.zero_position(), a);
+      rec.run();
+      const std::vector<float> out = attention_reference(qkv, causal ? kc : qkv, causal ? vc : qkv, a, pos0);
+      expect_close(read_floats(*ctx, ob, out.size()), out, 2e-3f, 1e-2f, what);
+    }
+  }
+}
+
 // The qkv GEMV with RoPE and the KV append in its store (the GPU decode's first op) against the
 // same work unfused: the row-per-invocation GEMV with the RMSNorm, then rope() with its KV append
 // (each tested against the CPU above). Head dims 12 and 32, f16 / int8 / int4 weights (48 columns:
