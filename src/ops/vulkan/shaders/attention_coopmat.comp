@@ -2,15 +2,19 @@
 // fp16 x fp16 -> fp32, 16x16x16): the prefill's attention where the device has them (Ops::attention;
 // attention_tiled.comp otherwise, and as the oracle). The operands are fp16 copies in the scratch
 // (attention_halves.comp: Qh, the queries times the scale; Kh, Vh the key and value rows, rows past
-// n and the keys zero). Each subgroup takes 16 queries of one head, with no workgroup barrier:
-// workgroup (x, h) has 4 subgroups, queries 64·x + 16·s .. of head h. One pass over the keys in
-// chunks of KC = 64, with an online softmax:
-//   S = Qh · Khᵀ (four 16x16 accumulators over hd / 16 products; Qh's tiles held in registers),
+// n and the keys zero). Workgroup (x, h): queries 64·x .. 64·x + 63 of head h, 16 a subgroup.
+// One pass over the keys in chunks of KC = 32, with an online softmax:
+//   the chunk's Kh and Vh rows staged in shared memory by the whole workgroup (one round of
+//   loads, all in flight; the subgroups' 16x16 tiles are read from there);
+//   S = Qh · Khᵀ (two 16x16 accumulators over hd / 16 products; Qh's tiles held in registers),
 //   stored to shared memory; each row's running max m and sum l; where a row's max grew, O's
 //   tiles rescaled by exp(m_old - m_new) through shared memory (an accumulator's rows are opaque
 //   to the shader; after the first chunks the max rarely grows); P = exp(S - m) (0 where
 //   masked) as fp16; O += P · Vh (hd / 16 accumulators, HD16 a specialization constant);
 // then O / l to o. Tolerance against the fp32 kernels: fp16 rounding of q, k, v and P.
+// H200, seed size, 512 tokens, causal, µs a layer: 200 attention_tiled; 144 with two passes (the
+// max, then the rest) and each subgroup loading its tiles from the scratch; 86 in one pass, keys
+// in chunks of 64 (bench/vulkan_notes.md).
 // Causal: query i sees keys 0 .. p + i, p = pos0 + position[0]; otherwise all `keys`.
 // Needs subgroups of 32, hd % 16 == 0, hd <= 128 (Ops::uses_coopmat_attention).
 #version 450
@@ -38,21 +42,27 @@ layout(std430, binding = 2) readonly buffer Position { uint position[]; };
 #define ROW_MAJOR gl_CooperativeMatrixLayoutRowMajor
 #define COL_MAJOR gl_CooperativeMatrixLayoutColumnMajor
 
-const uint KC = 64u, LS = KC / 4u + 1u;  // keys a chunk; S's row stride in vec4s (padded: no conflicts)
-const uint LP = KC / 8u;                 // P's row stride in uvec4s
+const uint KC = 32u;                    // keys a chunk
+const uint LK = 2u * HD16 + 1u;         // a staged key or value row's stride in uvec4s (hd + 8 halves)
+const uint LS = KC / 4u + 1u;           // S's row stride in vec4s (padded: no bank conflicts)
+const uint LP = KC / 8u;                // P's row stride in uvec4s
 const float LOWEST = -3.402823e38;
-shared vec4 Ss[4u * 16u * LS];    // per subgroup: a chunk's scores (16 queries x KC), or an O tile
-shared uvec4 Ps[4u * 16u * LP];   // per subgroup: a chunk's weights P as fp16
+shared uvec4 Ks[KC * 17u], Vs[KC * 17u];  // the chunk's key and value rows (KC, hd) as fp16
+shared vec4 Ss[4u * 16u * LS];          // per subgroup: a chunk's scores (16 queries x KC), or an O tile
+shared uvec4 Ps[4u * 16u * LP];         // per subgroup: a chunk's weights P as fp16
 
 void main() {
-  const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+  const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID, tid = gl_LocalInvocationIndex;
   const uint hh = gl_WorkGroupID.y, i0 = (gl_WorkGroupID.x * 4u + sg) * 16u;
-  if (i0 >= pc.n) return;  // no workgroup barriers below
-  const uint D8 = pc.heads * pc.hd / 8u, nq = (pc.n + 15u) & ~15u;
+  const uint D8 = pc.heads * pc.hd / 8u, hd8 = 2u * HD16, nq = (pc.n + 15u) & ~15u;
   const uint KR = (max(pc.max_keys, pc.keys) + 63u) & ~63u, head8 = hh * pc.hd / 8u;
   const uint q_at = i0 * D8 + head8, k_at = nq * D8 + head8, v_at = (nq + KR) * D8 + head8;
-  const uint p = pc.pos0 + position[0], last = min(i0 + 16u, pc.n) - 1u;
-  const uint keys = pc.causal != 0u ? p + last + 1u : pc.keys;  // keys any of the 16 sees
+  const uint p = pc.pos0 + position[0];
+  // Keys any query of the workgroup sees (the chunks it stages), of this subgroup's 16 (those it
+  // multiplies; none where its queries are past n).
+  const uint wg_last = min(gl_WorkGroupID.x * 64u + 64u, pc.n) - 1u, last = min(i0 + 16u, pc.n) - 1u;
+  const uint wg_keys = pc.causal != 0u ? p + wg_last + 1u : pc.keys;
+  const uint keys = i0 >= pc.n ? 0u : pc.causal != 0u ? p + last + 1u : pc.keys;
   // This lane's share of the softmax: row r (query i0 + r), keys KC/2·part .. of a chunk; of an O
   // tile, row r's columns 8·part .. 8·part + 7.
   const uint r = lane >> 1, part = lane & 1u, i = min(i0 + r, last);
@@ -62,26 +72,22 @@ void main() {
   // Qh's tiles (16 queries x 16 of hd each), held.
   MAT_A q0, q1, q2, q3, q4, q5, q6, q7;
 #define LOAD_Q(d, qd) \
-  if (d < HD16) coopMatLoad(qd, hv, q_at + 2u * d, D8, ROW_MAJOR);
+  if (d < HD16 && keys > 0u) coopMatLoad(qd, hv, q_at + 2u * d, D8, ROW_MAJOR);
   LOAD_Q(0u, q0) LOAD_Q(1u, q1) LOAD_Q(2u, q2) LOAD_Q(3u, q3) LOAD_Q(4u, q4) LOAD_Q(5u, q5) LOAD_Q(6u, q6) LOAD_Q(7u, q7)
 
   float m = LOWEST, l = 0.0;
   ACC o0 = ACC(0.0), o1 = ACC(0.0), o2 = ACC(0.0), o3 = ACC(0.0), o4 = ACC(0.0), o5 = ACC(0.0),
       o6 = ACC(0.0), o7 = ACC(0.0);
-  ACC s0, s1, s2, s3;
-  MAT_B kb0, kb1, kb2, kb3;
-  MAT_A pa0, pa1, pa2, pa3;
-  // S += Qh tile d · (keys c0 .. c0 + KC - 1, columns 16·d ..)ᵀ
+  ACC s0, s1;
+  MAT_B kb0, kb1;
+  MAT_A pa0, pa1;
+  // S += Qh tile d · (the chunk's keys, columns 16·d ..)ᵀ
 #define SCORE(d, qd)                                                                               \
   if (d < HD16) {                                                                                  \
-    coopMatLoad(kb0, hv, k_at + c0 * D8 + 2u * d, D8, COL_MAJOR);                                  \
-    coopMatLoad(kb1, hv, k_at + (c0 + 16u) * D8 + 2u * d, D8, COL_MAJOR);                          \
-    coopMatLoad(kb2, hv, k_at + (c0 + 32u) * D8 + 2u * d, D8, COL_MAJOR);                          \
-    coopMatLoad(kb3, hv, k_at + (c0 + 48u) * D8 + 2u * d, D8, COL_MAJOR);                          \
+    coopMatLoad(kb0, Ks, 2u * d, LK, COL_MAJOR);                                                   \
+    coopMatLoad(kb1, Ks, 16u * LK + 2u * d, LK, COL_MAJOR);                                        \
     s0 = coopMatMulAdd(qd, kb0, s0);                                                               \
     s1 = coopMatMulAdd(qd, kb1, s1);                                                               \
-    s2 = coopMatMulAdd(qd, kb2, s2);                                                               \
-    s3 = coopMatMulAdd(qd, kb3, s3);                                                               \
   }
   // O tile t's row r scaled by a through Ss (the lane's 8 columns of it).
 #define RESCALE(t, ot, a)                                                                          \
@@ -96,25 +102,28 @@ void main() {
     coopMatLoad(ot, Ss, s_base, LS, ROW_MAJOR);                                                    \
     subgroupBarrier();                                                                             \
   }
-  // O tile t += P · (keys c0 .., columns 16·t ..) of Vh
+  // O tile t += P · (the chunk's values, columns 16·t ..)
 #define PV(t, ot)                                                                                  \
   if (t < HD16) {                                                                                  \
-    coopMatLoad(kb0, hv, v_at + c0 * D8 + 2u * t, D8, ROW_MAJOR);                                  \
-    coopMatLoad(kb1, hv, v_at + (c0 + 16u) * D8 + 2u * t, D8, ROW_MAJOR);                          \
-    coopMatLoad(kb2, hv, v_at + (c0 + 32u) * D8 + 2u * t, D8, ROW_MAJOR);                          \
-    coopMatLoad(kb3, hv, v_at + (c0 + 48u) * D8 + 2u * t, D8, ROW_MAJOR);                          \
+    coopMatLoad(kb0, Vs, 2u * t, LK, ROW_MAJOR);                                                   \
+    coopMatLoad(kb1, Vs, 16u * LK + 2u * t, LK, ROW_MAJOR);                                        \
     ot = coopMatMulAdd(pa0, kb0, ot);                                                              \
     ot = coopMatMulAdd(pa1, kb1, ot);                                                              \
-    ot = coopMatMulAdd(pa2, kb2, ot);                                                              \
-    ot = coopMatMulAdd(pa3, kb3, ot);                                                              \
   }
-  for (uint c0 = 0u; c0 < keys; c0 += KC) {
-    s0 = ACC(0.0), s1 = ACC(0.0), s2 = ACC(0.0), s3 = ACC(0.0);
+  for (uint c0 = 0u; c0 < wg_keys; c0 += KC) {
+    barrier();  // the last chunk's rows are read
+    for (uint e = tid; e < KC * hd8; e += gl_WorkGroupSize.x) {
+      const uint key = e / hd8, c = e % hd8;
+      const uvec4 kw = hv[k_at + (c0 + key) * D8 + c], vw = hv[v_at + (c0 + key) * D8 + c];
+      Ks[key * LK + c] = kw;
+      Vs[key * LK + c] = vw;
+    }
+    barrier();
+    if (c0 >= keys) continue;  // this subgroup's queries see none of the chunk (uniform in it)
+    s0 = ACC(0.0), s1 = ACC(0.0);
     SCORE(0u, q0) SCORE(1u, q1) SCORE(2u, q2) SCORE(3u, q3) SCORE(4u, q4) SCORE(5u, q5) SCORE(6u, q6) SCORE(7u, q7)
     coopMatStore(s0, Ss, s_base, LS, ROW_MAJOR);
     coopMatStore(s1, Ss, s_base + 4u, LS, ROW_MAJOR);
-    coopMatStore(s2, Ss, s_base + 8u, LS, ROW_MAJOR);
-    coopMatStore(s3, Ss, s_base + 12u, LS, ROW_MAJOR);
     subgroupMemoryBarrierShared();
     subgroupBarrier();
     // The lane's KC / 2 scores of row r; the row's new max over both lanes.
@@ -147,11 +156,10 @@ void main() {
     subgroupBarrier();
     coopMatLoad(pa0, Ps, sg * 16u * LP, LP, ROW_MAJOR);
     coopMatLoad(pa1, Ps, sg * 16u * LP + 2u, LP, ROW_MAJOR);
-    coopMatLoad(pa2, Ps, sg * 16u * LP + 4u, LP, ROW_MAJOR);
-    coopMatLoad(pa3, Ps, sg * 16u * LP + 6u, LP, ROW_MAJOR);
     PV(0u, o0) PV(1u, o1) PV(2u, o2) PV(3u, o3) PV(4u, o4) PV(5u, o5) PV(6u, o6) PV(7u, o7)
     subgroupBarrier();  // Ss and Ps are rewritten by the next chunk
   }
+  if (keys == 0u) return;  // queries past n: nothing to store (no workgroup barrier below)
 
   // O / l to o, a 16x16 tile at a time through Ss.
   const float inv = 1.0 / l;
