@@ -442,40 +442,56 @@ TEST(VulkanOps, RopeAndAttention) {
   }
 }
 
-// attention_tiled.comp over several blocks of 16 queries, the last partial, head dims 8 and 128
-// (the seed size's), keys over several chunks of 32 (causal from a cache with the position from
-// the device, and bidirectional over packed rows), against the reference.
+// An attention case of the two tests below: n queries in packed qkv rows (n, 3D), H heads of hd;
+// causal: keys and values from a cache of T rows at position pos0 (a.pos0 = 4, the rest from the
+// device's position buffer), else the packed rows' k and v thirds.
+vk::Ops::AttentionArgs attention_case(int n, int H, int hd, int T, int pos0, bool causal) {
+  const int D = H * hd;
+  vk::Ops::AttentionArgs a{};
+  a.n = n, a.heads = H, a.hd = hd, a.pos0 = 4, a.causal = causal, a.q_off = 0, a.q_stride = 3 * D;
+  a.o_stride = D, a.max_keys = T, a.scale = 1.f / std::sqrt(float(hd));
+  if (causal) a.keys = pos0 + n, a.k_off = 0, a.k_stride = D, a.v_off = 0, a.v_stride = D;
+  else a.keys = n, a.k_off = D, a.k_stride = 3 * D, a.v_off = 2 * D, a.v_stride = 3 * D;
+  return a;
+}
+
+// ops.attention on case a (attention_case's, with these rows and cache) with `scratch` bytes of
+// scratch, against the reference.
+void check_attention(vk::Context& ctx, vk::Ops& ops, const vk::Ops::AttentionArgs& a, int pos0,
+                     const std::vector<float>& qkv, const std::vector<float>& kc, const std::vector<float>& vc,
+                     uint64_t scratch, float atol, float rtol, const std::string& what) {
+  vk::Buffer qb = device_vector(ctx, qkv), kb = device_vector(ctx, kc), vb = device_vector(ctx, vc);
+  vk::Buffer sb = ctx.make_buffer(scratch, vk::MemoryKind::device);
+  vk::Buffer ob = device_vector(ctx, random_floats(a.n * a.o_stride, 44));
+  vk::Buffer pb = device_vector(ctx, std::vector<uint32_t>{static_cast<uint32_t>(pos0) - a.pos0, 0, 0, 0});
+  vk::Recorder rec(ctx);
+  if (a.causal) ops.attention(rec, {&qb}, {&kb}, {&vb}, {&sb}, {&ob}, {&pb}, a);
+  else ops.attention(rec, {&qb}, {&qb}, {&qb}, {&sb}, {&ob}, ops.zero_position(), a);
+  rec.run();
+  const std::vector<float> out = attention_reference(qkv, a.causal ? kc : qkv, a.causal ? vc : qkv, a, pos0);
+  expect_close(read_floats(ctx, ob, out.size()), out, atol, rtol, what);
+}
+
+// attention_tiled.comp (coopmat off) over several blocks of 16 queries, the last partial, head
+// dims 8 and 128 (the seed size's), keys over several chunks of 32 (causal from a cache with the
+// position from the device, and bidirectional over packed rows), against the reference.
 TEST(VulkanOps, TiledAttentionAcrossQueryBlocks) {
   PYLON_VULKAN_CONTEXT_OR_SKIP(ctx);
   vk::Ops ops(*ctx);
+  ops.set_coopmat(false);
   for (const int hd : {8, 128}) {
     const int n = 37, H = 3, D = H * hd, pos0 = 30, T = 80;
     const std::vector<float> qkv = random_floats(n * 3 * D, 41), kc = random_floats(T * D, 42),
                              vc = random_floats(T * D, 43);
-    vk::Buffer qb = device_vector(*ctx, qkv), kb = device_vector(*ctx, kc), vb = device_vector(*ctx, vc);
-    vk::Buffer sb = ctx->make_buffer(4ull * n * H * T, vk::MemoryKind::device);
-    vk::Buffer ob = device_vector(*ctx, random_floats(n * D, 44));
-    vk::Buffer pb = device_vector(*ctx, std::vector<uint32_t>{pos0 - 4, 0, 0, 0});
-    for (const bool causal : {true, false}) {
-      vk::Ops::AttentionArgs a{};
-      a.n = n, a.heads = H, a.hd = hd, a.pos0 = 4, a.causal = causal, a.q_off = 0, a.q_stride = 3 * D;
-      a.o_stride = D, a.max_keys = T, a.scale = 1.f / std::sqrt(float(hd));
-      if (causal) a.keys = pos0 + n, a.k_off = 0, a.k_stride = D, a.v_off = 0, a.v_stride = D;
-      else a.keys = n, a.k_off = D, a.k_stride = 3 * D, a.v_off = 2 * D, a.v_stride = 3 * D;
-      vk::Recorder rec(*ctx);
-      if (causal) ops.attention(rec, {&qb}, {&kb}, {&vb}, {&sb}, {&ob}, {&pb}, a);
-      else ops.attention(rec, {&qb}, {&qb}, {&qb}, {&sb}, {&ob}, ops.zero_position(), a);
-      rec.run();
-      const std::vector<float> out = attention_reference(qkv, causal ? kc : qkv, causal ? vc : qkv, a, pos0);
-      expect_close(read_floats(*ctx, ob, out.size()), out, 1e-5f, 1e-4f,
-                   "tiled attention, head dim " + std::to_string(hd) + (causal ? " causal" : ""));
-    }
+    for (const bool causal : {true, false})
+      check_attention(*ctx, ops, attention_case(n, H, hd, T, pos0, causal), pos0, qkv, kc, vc, 4ull * n * H * T,
+                      1e-5f, 1e-4f, "tiled attention, head dim " + std::to_string(hd) + (causal ? " causal" : ""));
   }
 }
 
 // attention_coopmat.comp (with attention_halves.comp's fp16 operands) where the device has
 // cooperative matrices: head dims 16, 64 and 128, one block of 16 queries and several with a
-// partial last, keys over several chunks of 64 with a partial last (causal from a cache with the
+// partial last, keys over several chunks of 32 with a partial last (causal from a cache with the
 // position from the device; bidirectional over packed rows), against the reference. Queries in
 // [-4, 4], so that the softmax is peaked and a key dropped or let through by the mask shows.
 // Tolerance: fp16 rounding of q, k, v and the weights.
@@ -489,24 +505,13 @@ TEST(VulkanOps, CoopmatAttentionAgainstTheReference) {
     for (int i = 0; i < n; ++i)
       for (int c = 0; c < D; ++c) qkv[i * 3 * D + c] *= 4.f;  // q's thirds
     const std::vector<float> kc = random_floats(T * D, 62), vc = random_floats(T * D, 63);
-    vk::Buffer qb = device_vector(*ctx, qkv), kb = device_vector(*ctx, kc), vb = device_vector(*ctx, vc);
-    vk::Buffer ob = device_vector(*ctx, random_floats(n * D, 64));
-    vk::Buffer pb = device_vector(*ctx, std::vector<uint32_t>{pos0 - 4, 0, 0, 0});
     for (const bool causal : {true, false}) {
-      vk::Ops::AttentionArgs a{};
-      a.n = n, a.heads = H, a.hd = hd, a.pos0 = 4, a.causal = causal, a.q_off = 0, a.q_stride = 3 * D;
-      a.o_stride = D, a.max_keys = T, a.scale = 1.f / std::sqrt(float(hd));
-      if (causal) a.keys = pos0 + n, a.k_off = 0, a.k_stride = D, a.v_off = 0, a.v_stride = D;
-      else a.keys = n, a.k_off = D, a.k_stride = 3 * D, a.v_off = 2 * D, a.v_stride = 3 * D;
-      vk::Buffer sb = ctx->make_buffer(vk::Ops::coopmat_attention_scratch(a), vk::MemoryKind::device);
+      const vk::Ops::AttentionArgs a = attention_case(n, H, hd, T, pos0, causal);
+      const uint64_t scratch = vk::Ops::coopmat_attention_scratch(a);
+      vk::Buffer probe = ctx->make_buffer(scratch, vk::MemoryKind::device);
       const std::string what = "coopmat attention, head dim " + std::to_string(hd) + (causal ? " causal" : "");
-      ASSERT_TRUE(ops.uses_coopmat_attention(a, {&sb})) << what;
-      vk::Recorder rec(*ctx);
-      if (causal) ops.attention(rec, {&qb}, {&kb}, {&vb}, {&sb}, {&ob}, {&pb}, a);
-      else ops.attention(rec, {&qb}, {&qb}, {&qb}, {&sb}, {&ob}, ops.zero_position(), a);
-      rec.run();
-      const std::vector<float> out = attention_reference(qkv, causal ? kc : qkv, causal ? vc : qkv, a, pos0);
-      expect_close(read_floats(*ctx, ob, out.size()), out, 2e-3f, 1e-2f, what);
+      ASSERT_TRUE(ops.uses_coopmat_attention(a, {&probe})) << what;
+      check_attention(*ctx, ops, a, pos0, qkv, kc, vc, scratch, 2e-3f, 1e-2f, what);
     }
   }
 }

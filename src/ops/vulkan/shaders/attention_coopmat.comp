@@ -5,7 +5,8 @@
 // n and the keys zero). Workgroup (x, h): queries 64·x .. 64·x + 63 of head h, 16 a subgroup.
 // One pass over the keys in chunks of KC = 32, with an online softmax:
 //   the chunk's Kh and Vh rows staged in shared memory by the whole workgroup (one round of
-//   loads, all in flight; the subgroups' 16x16 tiles are read from there);
+//   loads, all in flight, issued during the chunk before's products; the subgroups' 16x16 tiles
+//   are read from there);
 //   S = Qh · Khᵀ (two 16x16 accumulators over hd / 16 products; Qh's tiles held in registers),
 //   stored to shared memory; each row's running max m and sum l; where a row's max grew, O's
 //   tiles rescaled by exp(m_old - m_new) through shared memory (an accumulator's rows are opaque
@@ -14,7 +15,7 @@
 // then O / l to o. Tolerance against the fp32 kernels: fp16 rounding of q, k, v and P.
 // H200, seed size, 512 tokens, causal, µs a layer: 200 attention_tiled; 144 with two passes (the
 // max, then the rest) and each subgroup loading its tiles from the scratch; 86 in one pass, keys
-// in chunks of 64 (bench/vulkan_notes.md).
+// in chunks of 64; 48 with the chunks staged; 45 with each loaded a chunk ahead (bench/vulkan_notes.md).
 // Causal: query i sees keys 0 .. p + i, p = pos0 + position[0]; otherwise all `keys`.
 // Needs subgroups of 32, hd % 16 == 0, hd <= 128 (Ops::uses_coopmat_attention).
 #version 450
@@ -46,6 +47,7 @@ const uint KC = 32u;                    // keys a chunk
 const uint LK = 2u * HD16 + 1u;         // a staged key or value row's stride in uvec4s (hd + 8 halves)
 const uint LS = KC / 4u + 1u;           // S's row stride in vec4s (padded: no bank conflicts)
 const uint LP = KC / 8u;                // P's row stride in uvec4s
+const uint U = (KC * 2u * HD16 + 127u) / 128u, MAX_U = 4u;  // an invocation's words of a chunk's rows
 const float LOWEST = -3.402823e38;
 shared uvec4 Ks[KC * 17u], Vs[KC * 17u];  // the chunk's key and value rows (KC, hd) as fp16
 shared vec4 Ss[4u * 16u * LS];          // per subgroup: a chunk's scores (16 queries x KC), or an O tile
@@ -110,15 +112,23 @@ void main() {
     ot = coopMatMulAdd(pa0, kb0, ot);                                                              \
     ot = coopMatMulAdd(pa1, kb1, ot);                                                              \
   }
+  // This invocation's share of a chunk's rows: words tid + 128·u (u < U) of its KC x hd8 of Kh
+  // and of Vh, loaded a chunk ahead (during the chunk before's products), stored when it starts.
+  uvec4 kw[MAX_U], vw[MAX_U];
+#define LOAD_CHUNK(c0)                                                                             \
+  [[unroll]] for (uint u = 0u; u < U; ++u) {                                                       \
+    const uint e = tid + 128u * u, key = e / hd8, c = e % hd8;                                     \
+    if (e < KC * hd8) kw[u] = hv[k_at + ((c0) + key) * D8 + c], vw[u] = hv[v_at + ((c0) + key) * D8 + c]; \
+  }
+  LOAD_CHUNK(0u)
   for (uint c0 = 0u; c0 < wg_keys; c0 += KC) {
     barrier();  // the last chunk's rows are read
-    for (uint e = tid; e < KC * hd8; e += gl_WorkGroupSize.x) {
-      const uint key = e / hd8, c = e % hd8;
-      const uvec4 kw = hv[k_at + (c0 + key) * D8 + c], vw = hv[v_at + (c0 + key) * D8 + c];
-      Ks[key * LK + c] = kw;
-      Vs[key * LK + c] = vw;
+    [[unroll]] for (uint u = 0u; u < U; ++u) {
+      const uint e = tid + 128u * u, key = e / hd8, c = e % hd8;
+      if (e < KC * hd8) Ks[key * LK + c] = kw[u], Vs[key * LK + c] = vw[u];
     }
     barrier();
+    if (c0 + KC < wg_keys) LOAD_CHUNK(c0 + KC)
     if (c0 >= keys) continue;  // this subgroup's queries see none of the chunk (uniform in it)
     s0 = ACC(0.0), s1 = ACC(0.0);
     SCORE(0u, q0) SCORE(1u, q1) SCORE(2u, q2) SCORE(3u, q3) SCORE(4u, q4) SCORE(5u, q5) SCORE(6u, q6) SCORE(7u, q7)
