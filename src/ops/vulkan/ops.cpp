@@ -18,6 +18,15 @@ uint32_t groups_for(uint64_t items, uint32_t per_group, uint32_t cap = 65535) {
   return static_cast<uint32_t>(std::min<uint64_t>((items + per_group - 1) / per_group, cap));
 }
 
+// attention_halves.comp's rows in the coopmat attention's scratch: the queries rounded up to 16,
+// the keys to 64 (the two shaders compute the same).
+struct HalvesRows {
+  uint64_t queries, keys;
+};
+HalvesRows halves_rows(const Ops::AttentionArgs& a) {
+  return {(a.n + 15ull) / 16 * 16, (std::max(a.max_keys, a.keys) + 63ull) / 64 * 64};
+}
+
 }  // namespace
 
 uint64_t row_bytes(EdgeDType dtype, int64_t cols) {
@@ -228,12 +237,12 @@ void Ops::attention(Recorder& r, const BufferView& q, const BufferView& k, const
                     const BufferView& scores, const BufferView& out, const BufferView& position,
                     const AttentionArgs& a) {
   PYLON_CHECK(a.hd <= 256, "Vulkan attention: head dim ", a.hd, " > 256");
-  if (uses_coopmat_attention(a, scores)) {
+  if (tiled_attention_ && uses_coopmat_attention(a, scores)) {
     // The operands as fp16 in the scratch (Qh's rows, then Kh's and Vh's together), then 16 queries
     // of a head a subgroup, 4 a workgroup (attention_coopmat.comp).
-    const uint32_t nq = (a.n + 15) / 16 * 16, kr = (std::max(a.max_keys, a.keys) + 63) / 64 * 64;
+    const HalvesRows rows = halves_rows(a);
     r.dispatch(kernels_.get("attention_halves", 5, sizeof(a)), {q, k, v, scores, position}, a,
-               groups_for(a.heads * a.hd / 8, 64), nq + kr);
+               groups_for(a.heads * a.hd / 8, 64), static_cast<uint32_t>(rows.queries + rows.keys));
     r.dispatch(kernels_.get("attention_coopmat", 3, sizeof(a), {}, {a.hd / 16}), {scores, out, position}, a,
                (a.n + 63) / 64, a.heads);
     return;
@@ -250,14 +259,14 @@ void Ops::attention(Recorder& r, const BufferView& q, const BufferView& k, const
 }
 
 uint64_t Ops::coopmat_attention_scratch(const AttentionArgs& a) {
-  const uint64_t nq = (a.n + 15) / 16 * 16, kr = (std::max(a.max_keys, a.keys) + 63) / 64 * 64;
-  return (nq + 2 * kr) * a.heads * a.hd * 2;  // halves
+  const HalvesRows rows = halves_rows(a);
+  return (rows.queries + 2 * rows.keys) * a.heads * a.hd * 2;  // halves
 }
 
 bool Ops::uses_coopmat_attention(const AttentionArgs& a, const BufferView& scores) const {
   const uint64_t room = scores.size ? scores.size : scores.buffer->size() - scores.offset;
-  const uint64_t rows = (a.n + 15) / 16 * 16 + (std::max(a.max_keys, a.keys) + 63) / 64 * 64;
-  return uses_coopmat(a.n) && a.hd % 16 == 0 && a.hd <= 128 && rows <= 65535 &&
+  const HalvesRows rows = halves_rows(a);
+  return uses_coopmat(a.n) && a.hd % 16 == 0 && a.hd <= 128 && rows.queries + rows.keys <= 65535 &&
          coopmat_attention_scratch(a) <= room;
 }
 

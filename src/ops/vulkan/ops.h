@@ -75,7 +75,8 @@ class Ops {
   bool fuses_rope(const DeviceMatrix& w) const;
   bool uses_coopmat(uint32_t n) const;  // whether matmul with n tokens takes the coopmat GEMM
   void set_coopmat(bool on) { coopmat_on_ = on; }  // off: neither the coopmat GEMM nor attention
-  // off: attention takes attention.comp (a workgroup per query) whatever the layout (tests, benchmarks)
+  // off: attention takes attention.comp (a workgroup per query) whatever the layout and device
+  // (tests, benchmarks)
   void set_tiled_attention(bool on) { tiled_attention_ = on; }
   // The one-token GEMV: a row per invocation (gemv_rows; the default on CPU devices) or rows per
   // subgroup (gemv_subgroup; the default on GPUs, which needs subgroups of 4 or more: up to 32 in a
