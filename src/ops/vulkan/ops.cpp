@@ -19,7 +19,8 @@ uint32_t groups_for(uint64_t items, uint32_t per_group, uint32_t cap = 65535) {
 }
 
 // attention_halves.comp's rows in the coopmat attention's scratch: the queries rounded up to 16,
-// the keys to 64 (the two shaders compute the same).
+// the keys to 64 (the two shaders compute the same). 64 was the chunk of keys of an earlier
+// version; a multiple of today's chunk of 32 suffices, so 64 only zero-fills up to 32 rows more.
 struct HalvesRows {
   uint64_t queries, keys;
 };
