@@ -227,6 +227,22 @@ TEST(VulkanDecoder, PersistentDecodeOddShapes) {
   expect_persistent_matches_ops(export_model(tmp, c, EdgeDType::int4, 64), c, 8, cases);
 }
 
+// At dim = 64 x the subgroup size: on the H200 the seed size's width (2048) on the whole grid,
+// where a row is a whole number of each dtype's steps of words a lane (8, 4, 2 words of 32 lanes);
+// 512 on lavapipe (subgroups of 8).
+TEST(VulkanDecoder, PersistentDecodeRowsOfWholeGroups) {
+  if (!testing::vulkan_available()) GTEST_SKIP() << "no Vulkan device";
+  std::vector<PersistentCase> cases = {{1, 0, 0, 0}};
+  if (!cpu_device()) cases.insert(cases.end(), {{0, 0, 0, 0}});
+  ModelConfig c = small_config(Preset::causal);
+  c.dim = 64 * static_cast<int>(testing::vulkan_context_or_null()->info().subgroup_size);
+  c.heads = c.dim / 128, c.layers = 1;
+  for (const EdgeDType q : {EdgeDType::f16, EdgeDType::int8, EdgeDType::int4}) {
+    testing::TempDir tmp;
+    expect_persistent_matches_ops(export_model(tmp, c, q), c, 6, cases);
+  }
+}
+
 // The benchmark's timeline variant (clock marks at every step of every block) decodes as the
 // plain kernel does, and its marks come in the kernel's order: each step's clock difference
 // non-negative (modulo 2^32), every block's marks inside the workgroup's start and end. Where the
