@@ -515,9 +515,10 @@ int run(int argc, char** argv) {
     const double host = host_read_bandwidth(1ull << 30);
     std::printf("host read bandwidth (OpenMP sum over 1 GiB, best of 5): %.1f GB/s\n", host / 1e9);
     if (ctx.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU) bw = std::max(bw, host);  // buffers are host memory
-    std::printf("device %s (%s), subgroup %u, max storage range %llu, coopmat %s\n", ctx.info().name.c_str(),
-                ctx.info().type_name(), ctx.info().subgroup_size,
-                static_cast<unsigned long long>(ctx.info().max_storage_range), ctx.info().coopmat ? "yes" : "no");
+    std::printf("device %s (%s), subgroup %u, max storage range %llu, shared memory %llu bytes a workgroup, coopmat %s\n",
+                ctx.info().name.c_str(), ctx.info().type_name(), ctx.info().subgroup_size,
+                static_cast<unsigned long long>(ctx.info().max_storage_range),
+                static_cast<unsigned long long>(ctx.info().max_shared_bytes), ctx.info().coopmat ? "yes" : "no");
     std::printf("copy bandwidth (vkCmdCopyBuffer %llu MiB, read+write, best of 5): %.1f GB/s\n",
                 static_cast<unsigned long long>(bytes >> 20), copy / 1e9);
     std::printf("read bandwidth (read_bandwidth.comp over %llu MiB, 16-byte words, best of 5, %s): %.1f GB/s\n",
