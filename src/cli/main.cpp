@@ -16,7 +16,7 @@ struct Command {
 };
 
 constexpr Command kCommands[] = {
-    {"train", pylon::run_train, "train MiniLLM, fully sharded over CPU ranks (CUDA to come)"},
+    {"train", pylon::run_train, "train MiniLLM, fully sharded over ranks (CPU, or CUDA GPUs through NCCL)"},
     {"eval", pylon::run_eval, "mean loss of a model over a token file"},
     {"generate", pylon::run_generate, "continue a prompt with a trained model"},
     {"tokenize", pylon::run_tokenize, "train a SentencePiece BPE model and write token files"},
