@@ -230,7 +230,7 @@ TEST(VulkanDecoder, PersistentDecodeOddShapes) {
 // At dim = 64 x the subgroup size: on the H200 the seed size's width (2048) on the whole grid,
 // where a row is a whole number of each dtype's steps of words a lane (8, 4, 2 words of 32 lanes);
 // 512 on lavapipe (subgroups of 8).
-TEST(VulkanDecoder, PersistentDecodeRowsOfWholeGroups) {
+TEST(VulkanDecoder, PersistentDecodeWideModel) {
   if (!testing::vulkan_available()) GTEST_SKIP() << "no Vulkan device";
   std::vector<PersistentCase> cases = {{1, 0, 0, 0}};
   if (!cpu_device()) cases.insert(cases.end(), {{0, 0, 0, 0}});
