@@ -31,13 +31,16 @@
 // DIR/timeline_<quant>.csv. --buffer-cap-mb N caps every storage binding at N MiB (the
 // weights then go a buffer per tensor where the model is larger: a persistent dispatch per block).
 // --warmup-ms MS (default 1000): the GPU kept busy that long after each step that builds pipelines
-// and before the timed runs (GpuWarmup; not on CPU devices).
+// and before the timed runs (GpuWarmup; not on CPU devices). Prefill runs once per GEMM the device
+// has: plain, coopmat (VK_KHR_cooperative_matrix), coopmat2 (VK_NV_cooperative_matrix2), the last
+// once per tile of --coopmat2-tiles TOKENSxROWSxK,... (default 0x0x0; zeros, TOKENS and ROWS
+// together: chosen per GEMM shape, vk::Ops::coopmat2_tile_for).
 //   pylon_bench_vulkan [--dim 2048 --layers 12 --heads 16 --vocab 32000] [--quant f16,int8,int4]
 //                      [--prefill 128] [--decode 32] [--dir /tmp] [--device N] [--gemv-sweep 0|1]
 //                      [--decode-paths auto|ops|persistent[:N[xT]][/B],...] [--gemv-rows R]
 //                      [--attention-chunk K] [--phase-split 0|1] [--timeline 0|1] [--timeline-csv DIR]
 //                      [--warmup-ms MS]
-//                      [--buffer-cap-mb N] [--read-patterns 0|1]
+//                      [--buffer-cap-mb N] [--read-patterns 0|1] [--coopmat2-tiles MxNxK,...]
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -457,13 +460,13 @@ constexpr const char* kUsage =
     "                          [--decode-paths auto|ops|persistent[:N[xT]][/B],...] [--gemv-rows R]\n"
     "                          [--attention-chunk K] [--phase-split 0|1] [--timeline 0|1] [--timeline-csv DIR]\n"
     "                          [--warmup-ms MS]\n"
-    "                          [--buffer-cap-mb N] [--read-patterns 0|1]\n"
+    "                          [--buffer-cap-mb N] [--read-patterns 0|1] [--coopmat2-tiles MxNxK,...]\n"
     "Decode and prefill of a random seed-size model on a Vulkan device, next to its measured bandwidth\n"
     "bound (bench/vulkan_edge_bench.cpp's header says what each flag does).\n";
 
 int run(int argc, char** argv) {
   ModelConfig c = preset_config(Preset::causal);  // seed size: V 32000, D 2048, L 12, H 16
-  std::string quants = "f16,int8,int4", dir = "/tmp", decodes = "auto", timeline_csv;
+  std::string quants = "f16,int8,int4", dir = "/tmp", decodes = "auto", timeline_csv, coopmat2_tiles = "0x0x0";
   int prefill = 128, decode = 32, device = -1, sweep = 0, phase_split = 0, timeline = 0, read_patterns_only = 0;
   double warmup_ms = 1000;
   uint32_t gemv_rows = 0;  // rows per subgroup of the decode GEMVs (0: chosen per matrix)
@@ -496,6 +499,7 @@ int run(int argc, char** argv) {
     else if (k == "--warmup-ms") warmup_ms = std::stod(v);
     else if (k == "--timeline-csv") timeline_csv = v, timeline = 1;
     else if (k == "--buffer-cap-mb") buffer_cap = std::stoull(v) << 20;
+    else if (k == "--coopmat2-tiles") coopmat2_tiles = v;
     else PYLON_CHECK(false, "unknown flag ", k, " (--help lists the flags)");
   }
   if (read_patterns_only) {
@@ -515,10 +519,15 @@ int run(int argc, char** argv) {
     const double host = host_read_bandwidth(1ull << 30);
     std::printf("host read bandwidth (OpenMP sum over 1 GiB, best of 5): %.1f GB/s\n", host / 1e9);
     if (ctx.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU) bw = std::max(bw, host);  // buffers are host memory
-    std::printf("device %s (%s), subgroup %u, max storage range %llu, shared memory %llu bytes a workgroup, coopmat %s\n",
+    const auto& g = ctx.info().coopmat2_granularity;
+    std::printf("device %s (%s), subgroup %u, max storage range %llu, shared memory %llu bytes a workgroup, "
+                "coopmat %s, coopmat2 %s\n",
                 ctx.info().name.c_str(), ctx.info().type_name(), ctx.info().subgroup_size,
                 static_cast<unsigned long long>(ctx.info().max_storage_range),
-                static_cast<unsigned long long>(ctx.info().max_shared_bytes), ctx.info().coopmat ? "yes" : "no");
+                static_cast<unsigned long long>(ctx.info().max_shared_bytes), ctx.info().coopmat ? "yes" : "no",
+                ctx.info().coopmat2 ? ("yes (granularity " + std::to_string(g[0]) + "x" + std::to_string(g[1]) + "x" +
+                                       std::to_string(g[2]) + ")").c_str()
+                                    : "no");
     std::printf("copy bandwidth (vkCmdCopyBuffer %llu MiB, read+write, best of 5): %.1f GB/s\n",
                 static_cast<unsigned long long>(bytes >> 20), copy / 1e9);
     std::printf("read bandwidth (read_bandwidth.comp over %llu MiB, 16-byte words, best of 5, %s): %.1f GB/s\n",
@@ -550,18 +559,42 @@ int run(int argc, char** argv) {
     o.max_buffer_bytes = buffer_cap;
     VulkanDecoder d(path, o, prefill + decode);
     std::printf("\n[%s] %s (model ready in %.1f s)\n", q.c_str(), d.describe().c_str(), since(t0));
-    for (const bool coop : {false, true}) {
+    // The prefill GEMMs: plain, coopmat (VK_KHR_cooperative_matrix), coopmat2 (VK_NV_cooperative_matrix2)
+    // at each tile of --coopmat2-tiles.
+    std::vector<std::pair<int, std::string>> gemms{{0, ""}, {1, ""}};
+    std::stringstream tile_list(coopmat2_tiles);
+    for (std::string t; std::getline(tile_list, t, ',');) gemms.emplace_back(2, t);
+    for (const auto& [gemm, tile] : gemms) {
+      const bool coop = gemm > 0;
+      unsigned tm = 0, tn = 0, tk = 0;
+      if (gemm == 2)
+        PYLON_CHECK(std::sscanf(tile.c_str(), "%ux%ux%u", &tm, &tn, &tk) == 3, "--coopmat2-tiles: ", tile,
+                    " is not TOKENSxROWSxK");
+      d.set_coopmat2_tile(tm, tn, tk);
       if (d.use_coopmat(coop) != coop) continue;
+      if (d.use_coopmat2(gemm == 2) != (gemm == 2)) {
+        if (gemm == 2)
+          std::printf("  (coopmat2 tile %s not taken: no VK_NV_cooperative_matrix2 here, or not a multiple of "
+                      "its granularity)\n", tile.c_str());
+        continue;
+      }
       std::vector<double> pre;
-      for (int rep = 0; rep < 4; ++rep) {  // the first is a warm-up
-        d.reset();
-        const auto t = Clock::now();
-        d.feed(tokens.data(), prefill);
-        if (rep > 0) pre.push_back(since(t));
-        if (rep == 0) warmup.run();
+      try {  // a tile the driver cannot build (its shared memory, say) ends only its own run
+        for (int rep = 0; rep < 4; ++rep) {  // the first is a warm-up
+          d.reset();
+          const auto t = Clock::now();
+          d.feed(tokens.data(), prefill);
+          if (rep > 0) pre.push_back(since(t));
+          if (rep == 0) warmup.run();
+        }
+      } catch (const Error& e) {
+        if (gemm != 2) throw;
+        std::printf("  prefill with coopmat2 tile %s failed: %s\n", tile.c_str(), e.what());
+        continue;
       }
       std::printf("  prefill %d tokens, %s GEMM: %.1f ms, %.0f tokens/s, %.2f TFLOP/s (weights only)\n", prefill,
-                  coop ? "coopmat" : "plain", median(pre) * 1e3, prefill / median(pre),
+                  gemm == 2 ? ("coopmat2 " + tile).c_str() : coop ? "coopmat" : "plain", median(pre) * 1e3,
+                  prefill / median(pre),
                   flops_per_token * prefill / median(pre) / 1e12);
       print_prefill_split(d, tokens, prefill);
     }

@@ -103,6 +103,7 @@ pylon_optional(PYLON_CUPTI PYLON_HAVE_CUPTI)
 # it is probe-compiled and the coopmat shader is left out, with a message, when it fails.
 set(PYLON_HAVE_VULKAN OFF)
 set(PYLON_HAVE_VULKAN_COOPMAT OFF)
+set(PYLON_HAVE_VULKAN_COOPMAT2 OFF)
 set(PYLON_GLSLC_COOPMAT "" CACHE STRING "glslc command able to compile GL_KHR_cooperative_matrix")
 if(NOT PYLON_VULKAN STREQUAL "OFF")
   find_package(Vulkan COMPONENTS glslc)
@@ -130,6 +131,20 @@ if(PYLON_HAVE_VULKAN)
   else()
     message(STATUS "Vulkan: glslc cannot compile GL_KHR_cooperative_matrix: the coopmat GEMM is left "
                    "out (set PYLON_GLSLC_COOPMAT to a glslc that can)")
+  endif()
+  # NVIDIA's workgroup-scope matrices (GL_NV_cooperative_matrix2, SPIR-V 1.6): a second probe with
+  # the same glslc; without it the coopmat2 GEMM is left out and the coopmat one serves.
+  if(PYLON_HAVE_VULKAN_COOPMAT)
+    configure_file(${CMAKE_CURRENT_LIST_DIR}/../src/ops/vulkan/shaders/coopmat2_probe.comp.in
+                   ${CMAKE_BINARY_DIR}/coopmat2_probe.comp COPYONLY)
+    execute_process(COMMAND ${_glslc_coopmat} --target-env=vulkan1.3 -o ${CMAKE_BINARY_DIR}/coopmat2_probe.spv
+                            ${CMAKE_BINARY_DIR}/coopmat2_probe.comp
+                    RESULT_VARIABLE _probe2_rc OUTPUT_QUIET ERROR_QUIET)
+    if(_probe2_rc EQUAL 0)
+      set(PYLON_HAVE_VULKAN_COOPMAT2 ON)
+    else()
+      message(STATUS "Vulkan: glslc cannot compile GL_NV_cooperative_matrix2: the coopmat2 GEMM is left out")
+    endif()
   endif()
 endif()
 

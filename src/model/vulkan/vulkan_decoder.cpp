@@ -341,7 +341,11 @@ std::string VulkanDecoder::tokenizer_model() const { return std::string(impl_->f
 std::string VulkanDecoder::describe() const {
   const vk::DeviceInfo& i = impl_->ctx.info();
   return detail::concat("vulkan: ", i.name, " (", i.type_name(), "), ",
-                        impl_->ops.uses_coopmat(64) ? "cooperative-matrix GEMM and attention" : "tiled GEMM", ", ",
+                        !impl_->ops.uses_coopmat(64) ? "tiled GEMM"
+                        : impl_->ops.uses_coopmat2(64, impl_->w("layers.0.attn.in_proj_weight"))
+                            ? "cooperative-matrix GEMM (NV coopmat2) and attention"
+                            : "cooperative-matrix GEMM and attention",
+                        ", ",
                         impl_->grid.groups ? detail::concat("decode in ", impl_->runs.starts.size(),
                                                             impl_->runs.starts.size() == 1 ? " persistent dispatch"
                                                                                            : " persistent dispatches",
@@ -363,6 +367,13 @@ void VulkanDecoder::reset() {
 bool VulkanDecoder::use_coopmat(bool on) {
   impl_->ops.set_coopmat(on);
   return impl_->ops.uses_coopmat(64);
+}
+bool VulkanDecoder::use_coopmat2(bool on) {
+  impl_->ops.set_coopmat2(on);
+  return impl_->ops.uses_coopmat2(64, impl_->w("layers.0.attn.in_proj_weight"));
+}
+void VulkanDecoder::set_coopmat2_tile(uint32_t tokens, uint32_t rows, uint32_t k) {
+  impl_->ops.set_coopmat2_tile({tokens, rows, k});
 }
 uint32_t VulkanDecoder::persistent_grid() const { return impl_->grid.groups; }
 int VulkanDecoder::persistent_gave_up_at() const { return impl_->gave_up_at; }

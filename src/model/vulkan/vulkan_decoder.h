@@ -74,6 +74,11 @@ class VulkanDecoder {
   // Benchmarks: switch between the coopmat GEMM (where available) and the plain one; true when
   // the coopmat GEMM will be used for prefill.
   bool use_coopmat(bool on);
+  // Benchmarks: with the coopmat GEMM on, its VK_NV_cooperative_matrix2 form (gemm_coopmat2) where
+  // the device has it; true when prefill's qkv GEMM will take it.
+  bool use_coopmat2(bool on);
+  // Benchmarks: gemm_coopmat2's tile (vk::Ops::set_coopmat2_tile).
+  void set_coopmat2_tile(uint32_t tokens, uint32_t rows, uint32_t k);
   // Benchmarks: device time of every later command added to *times (nullptr: stop timing).
   void time_dispatches(vk::GpuTimes* times);
   // Logits (n, V) of a whole row from position 0 (the cache is reset): for eval.

@@ -2,10 +2,12 @@
 #include "ops/vulkan/context.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <utility>
 
 #include "ops/vulkan/check.h"
@@ -65,6 +67,30 @@ bool supports_coopmat_f16(VkInstance instance, VkPhysicalDevice d, VkComponentTy
   return false;
 }
 #define PYLON_VK_COOPMAT_BUILD 1
+#endif
+
+// VK_NV_cooperative_matrix2 (gemm_coopmat2.comp): fp16 A/B, fp32 C and result at workgroup scope
+// for a workgroup of `invocations`; its M, N, K granularities, or nullopt. (Headers older than
+// 1.4.304 lack the extension: then the build has no coopmat2 path.)
+#if defined(VK_NV_cooperative_matrix2) && PYLON_HAVE_VULKAN_COOPMAT2 && PYLON_VK_COOPMAT_BUILD
+std::optional<std::array<uint32_t, 3>> coopmat2_granularity(VkInstance instance, VkPhysicalDevice d,
+                                                            uint32_t invocations) {
+  auto get = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV>(
+      vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV"));
+  if (!get) return std::nullopt;
+  uint32_t n = 0;
+  if (get(d, &n, nullptr) != VK_SUCCESS) return std::nullopt;
+  std::vector<VkCooperativeMatrixFlexibleDimensionsPropertiesNV> props(
+      n, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV});
+  if (get(d, &n, props.data()) != VK_SUCCESS) return std::nullopt;
+  for (const auto& p : props)
+    if (p.AType == VK_COMPONENT_TYPE_FLOAT16_KHR && p.BType == VK_COMPONENT_TYPE_FLOAT16_KHR &&
+        p.CType == VK_COMPONENT_TYPE_FLOAT32_KHR && p.ResultType == VK_COMPONENT_TYPE_FLOAT32_KHR &&
+        !p.saturatingAccumulation && p.scope == VK_SCOPE_WORKGROUP_KHR && p.workgroupInvocations == invocations)
+      return std::array<uint32_t, 3>{p.MGranularity, p.NGranularity, p.KGranularity};
+  return std::nullopt;
+}
+#define PYLON_VK_COOPMAT2_BUILD 1
 #endif
 
 }  // namespace
@@ -130,7 +156,10 @@ static VkInstance process_instance() {
   }
   VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
   app.pApplicationName = "pylon";
-  app.apiVersion = VK_API_VERSION_1_2;
+  // 1.3 where the loader has it (gemm_coopmat2's SPIR-V 1.6 needs a 1.3 device), else 1.2.
+  uint32_t loader_version = VK_API_VERSION_1_0;
+  if (vkEnumerateInstanceVersion(&loader_version) != VK_SUCCESS) loader_version = VK_API_VERSION_1_0;
+  app.apiVersion = loader_version >= VK_API_VERSION_1_3 ? VK_API_VERSION_1_3 : VK_API_VERSION_1_2;
   ici.pApplicationInfo = &app;
   ici.enabledExtensionCount = static_cast<uint32_t>(enable.size());
   ici.ppEnabledExtensionNames = enable.data();
@@ -273,6 +302,28 @@ Context::Context(const ContextOptions& options) {
 #endif
     info_.coopmat = coopmat;
     info_.coopmat_f16_accumulate = info_.coopmat_f16_accumulate && coopmat;
+#if PYLON_VK_COOPMAT2_BUILD
+    // VK_NV_cooperative_matrix2 on top: workgroup scope, flexible sizes, tensor layouts and
+    // per-element operations.
+    VkPhysicalDeviceCooperativeMatrix2FeaturesNV fcm2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV};
+    if (coopmat && options.allow_coopmat2 && props.properties.apiVersion >= VK_API_VERSION_1_3 &&
+        has_extension(dev_ext, VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME) && !spirv_module("gemm_coopmat2").empty()) {
+      query_features(physical_, fcm2);
+      const auto granularity = coopmat2_granularity(instance_, physical_, 256);
+      if (fcm2.cooperativeMatrixWorkgroupScope && fcm2.cooperativeMatrixFlexibleDimensions &&
+          fcm2.cooperativeMatrixTensorAddressing && fcm2.cooperativeMatrixPerElementOperations && granularity) {
+        info_.coopmat2 = true;
+        info_.coopmat2_granularity = *granularity;
+        dev_enable.push_back(VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME);
+        fcm2 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV};
+        fcm2.cooperativeMatrixWorkgroupScope = VK_TRUE;
+        fcm2.cooperativeMatrixFlexibleDimensions = VK_TRUE;
+        fcm2.cooperativeMatrixTensorAddressing = VK_TRUE;
+        fcm2.cooperativeMatrixPerElementOperations = VK_TRUE;
+        chain(features, fcm2);
+      }
+    }
+#endif
     // Float atomic add on storage buffers (decode_layer's FFN adds its slices' sums into h).
     VkPhysicalDeviceShaderAtomicFloatFeaturesEXT atomic_float{
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT};

@@ -5,6 +5,7 @@
 
 #include <vulkan/vulkan.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -56,6 +57,7 @@ struct ContextOptions {
   // that splitting can be exercised on small models. 0: the device's limits.
   uint64_t max_buffer_bytes = 0;
   bool allow_coopmat = true;  // false: the plain GEMM even where coopmat runs
+  bool allow_coopmat2 = true;  // false: VK_NV_cooperative_matrix2 left off (the coopmat GEMM serves)
   bool allow_float_atomics = true;  // test hook: false leaves VK_EXT_shader_atomic_float off
   bool allow_int64_atomics = true;  // test hook: false leaves shaderInt64 and 64-bit atomics off
 };
@@ -76,6 +78,10 @@ struct DeviceInfo {
   uint64_t texel_offset_alignment = 0, max_texels = 0;
   bool coopmat = false;      // VK_KHR_cooperative_matrix fp16 16x16x16 -> fp32, and a shader for it
   bool coopmat_f16_accumulate = false;  // and fp16 -> fp16 (a benchmark's comparison: coopmat_peak.comp)
+  // VK_NV_cooperative_matrix2 enabled and gemm_coopmat2 built: fp16 -> fp32 workgroup-scope
+  // matrices for 256 invocations, their sizes multiples of these M, N, K granularities.
+  bool coopmat2 = false;
+  std::array<uint32_t, 3> coopmat2_granularity{};
   bool float_atomic_add = false;  // shaderBufferFloat32AtomicAdd (VK_EXT_shader_atomic_float), enabled
   bool int64_atomics = false;  // shaderInt64 and shaderBufferInt64Atomics, enabled: decode_layer's tagged q, k
   bool shader_clock = false;  // shaderSubgroupClock (VK_KHR_shader_clock), enabled: decode_layer's timeline

@@ -1,6 +1,7 @@
 #include "ops/vulkan/ops.h"
 
 #include <algorithm>
+#include <iterator>
 #include <string>
 
 #include "core/error.h"
@@ -62,6 +63,40 @@ bool Ops::uses_coopmat(uint32_t n) const {
   return coopmat_on_ && ctx_.info().coopmat && ctx_.info().subgroup_size == 32 && n >= 16;
 }
 
+Ops::Coopmat2Tile Ops::coopmat2_tile_for(uint32_t n, int64_t rows) const {
+  // The largest tile whose grid still fills the GPU (about one workgroup a compute unit), else the
+  // smallest; K steps of 128 columns, 64 for the 128 x 256 tile. H200, seed size, 512 tokens, µs a
+  // GEMM at K steps of 64 / 128 (bench/vulkan_notes.md, 2026-12-02): 8192 x 2048 (128 x 256) 143 /
+  // 275, 6144 x 2048 (128 x 128) 139 / 133, 2048 x 8192 (64 x 128) 164 / 136, 2048 x 2048 58 / 50.
+  const uint64_t units = std::max<uint32_t>(ctx_.info().compute_units, 1);
+  const Coopmat2Tile tiles[] = {{128, 256, 64}, {128, 128, 128}, {64, 128, 128}, {64, 64, 128}};
+  Coopmat2Tile pick = tiles[std::size(tiles) - 1];
+  for (const Coopmat2Tile& t : tiles) {
+    const uint64_t groups = (n + t.tokens - 1ull) / t.tokens * ((static_cast<uint64_t>(rows) + t.rows - 1) / t.rows);
+    if (groups * 10 >= units * 9) {
+      pick = t;
+      break;
+    }
+  }
+  if (coopmat2_tile_.tokens && coopmat2_tile_.rows) pick.tokens = coopmat2_tile_.tokens, pick.rows = coopmat2_tile_.rows;
+  if (coopmat2_tile_.k) pick.k = coopmat2_tile_.k;
+  return pick;
+}
+
+const Buffer& Ops::halves_scratch(uint64_t bytes) {
+  if (halves_.empty() || halves_.back().size() < bytes) halves_.push_back(ctx_.make_buffer(bytes, MemoryKind::device));
+  return halves_.back();
+}
+
+bool Ops::uses_coopmat2(uint32_t n, const DeviceMatrix& w) const {
+  const DeviceInfo& info = ctx_.info();
+  const auto& g = info.coopmat2_granularity;
+  const Coopmat2Tile t = coopmat2_tile_for(n, w.rows);
+  const bool tile = g[0] && g[1] && g[2] && t.tokens % g[0] == 0 && t.rows % g[1] == 0 && t.k % g[2] == 0;
+  const bool layout = w.dtype == EdgeDType::f16 && w.cols % 32 == 0;  // rows of whole 16-byte words
+  return coopmat2_on_ && info.coopmat2 && uses_coopmat(n) && tile && layout;
+}
+
 Ops::GemvShape Ops::gemv_shape_for(const DeviceMatrix& w) const {
   const uint32_t subgroups = std::max<uint32_t>(1, 128 / std::max<uint32_t>(ctx_.info().subgroup_size, 1));
   // From decode runs on the H200 (bench/vulkan_notes.md, 2026-11-30 13:50 UTC): f16 is bound by
@@ -88,8 +123,9 @@ void Ops::matmul(Recorder& r, const BufferView& y, uint32_t ldy, const BufferVie
   // (gemv_common.glsl's whole_words), else the tiled GEMM (lane-by-lane loads on llvmpipe).
   const bool words = x_off % 4 == 0 && row_bytes(w.dtype, w.cols) % 16 == 0 &&
                      (w.dtype != EdgeDType::int4 || w.group % 32 == 0);
-  const char* kernel = n == 1               ? "gemv"
-                       : uses_coopmat(n)    ? "gemm_coopmat"
+  const char* kernel = n == 1                  ? "gemv"
+                       : uses_coopmat2(n, w)   ? "gemm_coopmat2"
+                       : uses_coopmat(n)       ? "gemm_coopmat"
                        : gemv_texel_ && words ? "gemm_rows_texel"
                                             : "gemm_tiled";
   matmul_with(kernel, r, y, ldy, x, x_off, n, w, bias, accumulate, silu, nullptr, 0.f, nullptr);
@@ -152,6 +188,22 @@ void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint
                       (w.dtype != EdgeDType::int4 || w.group % 16 == 0);
     spec = {parts ? static_cast<uint32_t>(std::atoi(parts)) : 7u, fast ? 1 + shader_wtype(w.dtype) : 0u};
   }
+  const Coopmat2Tile tile = coopmat2_tile_for(n, w.rows);
+  BufferView xv = x;
+  if (name == "gemm_coopmat2") {
+    spec = {tile.tokens, tile.rows, tile.k};
+    // Its activations as fp16 first (coopmat2_halves.comp), then read from offset 0.
+    const uint64_t count = static_cast<uint64_t>(n) * static_cast<uint64_t>(w.cols);
+    const Buffer& halves = halves_scratch(count * 2);
+    const struct {
+      uint32_t count, x_off;
+    } hp{static_cast<uint32_t>(count), x_off};
+    r.label_next("coopmat2_halves");
+    r.dispatch(kernels_.get("coopmat2_halves", 2, sizeof(hp)), {x, {&halves}}, hp, groups_for(count / 8, 256),
+               static_cast<uint32_t>((count / 8 + 65535ull * 256 - 1) / (65535ull * 256)));
+    xv = {&halves};
+    x_off = 0;
+  }
   const Kernel& k = kernels_.get(kernel, subgroup_gemv ? 11 : 7, sizeof(MatmulPush),
                                  texel ? texels : std::vector<VkFormat>{}, spec);
   const BufferView none{&dummy_, 0, 0};
@@ -177,7 +229,7 @@ void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint
     const BufferView scales = w.scales.buffer ? w.scales : none;
     const BufferView b = bias ? bias->chunks[0].values : none;
     const BufferView g = norm ? norm->chunks[0].values : none;
-    std::vector<BufferView> views{x, c.values, c.values, scales, b, y, g};
+    std::vector<BufferView> views{xv, c.values, c.values, scales, b, y, g};
     if (subgroup_gemv) {  // the RoPE and KV append bindings (gemv_subgroup.comp)
       views.insert(views.end(), {rope ? rope->table : none, rope ? rope->position : none,
                                  rope ? rope->cache.k : none, rope ? rope->cache.v : none});
@@ -190,6 +242,8 @@ void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint
       r.dispatch(k, views, p, groups_for(texel ? (static_cast<uint64_t>(c.rows) + 7) / 8 : c.rows, 64, 65535));
     else if (gemv)  // shape.rows rows per `shape.split` subgroups
       r.dispatch(k, views, p, groups_for(static_cast<uint64_t>(c.rows), rows_per_gemv_group, 65535));
+    else if (name == "gemm_coopmat2")  // tiles of tile.tokens by tile.rows
+      r.dispatch(k, views, p, groups_for(static_cast<uint64_t>(c.rows), tile.rows), groups_for(n, tile.tokens));
     else  // tiles of 64 tokens by 64 weight rows (gemm_tiled) or 128 (gemm_coopmat)
       r.dispatch(k, views, p, groups_for(static_cast<uint64_t>(c.rows), name == "gemm_coopmat" ? 128 : 64),
                  groups_for(n, 64));

@@ -73,8 +73,21 @@ class Ops {
   void qkv_rope_gemv(Recorder& r, const BufferView& qkv, const BufferView& x, const DeviceMatrix& norm, float eps,
                      const DeviceMatrix& w, const DeviceMatrix& bias, const RopeArgs& rope);
   bool fuses_rope(const DeviceMatrix& w) const;
-  bool uses_coopmat(uint32_t n) const;  // whether matmul with n tokens takes the coopmat GEMM
-  void set_coopmat(bool on) { coopmat_on_ = on; }  // off: neither the coopmat GEMM nor attention
+  bool uses_coopmat(uint32_t n) const;  // whether matmul with n tokens takes a coopmat GEMM
+  void set_coopmat(bool on) { coopmat_on_ = on; }  // off: neither the coopmat GEMMs nor attention
+  // Whether matmul with n tokens and weight w takes gemm_coopmat2 (VK_NV_cooperative_matrix2, where
+  // the device and build have it; f16 weights, columns a multiple of 32) rather than gemm_coopmat.
+  // off: gemm_coopmat (tests, benchmarks).
+  bool uses_coopmat2(uint32_t n, const DeviceMatrix& w) const;
+  void set_coopmat2(bool on) { coopmat2_on_ = on; }
+  // gemm_coopmat2's tile (tokens, weight rows, K step), multiples of the device's granularities
+  // (DeviceInfo::coopmat2_granularity). Zero fields (tokens and rows together): chosen per GEMM
+  // (coopmat2_tile_for); a benchmark's tuning knob.
+  struct Coopmat2Tile {
+    uint32_t tokens = 0, rows = 0, k = 0;
+  };
+  void set_coopmat2_tile(Coopmat2Tile t) { coopmat2_tile_ = t; }
+  Coopmat2Tile coopmat2_tile_for(uint32_t n, int64_t rows) const;
   // off: attention takes attention.comp (a workgroup per query) whatever the layout and device
   // (tests, benchmarks)
   void set_tiled_attention(bool on) { tiled_attention_ = on; }
@@ -211,11 +224,17 @@ class Ops {
   Context& ctx_;
   KernelCache kernels_;
   bool coopmat_on_ = true;
+  bool coopmat2_on_ = true;
+  Coopmat2Tile coopmat2_tile_;
   bool tiled_attention_ = true;
   bool gemv_rows_, gemv_texel_;
   GemvShape gemv_shape_;
   uint32_t attention_chunk_ = 0;
   Buffer dummy_;  // bound where a shader's optional buffer is absent
+  // gemm_coopmat2's fp16 activations, the last the largest; earlier ones kept alive because
+  // recorded commands may still bind them.
+  std::vector<Buffer> halves_;
+  const Buffer& halves_scratch(uint64_t bytes);
   Buffer zero_;   // 64 bytes of zeros: zero_position(), a one-block Table
   Buffer counters_;  // attention_decode's per-head counts of finished chunks, zero between dispatches
   Buffer sync_;      // decode_layer's barrier counts and per-head counts, zero between dispatches

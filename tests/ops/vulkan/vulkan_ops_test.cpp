@@ -622,34 +622,47 @@ TEST(VulkanOps, AttentionOverALongContext) {
 namespace pylon {
 namespace {
 
-// The cooperative-matrix GEMM against the plain tiled GEMM (its oracle), where the device and the
-// build support it (the H200 through the NVIDIA driver; not lavapipe). X and W are rounded to fp16
-// before the products (fp32 accumulate): per product a relative error up to 2^-10, so over `cols`
-// products of |x·w| <= 1 with random signs: |out - ref| <= 2e-3·sqrt(cols) + 1e-2·|ref|.
+// The cooperative-matrix GEMMs against the plain tiled GEMM (their oracle), where the device and
+// the build support them (the H200 through the NVIDIA driver; not lavapipe): gemm_coopmat, and
+// gemm_coopmat2 where VK_NV_cooperative_matrix2 is there too (the cases it takes: f16, columns a
+// multiple of 32; tiles inside and at the edges; the rest fall back to gemm_coopmat). X and
+// W are rounded to fp16 before the products (fp32 accumulate): per product a relative error up to
+// 2^-10, so over `cols` products of |x·w| <= 1 with random signs: |out - ref| <= 2e-3·sqrt(cols) +
+// 1e-2·|ref|. Bias, SiLU and the residual add: MatmulEveryDtypeAgainstTheCpu, through matmul.
 TEST(VulkanOps, CoopmatGemmAgainstThePlainPath) {
   PYLON_VULKAN_CONTEXT_OR_SKIP(ctx);
   vk::Ops ops(*ctx);
   if (!ops.uses_coopmat(64)) GTEST_SKIP() << "no cooperative-matrix GEMM on " << ctx->info().name;
   // Whole-word loads (f16 / int8 / int4 / f32 rows) and the element-by-element ones (71 columns,
-  // an f16 K step that ends mid-step, int4 groups of 96).
-  for (const MatmulCase& c :
-       {MatmulCase{EdgeDType::f16, 130, 256, 67}, MatmulCase{EdgeDType::int8, 70, 96, 33},
-        MatmulCase{EdgeDType::int4, 200, 128, 128}, MatmulCase{EdgeDType::f16, 64, 2048, 128},
-        MatmulCase{EdgeDType::f32, 37, 71, 20}, MatmulCase{EdgeDType::f32, 65, 128, 16},
-        MatmulCase{EdgeDType::f16, 40, 40, 17}, MatmulCase{EdgeDType::int8, 23, 2064, 16},
-        MatmulCase{EdgeDType::int4, 7, 576, 18, 96, true}}) {
-    std::deque<vk::Buffer> keep;
-    const TestWeight tw = encode(c.dtype, c.rows, c.cols, c.group, c.scale_f16, 21);
-    const vk::DeviceMatrix w = vk::upload_tensor(*ctx, tw.host(c.dtype, c.rows, c.cols, c.group, c.scale_f16), keep);
-    const std::vector<float> x = random_floats(c.n * c.cols, 22);
-    vk::Buffer xb = device_vector(*ctx, x), yp = device_vector(*ctx, random_floats(c.n * c.rows, 23)),
-               yc = device_vector(*ctx, random_floats(c.n * c.rows, 24));
-    vk::Recorder rec(*ctx);
-    ops.matmul_plain(rec, {&yp}, static_cast<uint32_t>(c.rows), {&xb}, 0, c.n, w, nullptr, false);
-    ops.matmul(rec, {&yc}, static_cast<uint32_t>(c.rows), {&xb}, 0, c.n, w, nullptr, false);
-    rec.run();
-    expect_close(read_floats(*ctx, yc, c.n * c.rows), read_floats(*ctx, yp, c.n * c.rows),
-                 2e-3f * std::sqrt(float(c.cols)), 1e-2f, std::string("coopmat ") + edge_dtype_name(c.dtype));
+  // an f16 K step that ends mid-step, int4 groups of 96); tiles cut by the rows and tokens.
+  const MatmulCase cases[] = {
+      {EdgeDType::f16, 130, 256, 67}, {EdgeDType::int8, 70, 96, 33},     {EdgeDType::int4, 200, 128, 128},
+      {EdgeDType::f16, 64, 2048, 128}, {EdgeDType::f32, 37, 71, 20},     {EdgeDType::f32, 65, 128, 16},
+      {EdgeDType::f16, 40, 40, 17},    {EdgeDType::int8, 23, 2064, 16},  {EdgeDType::int4, 7, 576, 18, 96, true},
+      {EdgeDType::int8, 300, 160, 260}, {EdgeDType::int4, 129, 512, 40, 64, false},
+      {EdgeDType::f16, 300, 160, 260},  {EdgeDType::f16, 256, 512, 256}};
+  for (const bool coopmat2 : {false, true}) {
+    if (coopmat2 && !ctx->info().coopmat2) break;
+    ops.set_coopmat2(coopmat2);
+    for (const MatmulCase& c : cases) {
+      std::deque<vk::Buffer> keep;
+      const TestWeight tw = encode(c.dtype, c.rows, c.cols, c.group, c.scale_f16, 21);
+      const vk::DeviceMatrix w = vk::upload_tensor(*ctx, tw.host(c.dtype, c.rows, c.cols, c.group, c.scale_f16), keep);
+      const bool takes2 = c.dtype == EdgeDType::f16 && c.cols % 32 == 0;
+      ASSERT_EQ(ops.uses_coopmat2(c.n, w), coopmat2 && takes2) << edge_dtype_name(c.dtype) << " cols " << c.cols;
+      const std::vector<float> x = random_floats(c.n * c.cols, 22);
+      vk::Buffer xb = device_vector(*ctx, x), yp = device_vector(*ctx, random_floats(c.n * c.rows, 23)),
+                 yc = device_vector(*ctx, random_floats(c.n * c.rows, 24));
+      vk::Recorder rec(*ctx);
+      ops.matmul_plain(rec, {&yp}, static_cast<uint32_t>(c.rows), {&xb}, 0, c.n, w, nullptr, false);
+      ops.matmul(rec, {&yc}, static_cast<uint32_t>(c.rows), {&xb}, 0, c.n, w, nullptr, false);
+      rec.run();
+      expect_close(read_floats(*ctx, yc, c.n * c.rows), read_floats(*ctx, yp, c.n * c.rows),
+                   2e-3f * std::sqrt(float(c.cols)), 1e-2f,
+                   std::string(ops.uses_coopmat2(c.n, w) ? "coopmat2 " : "coopmat ") + edge_dtype_name(c.dtype) +
+                       " rows " + std::to_string(c.rows) + " cols " + std::to_string(c.cols) + " n " +
+                       std::to_string(c.n));
+    }
   }
 }
 
