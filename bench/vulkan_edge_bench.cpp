@@ -574,8 +574,8 @@ int run(int argc, char** argv) {
       if (d.use_coopmat(coop) != coop) continue;
       if (d.use_coopmat2(gemm == 2) != (gemm == 2)) {
         if (gemm == 2)
-          std::printf("  (coopmat2 tile %s not taken: no VK_NV_cooperative_matrix2 here, or not a multiple of "
-                      "its granularity)\n", tile.c_str());
+          std::printf("  (coopmat2 tile %s not taken: it needs f16 weights, VK_NV_cooperative_matrix2 and a tile "
+                      "of multiples of its granularity)\n", tile.c_str());
         continue;
       }
       std::vector<double> pre;
