@@ -321,8 +321,10 @@ TEST(VulkanOps, MatmulOverWeightsSplitIntoSeveralBuffers) {
   vk::ContextOptions o;
   o.max_buffer_bytes = 300 * 96;  // 256 rows of int8 x 96 per chunk
   PYLON_VULKAN_CONTEXT_OR_SKIP(ctx, o);
+  // Several tokens too: the GEMMs' chunks (coopmat and coopmat2 where they run, with row_base).
   for (const MatmulCase& c : {MatmulCase{EdgeDType::int8, 600, 96, 1}, MatmulCase{EdgeDType::int8, 600, 96, 4},
-                              MatmulCase{EdgeDType::f16, 700, 40, 1}, MatmulCase{EdgeDType::int4, 600, 64, 2}})
+                              MatmulCase{EdgeDType::f16, 700, 40, 1}, MatmulCase{EdgeDType::int4, 600, 64, 2},
+                              MatmulCase{EdgeDType::f16, 700, 32, 40}, MatmulCase{EdgeDType::int8, 600, 96, 20}})
     check_matmul(*ctx, c, true, false);
 }
 
