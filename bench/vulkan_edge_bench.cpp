@@ -526,7 +526,9 @@ int run(int argc, char** argv) {
                 static_cast<unsigned long long>(ctx.info().max_storage_range),
                 static_cast<unsigned long long>(ctx.info().max_shared_bytes), ctx.info().coopmat ? "yes" : "no",
                 ctx.info().coopmat2 ? ("yes (granularity " + std::to_string(g[0]) + "x" + std::to_string(g[1]) + "x" +
-                                       std::to_string(g[2]) + ")").c_str()
+                                       std::to_string(g[2]) + ", " + std::to_string(ctx.info().coopmat2_reserved_shared) +
+                                       " bytes of shared memory reserved)")
+                                          .c_str()
                                     : "no");
     std::printf("copy bandwidth (vkCmdCopyBuffer %llu MiB, read+write, best of 5): %.1f GB/s\n",
                 static_cast<unsigned long long>(bytes >> 20), copy / 1e9);

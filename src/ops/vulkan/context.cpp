@@ -312,8 +312,14 @@ Context::Context(const ContextOptions& options) {
       const auto granularity = coopmat2_granularity(instance_, physical_, 256);
       if (fcm2.cooperativeMatrixWorkgroupScope && fcm2.cooperativeMatrixFlexibleDimensions &&
           fcm2.cooperativeMatrixTensorAddressing && fcm2.cooperativeMatrixPerElementOperations && granularity) {
+        VkPhysicalDeviceCooperativeMatrix2PropertiesNV p2{
+            VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_PROPERTIES_NV};
+        VkPhysicalDeviceProperties2 q2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+        q2.pNext = &p2;
+        vkGetPhysicalDeviceProperties2(physical_, &q2);
         info_.coopmat2 = true;
         info_.coopmat2_granularity = *granularity;
+        info_.coopmat2_reserved_shared = p2.cooperativeMatrixWorkgroupScopeReservedSharedMemory;
         dev_enable.push_back(VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME);
         fcm2 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV};
         fcm2.cooperativeMatrixWorkgroupScope = VK_TRUE;

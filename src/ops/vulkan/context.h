@@ -82,6 +82,7 @@ struct DeviceInfo {
   // matrices for 256 invocations, their sizes multiples of these M, N, K granularities.
   bool coopmat2 = false;
   std::array<uint32_t, 3> coopmat2_granularity{};
+  uint32_t coopmat2_reserved_shared = 0;  // shared memory bytes the driver keeps for their loads
   bool float_atomic_add = false;  // shaderBufferFloat32AtomicAdd (VK_EXT_shader_atomic_float), enabled
   bool int64_atomics = false;  // shaderInt64 and shaderBufferInt64Atomics, enabled: decode_layer's tagged q, k
   bool shader_clock = false;  // shaderSubgroupClock (VK_KHR_shader_clock), enabled: decode_layer's timeline
