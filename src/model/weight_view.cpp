@@ -1,4 +1,4 @@
-// linear() and weight_row() over the encodings of a WeightView.
+// linear() and weight_rows() over the encodings of a WeightView.
 #include "model/weight_view.h"
 
 #include <algorithm>
@@ -57,6 +57,123 @@ void halves_to_floats(const uint16_t* v, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = table[v[i]];
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#define PYLON_GEMV_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+PYLON_GEMV_AVX2 float sum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)));
+}
+// 8 int8 weights (8 bytes at q) as floats.
+PYLON_GEMV_AVX2 __m256 int8x8(const int8_t* q) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q))));
+}
+// x as gemv_avx2's int4 rows want it. A run of 16 columns is 8 bytes, each a column's nibble in its
+// low half and the next one's in its high half; read as q + 8 (sign bits flipped), the low nibbles meet
+// x's even columns of the run and the high ones its odd columns. paired (cols): x's columns in that
+// order, run by run (the runs that lie whole in a group); group_sums: Σ x over each group's runs,
+// for the 8 · scale · Σx that the unsigned reading adds.
+struct Int4Columns {
+  const float* x = nullptr;
+  std::vector<float> paired, group_sums;
+  Int4Columns() = default;
+  Int4Columns(const float* x_, const WeightView& w) : x(x_), paired(x_, x_ + w.cols) {
+    const int64_t groups = int4_groups(w.cols, w.group_size);
+    group_sums.assign(static_cast<size_t>(groups), 0.0f);
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t begin = g * w.group_size, end = std::min(w.cols, begin + w.group_size);
+      for (int64_t c = begin; c + 16 <= end; c += 16)
+        for (int64_t j = 0; j < 8; ++j) {
+          paired[c + j] = x[c + 2 * j], paired[c + 8 + j] = x[c + 2 * j + 1];
+          group_sums[g] += x[c + 2 * j] + x[c + 2 * j + 1];
+        }
+    }
+  }
+};
+
+// x (cols) · row r of W, read in its encoding, 8 or 16 columns at a time, the columns past the last
+// run (and int4 groups' ends) through the scalar decoding. xc: x for int4 rows (else unused).
+PYLON_GEMV_AVX2 float row_dot_avx2(const WeightView& w, int64_t r, const float* x, const Int4Columns& xc) {
+  const int64_t cols = w.cols;
+  switch (w.dtype) {
+    case EdgeDType::f16: {
+      const uint16_t* row = static_cast<const uint16_t*>(w.values) + r * cols;
+      __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+      int64_t c = 0;
+      for (; c + 16 <= cols; c += 16) {
+        a0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + c))),
+                             _mm256_loadu_ps(x + c), a0);
+        a1 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + c + 8))),
+                             _mm256_loadu_ps(x + c + 8), a1);
+      }
+      float s = sum8(_mm256_add_ps(a0, a1));
+      for (; c < cols; ++c) s += half_to_float(row[c]) * x[c];
+      return s;
+    }
+    case EdgeDType::int8: {
+      const int8_t* row = static_cast<const int8_t*>(w.values) + r * cols;
+      __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+      int64_t c = 0;
+      for (; c + 16 <= cols; c += 16) {
+        a0 = _mm256_fmadd_ps(int8x8(row + c), _mm256_loadu_ps(x + c), a0);
+        a1 = _mm256_fmadd_ps(int8x8(row + c + 8), _mm256_loadu_ps(x + c + 8), a1);
+      }
+      float s = sum8(_mm256_add_ps(a0, a1));
+      for (; c < cols; ++c) s += static_cast<float>(row[c]) * x[c];
+      return s * static_cast<const float*>(w.scales)[r];
+    }
+    default: {  // int4 (Int4Columns): each group's products times its scale, summed as vectors
+      const int64_t groups = int4_groups(cols, w.group_size);
+      const uint8_t* row = static_cast<const uint8_t*>(w.values) + r * int4_row_bytes(cols);
+      const __m256i low = _mm256_set1_epi32(15), flip = _mm256_set1_epi32(0x88);
+      __m256 acc = _mm256_setzero_ps();
+      float s = 0;
+      for (int64_t g = 0; g < groups; ++g) {
+        const int64_t begin = g * w.group_size, end = std::min(cols, begin + w.group_size);
+        const int64_t at = r * groups + g;
+        const float scale = w.scale_dtype == EdgeDType::f16
+                                ? _cvtsh_ss(static_cast<const uint16_t*>(w.scales)[at])
+                                : static_cast<const float*>(w.scales)[at];
+        __m256 a = _mm256_setzero_ps();
+        int64_t c = begin;
+        for (; c + 16 <= end; c += 16) {  // 8 bytes, each nibble's sign bit flipped (q + 8)
+          const __m256i bytes = _mm256_xor_si256(
+              _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + c / 2))), flip);
+          a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(bytes, low)), _mm256_loadu_ps(xc.paired.data() + c), a);
+          a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(bytes, 4)), _mm256_loadu_ps(xc.paired.data() + c + 8), a);
+        }
+        acc = _mm256_fmadd_ps(a, _mm256_set1_ps(scale), acc);
+        s -= 8.0f * scale * xc.group_sums[g];  // the runs' nibbles were read as q + 8
+        for (; c < end; ++c) s += static_cast<float>(int4_value(row, c)) * xc.x[c] * scale;
+      }
+      return s + sum8(acc);
+    }
+  }
+}
+
+// One token: y (W.rows) = x (W.cols) · Wᵀ, each weight read once in its encoding (no fp32 tile),
+// rows over the OpenMP threads. int4 needs groups of a multiple of 16 columns (whole runs).
+PYLON_GEMV_AVX2 void gemv_avx2(float* y, const float* x, const WeightView& w) {
+  const Int4Columns xc = w.dtype == EdgeDType::int4 ? Int4Columns(x, w) : Int4Columns{};
+#pragma omp parallel for schedule(static) if (w.rows * w.cols >= (1 << 16))
+  for (int64_t r = 0; r < w.rows; ++r) y[r] = row_dot_avx2(w, r, x, xc);
+}
+#endif
+
+// Whether gemv_avx2 serves W: an x86 CPU with AVX2, FMA and F16C; f16, int8, or int4 in groups of 16k.
+bool gemv_avx2_serves(const WeightView& w) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool cpu = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                          __builtin_cpu_supports("f16c");
+  return cpu && (w.dtype == EdgeDType::f16 || w.dtype == EdgeDType::int8 ||
+                 (w.dtype == EdgeDType::int4 && w.group_size % 16 == 0));
+#else
+  (void)w;
+  return false;
+#endif
+}
+
 // y (n, W.rows) = x (n, W.cols) · Wᵀ, W converted kLinearTileRows rows at a time for the BLAS GEMM.
 void gemm_tiled(float* y, const float* x, int64_t n, const WeightView& w) {
   const int rows = static_cast<int>(w.rows), cols = static_cast<int>(w.cols);
@@ -78,7 +195,12 @@ void linear(float* y, const float* x, int64_t n, const WeightView& w, const floa
                         static_cast<int>(w.cols), static_cast<int>(w.rows));
     return;
   }
-  gemm_tiled(y, x, n, w);
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (n == 1 && gemv_avx2_serves(w))
+    gemv_avx2(y, x, w);
+  else
+#endif
+    gemm_tiled(y, x, n, w);
   if (!bias) return;
   for (int64_t i = 0; i < n; ++i)
     for (int64_t r = 0; r < w.rows; ++r) y[i * w.rows + r] += bias[r];

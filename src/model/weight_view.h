@@ -22,11 +22,13 @@ struct WeightView {
 WeightView f32_view(const float* w, int64_t rows, int64_t cols);
 
 // y (n, W.rows) = x (n, W.cols) · Wᵀ + bias, bias (W.rows) fp32 or nullptr. f32 runs the BLAS GEMM
-// of cpu::linear_forward. The other encodings convert kLinearTileRows rows of W at a time into an
-// fp32 tile (the dequantize functions of ops/cpu/quantized, f16 through a table) and run the BLAS
-// GEMM (GEMV for one token) on it: each weight is converted once per call, and no more than one
-// tile (kLinearTileRows x W.cols floats, in cache) is ever held in fp32. Measured faster than the
-// reference GEMV kernels, whose one-accumulator loops do not vectorise (bench/vulkan_notes.md, CPU).
+// of cpu::linear_forward. One token (decode) of f16, int8 or int4 (groups of 16k columns) on an x86
+// CPU with AVX2, FMA and F16C: a GEMV straight from the encoding, 8-16 columns a step, rows over the
+// OpenMP threads, each weight read once (3-6x the tiles below: bench/vulkan_notes.md, CPU). Else
+// kLinearTileRows rows of W at a time are converted into an fp32 tile (the dequantize functions of
+// ops/cpu/quantized, f16 through F16C or a table) for the BLAS GEMM (GEMV for one token): each
+// weight converted once per call, no more than one tile (kLinearTileRows x W.cols floats, in cache)
+// held in fp32.
 constexpr int64_t kLinearTileRows = 64;
 void linear(float* y, const float* x, int64_t n, const WeightView& w, const float* bias);
 

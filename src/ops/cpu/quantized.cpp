@@ -29,11 +29,6 @@ float round_up_to_half(float s) {
   return half_to_float(h);
 }
 
-int int4_value(const uint8_t* row, int64_t c) {
-  const int nibble = (row[c / 2] >> ((c & 1) * 4)) & 0x0f;
-  return (nibble ^ 8) - 8;  // two's complement, without a branch
-}
-
 }  // namespace
 
 void quantize_int8_rows(const float* w, int64_t rows, int64_t cols, int8_t* q, float* scales) {

@@ -18,6 +18,11 @@ void dequantize_int8_rows(const int8_t* q, const float* scales, int64_t rows, in
 // even c. scales (rows, int4_groups(cols, group)) = max |W| over the group / 7; with f16_scales
 // each scale is rounded up to an fp16 value, so the error bound |W - deq| <= scale / 2 still holds.
 int64_t int4_row_bytes(int64_t cols);
+// Column c of an int4 row (its nibble, two's complement).
+inline int int4_value(const uint8_t* row, int64_t c) {
+  const int nibble = (row[c / 2] >> ((c & 1) * 4)) & 0x0f;
+  return (nibble ^ 8) - 8;  // two's complement, without a branch
+}
 int64_t int4_groups(int64_t cols, int group);
 void quantize_int4_groups(const float* w, int64_t rows, int64_t cols, int group, bool f16_scales,
                           uint8_t* q, float* scales);
