@@ -73,22 +73,27 @@ PYLON_GEMV_AVX2 __m256 int8x8(const int8_t* q) {
 // low half and the next one's in its high half; read as q + 8 (sign bits flipped), the low nibbles meet
 // x's even columns of the run and the high ones its odd columns. paired (cols): x's columns in that
 // order, run by run (the runs that lie whole in a group); group_sums: Σ x over each group's runs,
-// for the 8 · scale · Σx that the unsigned reading adds.
+// for the 8 · scale · Σx that the flipped reading adds. The storage is the calling thread's, kept
+// between calls (no allocation a token once it has grown).
 struct Int4Columns {
   const float* x = nullptr;
-  std::vector<float> paired, group_sums;
+  const float* paired = nullptr;
+  const float* group_sums = nullptr;
   Int4Columns() = default;
-  Int4Columns(const float* x_, const WeightView& w) : x(x_), paired(x_, x_ + w.cols) {
+  Int4Columns(const float* x_, const WeightView& w) : x(x_) {
+    static thread_local std::vector<float> paired_store, sums_store;
     const int64_t groups = int4_groups(w.cols, w.group_size);
-    group_sums.assign(static_cast<size_t>(groups), 0.0f);
+    paired_store.assign(x_, x_ + w.cols);
+    sums_store.assign(static_cast<size_t>(groups), 0.0f);
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t begin = g * w.group_size, end = std::min(w.cols, begin + w.group_size);
       for (int64_t c = begin; c + 16 <= end; c += 16)
         for (int64_t j = 0; j < 8; ++j) {
-          paired[c + j] = x[c + 2 * j], paired[c + 8 + j] = x[c + 2 * j + 1];
-          group_sums[g] += x[c + 2 * j] + x[c + 2 * j + 1];
+          paired_store[c + j] = x[c + 2 * j], paired_store[c + 8 + j] = x[c + 2 * j + 1];
+          sums_store[g] += x[c + 2 * j] + x[c + 2 * j + 1];
         }
     }
+    paired = paired_store.data(), group_sums = sums_store.data();
   }
 };
 
@@ -140,8 +145,8 @@ PYLON_GEMV_AVX2 float row_dot_avx2(const WeightView& w, int64_t r, const float* 
         for (; c + 16 <= end; c += 16) {  // 8 bytes, each nibble's sign bit flipped (q + 8)
           const __m256i bytes = _mm256_xor_si256(
               _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + c / 2))), flip);
-          a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(bytes, low)), _mm256_loadu_ps(xc.paired.data() + c), a);
-          a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(bytes, 4)), _mm256_loadu_ps(xc.paired.data() + c + 8), a);
+          a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(bytes, low)), _mm256_loadu_ps(xc.paired + c), a);
+          a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(bytes, 4)), _mm256_loadu_ps(xc.paired + c + 8), a);
         }
         acc = _mm256_fmadd_ps(a, _mm256_set1_ps(scale), acc);
         s -= 8.0f * scale * xc.group_sums[g];  // the runs' nibbles were read as q + 8
