@@ -8,7 +8,7 @@
 // that, H200: 2x slower than gemm_coopmat); edge tiles through clamped ones (reads past the edges
 // are 0, stores past them dropped). The epilogue (bias, SiLU, the residual add) runs per element,
 // then one tensor store. Ops::uses_coopmat2 chooses it (f16 weights, columns a multiple of 32):
-// H200, 512 tokens at the seed size, 86-126 against 62-74 TFLOP/s. int8 through a decode function
+// H200, 512 tokens at the seed size, 85-126 against 62-74 TFLOP/s. int8 through a decode function
 // ran no faster than gemm_coopmat, int4 (before the strides said their alignment) 3x slower, so
 // they stay there (bench/vulkan_notes.md, 2026-12-02).
 #version 450
