@@ -34,13 +34,16 @@
 // and before the timed runs (GpuWarmup; not on CPU devices). Prefill runs once per GEMM the device
 // has: plain, coopmat (VK_KHR_cooperative_matrix), coopmat2 (VK_NV_cooperative_matrix2), the last
 // once per tile of --coopmat2-tiles TOKENSxROWSxK,... (default 0x0x0; zeros, TOKENS and ROWS
-// together: chosen per GEMM shape, vk::Ops::coopmat2_tile_for).
+// together: chosen per GEMM shape, vk::Ops::coopmat2_tile_for). --dequant-tokens N: int8 / int4
+// prefills of N tokens or more take coopmat2 too, their weights decoded to fp16 first (default:
+// vk::Ops::Coopmat2Dequant's).
 //   pylon_bench_vulkan [--dim 2048 --layers 12 --heads 16 --vocab 32000] [--quant f16,int8,int4]
 //                      [--prefill 128] [--decode 32] [--dir /tmp] [--device N] [--gemv-sweep 0|1]
 //                      [--decode-paths auto|ops|persistent[:N[xT]][/B],...] [--gemv-rows R]
 //                      [--attention-chunk K] [--phase-split 0|1] [--timeline 0|1] [--timeline-csv DIR]
 //                      [--warmup-ms MS]
 //                      [--buffer-cap-mb N] [--read-patterns 0|1] [--coopmat2-tiles MxNxK,...]
+//                      [--dequant-tokens N]
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -461,6 +464,7 @@ constexpr const char* kUsage =
     "                          [--attention-chunk K] [--phase-split 0|1] [--timeline 0|1] [--timeline-csv DIR]\n"
     "                          [--warmup-ms MS]\n"
     "                          [--buffer-cap-mb N] [--read-patterns 0|1] [--coopmat2-tiles MxNxK,...]\n"
+    "                          [--dequant-tokens N]\n"
     "Decode and prefill of a random seed-size model on a Vulkan device, next to its measured bandwidth\n"
     "bound (bench/vulkan_edge_bench.cpp's header says what each flag does).\n";
 
@@ -471,6 +475,7 @@ int run(int argc, char** argv) {
   double warmup_ms = 1000;
   uint32_t gemv_rows = 0;  // rows per subgroup of the decode GEMVs (0: chosen per matrix)
   uint32_t attention_chunk = 0;
+  int dequant_tokens = -1;  // --dequant-tokens (-1: the library's default)
   uint64_t buffer_cap = 0;  // --buffer-cap-mb: the storage-binding cap (a buffer per tensor below the model's size)
   for (int i = 1; i < argc; i += 2) {
     const std::string k = argv[i];
@@ -500,6 +505,7 @@ int run(int argc, char** argv) {
     else if (k == "--timeline-csv") timeline_csv = v, timeline = 1;
     else if (k == "--buffer-cap-mb") buffer_cap = std::stoull(v) << 20;
     else if (k == "--coopmat2-tiles") coopmat2_tiles = v;
+    else if (k == "--dequant-tokens") dequant_tokens = std::stoi(v);
     else PYLON_CHECK(false, "unknown flag ", k, " (--help lists the flags)");
   }
   if (read_patterns_only) {
@@ -560,6 +566,7 @@ int run(int argc, char** argv) {
     o.gemv_rows = gemv_rows;
     o.max_buffer_bytes = buffer_cap;
     VulkanDecoder d(path, o, prefill + decode);
+    if (dequant_tokens >= 0) d.set_coopmat2_dequant_tokens(static_cast<uint32_t>(dequant_tokens));
     std::printf("\n[%s] %s (model ready in %.1f s)\n", q.c_str(), d.describe().c_str(), since(t0));
     // The prefill GEMMs: plain, coopmat (VK_KHR_cooperative_matrix), coopmat2 (VK_NV_cooperative_matrix2)
     // at each tile of --coopmat2-tiles.
@@ -574,10 +581,10 @@ int run(int argc, char** argv) {
                     " is not TOKENSxROWSxK");
       d.set_coopmat2_tile(tm, tn, tk);
       if (d.use_coopmat(coop) != coop) continue;
-      if (d.use_coopmat2(gemm == 2) != (gemm == 2)) {
+      if (d.use_coopmat2(gemm == 2, prefill) != (gemm == 2)) {
         if (gemm == 2)
-          std::printf("  (coopmat2 tile %s not taken: it needs f16 weights, VK_NV_cooperative_matrix2 and a tile "
-                      "of multiples of its granularity)\n", tile.c_str());
+          std::printf("  (coopmat2 tile %s not taken: it needs VK_NV_cooperative_matrix2, a tile of multiples of its "
+                      "granularity, and f16 weights or a prefill of at least the dequant tokens)\n", tile.c_str());
         continue;
       }
       std::vector<double> pre;
@@ -608,10 +615,14 @@ int run(int argc, char** argv) {
         dec.push_back(since(t));
         if (i == 0) warmup.run();  // the first token built the decode pipelines
       }
-      const double tps = 1.0 / median(dec), bound = bw / bytes;
-      std::printf("  decode: %.3f ms/token median, %.1f tokens/s; weights %.1f MB/token; bound %.1f tokens/s "
-                  "at %.1f GB/s: %.0f%% of the bound (%.1f GB/s effective)\n",
-                  median(dec) * 1e3, tps, bytes / 1e6, bound, bw / 1e9, 100.0 * tps / bound, bytes * tps / 1e9);
+      // The first token also records the step and may build pipelines (seconds on a cold driver
+      // cache): the median is of the tokens after it, where there are any.
+      const std::vector<double> steady(dec.size() > 1 ? dec.begin() + 1 : dec.begin(), dec.end());
+      const double tps = 1.0 / median(steady), bound = bw / bytes;
+      std::printf("  decode: %.3f ms/token median of %zu tokens, %.1f tokens/s; weights %.1f MB/token; bound %.1f "
+                  "tokens/s at %.1f GB/s: %.0f%% of the bound (%.1f GB/s effective)\n",
+                  median(steady) * 1e3, steady.size(), tps, bytes / 1e6, bound, bw / 1e9, 100.0 * tps / bound,
+                  bytes * tps / 1e9);
       if (dec.size() > 1)  // the first token also records the step (and may build pipelines)
         std::printf("  decode tokens: first %.3f ms, then fastest %.3f ms, slowest %.3f ms\n", dec[0] * 1e3,
                     *std::min_element(dec.begin() + 1, dec.end()) * 1e3,

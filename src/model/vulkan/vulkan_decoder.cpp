@@ -368,9 +368,14 @@ bool VulkanDecoder::use_coopmat(bool on) {
   impl_->ops.set_coopmat(on);
   return impl_->ops.uses_coopmat(64);
 }
-bool VulkanDecoder::use_coopmat2(bool on) {
+bool VulkanDecoder::use_coopmat2(bool on, int tokens) {
   impl_->ops.set_coopmat2(on);
-  return impl_->ops.uses_coopmat2(64, impl_->w("layers.0.attn.in_proj_weight"));
+  return impl_->ops.uses_coopmat2(static_cast<uint32_t>(std::max(tokens, 0)), impl_->w("layers.0.attn.in_proj_weight"));
+}
+void VulkanDecoder::set_coopmat2_dequant_tokens(uint32_t tokens) {
+  vk::Ops::Coopmat2Dequant d;
+  d.min_tokens = tokens;
+  impl_->ops.set_coopmat2_dequant(d);
 }
 void VulkanDecoder::set_coopmat2_tile(uint32_t tokens, uint32_t rows, uint32_t k) {
   impl_->ops.set_coopmat2_tile({tokens, rows, k});

@@ -75,8 +75,11 @@ class VulkanDecoder {
   // the coopmat GEMM will be used for prefill.
   bool use_coopmat(bool on);
   // Benchmarks: with the coopmat GEMM on, its VK_NV_cooperative_matrix2 form (gemm_coopmat2) where
-  // the device has it; true when prefill's qkv GEMM will take it.
-  bool use_coopmat2(bool on);
+  // the device has it; true when a prefill of `tokens` takes it for the qkv GEMM.
+  bool use_coopmat2(bool on, int tokens = 64);
+  // Benchmarks: from how many tokens int8 / int4 weights take gemm_coopmat2, decoded to fp16 first
+  // (vk::Ops::Coopmat2Dequant).
+  void set_coopmat2_dequant_tokens(uint32_t tokens);
   // Benchmarks: gemm_coopmat2's tile (vk::Ops::set_coopmat2_tile).
   void set_coopmat2_tile(uint32_t tokens, uint32_t rows, uint32_t k);
   // Benchmarks: device time of every later command added to *times (nullptr: stop timing).

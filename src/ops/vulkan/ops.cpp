@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <limits>
 #include <string>
 
 #include "core/error.h"
@@ -63,7 +64,7 @@ bool Ops::uses_coopmat(uint32_t n) const {
   return coopmat_on_ && ctx_.info().coopmat && ctx_.info().subgroup_size == 32 && n >= 16;
 }
 
-Ops::Coopmat2Tile Ops::coopmat2_tile_for(uint32_t n, int64_t rows) const {
+Ops::Coopmat2Tile Ops::coopmat2_tile_for(uint32_t n, int64_t rows, int64_t cols) const {
   // The largest tile whose grid still fills the GPU (about one workgroup a compute unit), else the
   // smallest; K steps of 128 columns, 64 for the 128 x 256 tile. H200, seed size, 512 tokens, µs a
   // GEMM at K steps of 64 / 128 (bench/vulkan_notes.md, 2026-12-02): 8192 x 2048 (128 x 256) 143 /
@@ -80,20 +81,31 @@ Ops::Coopmat2Tile Ops::coopmat2_tile_for(uint32_t n, int64_t rows) const {
   }
   if (coopmat2_tile_.tokens && coopmat2_tile_.rows) pick.tokens = coopmat2_tile_.tokens, pick.rows = coopmat2_tile_.rows;
   if (coopmat2_tile_.k) pick.k = coopmat2_tile_.k;
+  // Too few tiles even so (few tokens and rows): K split over up to 8 workgroups a tile, each at
+  // least 4 K steps, until the grid fills the GPU.
+  const uint64_t groups = (n + pick.tokens - 1ull) / pick.tokens * ((static_cast<uint64_t>(rows) + pick.rows - 1) / pick.rows);
+  const uint64_t steps = (cols + pick.k - 1) / pick.k;
+  pick.splits = 1;
+  if (coopmat2_tile_.splits) pick.splits = coopmat2_tile_.splits;
+  else
+    while (pick.splits < 8 && groups * pick.splits * 10 < units * 9 && steps >= 4ull * pick.splits * 2) pick.splits *= 2;
   return pick;
 }
 
-const Buffer& Ops::halves_scratch(uint64_t bytes) {
-  if (halves_.empty() || halves_.back().size() < bytes) halves_.push_back(ctx_.make_buffer(bytes, MemoryKind::device));
-  return halves_.back();
+const Buffer& Ops::scratch(std::vector<Buffer>& list, uint64_t bytes) {
+  if (list.empty() || list.back().size() < bytes) list.push_back(ctx_.make_buffer(bytes, MemoryKind::device));
+  return list.back();
 }
 
 bool Ops::uses_coopmat2(uint32_t n, const DeviceMatrix& w) const {
   const DeviceInfo& info = ctx_.info();
   const auto& g = info.coopmat2_granularity;
-  const Coopmat2Tile t = coopmat2_tile_for(n, w.rows);
+  const Coopmat2Tile t = coopmat2_tile_for(n, w.rows, w.cols);
   const bool tile = g[0] && g[1] && g[2] && t.tokens % g[0] == 0 && t.rows % g[1] == 0 && t.k % g[2] == 0;
-  const bool layout = w.dtype == EdgeDType::f16 && w.cols % 32 == 0;  // rows of whole 16-byte words
+  // Rows of whole 16-byte words; int8 / int4 decoded to fp16 first where the tokens amortise that.
+  const bool decoded = (w.dtype == EdgeDType::int8 || (w.dtype == EdgeDType::int4 && w.group % 8 == 0)) &&
+                       n >= coopmat2_dequant_.min_tokens;
+  const bool layout = (w.dtype == EdgeDType::f16 || decoded) && w.cols % 32 == 0;
   return coopmat2_on_ && info.coopmat2 && uses_coopmat(n) && tile && layout;
 }
 
@@ -188,25 +200,13 @@ void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint
                       (w.dtype != EdgeDType::int4 || w.group % 16 == 0);
     spec = {parts ? static_cast<uint32_t>(std::atoi(parts)) : 7u, fast ? 1 + shader_wtype(w.dtype) : 0u};
   }
-  const Coopmat2Tile tile = coopmat2_tile_for(n, w.rows);
-  BufferView xv = x;
   if (name == "gemm_coopmat2") {
-    spec = {tile.tokens, tile.rows, tile.k};
-    // Its activations as fp16 first (coopmat2_halves.comp), then read from offset 0.
-    const uint64_t count = static_cast<uint64_t>(n) * static_cast<uint64_t>(w.cols);
-    const Buffer& halves = halves_scratch(count * 2);
-    const struct {
-      uint32_t count, x_off;
-    } hp{static_cast<uint32_t>(count), x_off};
-    r.label_next("coopmat2_halves");
-    r.dispatch(kernels_.get("coopmat2_halves", 2, sizeof(hp)), {x, {&halves}}, hp, groups_for(count / 8, 256),
-               static_cast<uint32_t>((count / 8 + 65535ull * 256 - 1) / (65535ull * 256)));
-    xv = {&halves};
-    x_off = 0;
+    coopmat2_matmul(r, y, ldy, x, x_off, n, w, bias, accumulate, silu);
+    return;
   }
+  const BufferView none{&dummy_, 0, 0};
   const Kernel& k = kernels_.get(kernel, subgroup_gemv ? 11 : 7, sizeof(MatmulPush),
                                  texel ? texels : std::vector<VkFormat>{}, spec);
-  const BufferView none{&dummy_, 0, 0};
   const uint32_t subgroups = std::max<uint32_t>(1, 128 / std::max<uint32_t>(ctx_.info().subgroup_size, 1));
   const uint32_t rows_per_gemv_group = subgroups / shape.split * shape.rows;
   for (const DeviceMatrix::Chunk& c : w.chunks) {
@@ -229,7 +229,7 @@ void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint
     const BufferView scales = w.scales.buffer ? w.scales : none;
     const BufferView b = bias ? bias->chunks[0].values : none;
     const BufferView g = norm ? norm->chunks[0].values : none;
-    std::vector<BufferView> views{xv, c.values, c.values, scales, b, y, g};
+    std::vector<BufferView> views{x, c.values, c.values, scales, b, y, g};
     if (subgroup_gemv) {  // the RoPE and KV append bindings (gemv_subgroup.comp)
       views.insert(views.end(), {rope ? rope->table : none, rope ? rope->position : none,
                                  rope ? rope->cache.k : none, rope ? rope->cache.v : none});
@@ -242,12 +242,84 @@ void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint
       r.dispatch(k, views, p, groups_for(texel ? (static_cast<uint64_t>(c.rows) + 7) / 8 : c.rows, 64, 65535));
     else if (gemv)  // shape.rows rows per `shape.split` subgroups
       r.dispatch(k, views, p, groups_for(static_cast<uint64_t>(c.rows), rows_per_gemv_group, 65535));
-    else if (name == "gemm_coopmat2")  // tiles of tile.tokens by tile.rows
-      r.dispatch(k, views, p, groups_for(static_cast<uint64_t>(c.rows), tile.rows), groups_for(n, tile.tokens));
     else  // tiles of 64 tokens by 64 weight rows (gemm_tiled) or 128 (gemm_coopmat)
       r.dispatch(k, views, p, groups_for(static_cast<uint64_t>(c.rows), name == "gemm_coopmat" ? 128 : 64),
                  groups_for(n, 64));
   }
+}
+
+void Ops::coopmat2_matmul(Recorder& r, const BufferView& y, uint32_t ldy, const BufferView& x, uint32_t x_off,
+                          uint32_t n, const DeviceMatrix& w, const DeviceMatrix* bias, bool accumulate, bool silu) {
+  const BufferView none{&dummy_, 0, 0};
+  // The activations as fp16 first (coopmat2_halves.comp), then read from offset 0.
+  const uint64_t count = static_cast<uint64_t>(n) * static_cast<uint64_t>(w.cols);
+  const Buffer& x16 = scratch(halves_, count * 2);
+  const struct {
+    uint32_t count, x_off;
+  } hp{static_cast<uint32_t>(count), x_off};
+  r.label_next("coopmat2_halves");
+  r.dispatch(kernels_.get("coopmat2_halves", 2, sizeof(hp)), {x, {&x16}}, hp, groups_for(count / 8, 256),
+             static_cast<uint32_t>((count / 8 + 65535ull * 256 - 1) / (65535ull * 256)));
+  // int8 / int4: pieces of whole rows decoded to fp16 (coopmat2_weights.comp), each multiplied
+  // right after; f16: each chunk read as it is.
+  const bool decoded = w.dtype != EdgeDType::f16;
+  const uint64_t row_halves = static_cast<uint64_t>(w.cols) * 2;
+  const int64_t piece = decoded ? std::max<int64_t>(256, static_cast<int64_t>(coopmat2_dequant_.piece_bytes / row_halves) / 256 * 256)
+                                : std::numeric_limits<int64_t>::max();
+  int64_t most = 0;  // rows of the largest piece
+  for (const DeviceMatrix::Chunk& c : w.chunks) most = std::max(most, std::min(piece, c.rows));
+  const Buffer* w16 = decoded ? &scratch(weight_halves_, static_cast<uint64_t>(most) * row_halves) : nullptr;
+  struct {
+    uint32_t rows, cols, first, row_base, wtype, group, scale_f16;
+  } dp{0, static_cast<uint32_t>(w.cols), 0, 0, shader_wtype(w.dtype), static_cast<uint32_t>(std::max(w.group, 1)),
+       w.scale_f16 ? 1u : 0u};
+  const std::string type = std::string(" ") + edge_dtype_name(w.dtype) + (decoded ? " as f16" : "");
+  for (const DeviceMatrix::Chunk& c : w.chunks)
+    for (int64_t first = 0; first < c.rows; first += piece) {
+      const int64_t rows = std::min(piece, c.rows - first);
+      const std::string shape = std::to_string(rows) + "x" + std::to_string(w.cols);
+      BufferView wv = c.values;
+      if (decoded) {
+        dp.rows = static_cast<uint32_t>(rows), dp.first = static_cast<uint32_t>(first);
+        dp.row_base = static_cast<uint32_t>(c.row_begin);
+        // runs of 8 columns, 4 an invocation of 256
+        const uint64_t runs = static_cast<uint64_t>(rows) * static_cast<uint64_t>(w.cols) / 8;
+        r.label_next("coopmat2_weights " + shape + " " + edge_dtype_name(w.dtype));
+        r.dispatch(kernels_.get("coopmat2_weights", 3, sizeof(dp)), {c.values, w.scales, {w16}}, dp,
+                   groups_for(runs, 1024), static_cast<uint32_t>((runs + 65535ull * 1024 - 1) / (65535ull * 1024)));
+        wv = {w16};
+      }
+      const Coopmat2Tile tile = coopmat2_tile_for(n, rows, w.cols);
+      MatmulPush p{};
+      p.n = n;
+      p.rows = static_cast<uint32_t>(rows);
+      p.cols = static_cast<uint32_t>(w.cols);
+      p.row_base = static_cast<uint32_t>(c.row_begin + first);
+      p.ldy = ldy;
+      p.wtype = shader_wtype(EdgeDType::f16);
+      p.bias = bias ? (bias->dtype == EdgeDType::f16 ? 2 : 1) : 0;
+      p.accumulate = accumulate ? 1 : 0;
+      p.silu = silu ? 1 : 0;
+      const BufferView b = bias ? bias->chunks[0].values : none;
+      const Kernel& gemm = kernels_.get("gemm_coopmat2", 7, sizeof(MatmulPush), {}, {tile.tokens, tile.rows, tile.k});
+      const uint32_t gx = groups_for(static_cast<uint64_t>(rows), tile.rows), gy = groups_for(n, tile.tokens);
+      if (tile.splits <= 1) {  // tiles of tile.tokens by tile.rows
+        r.label_next("gemm_coopmat2 " + shape + type);
+        r.dispatch(gemm, {{&x16}, wv, wv, none, b, y, none}, p, gx, gy);
+        continue;
+      }
+      // Split K: each K share's raw sums into the scratch, then summed with the epilogue.
+      const Buffer& partial = scratch(partials_, uint64_t{tile.splits} * n * static_cast<uint64_t>(rows) * 4);
+      MatmulPush ps = p;
+      ps.ldy = p.rows, ps.row_base = 0, ps.bias = ps.accumulate = ps.silu = 0;
+      r.label_next("gemm_coopmat2 " + shape + type + " /" + std::to_string(tile.splits));
+      r.dispatch(gemm, {{&x16}, wv, wv, none, none, {&partial}, none}, ps, gx, gy, tile.splits);
+      const uint64_t elements = static_cast<uint64_t>(n) * static_cast<uint64_t>(rows);
+      r.label_next("coopmat2_reduce");
+      r.dispatch(kernels_.get("coopmat2_reduce", 7, sizeof(MatmulPush), {}, {tile.splits}),
+                 {{&partial}, none, none, none, b, y, none}, p, groups_for(elements, 256),
+                 static_cast<uint32_t>((elements + 65535ull * 256 - 1) / (65535ull * 256)));
+    }
 }
 
 void Ops::embedding(Recorder& r, const BufferView& x, const BufferView& tokens, uint32_t n,

@@ -76,18 +76,32 @@ class Ops {
   bool uses_coopmat(uint32_t n) const;  // whether matmul with n tokens takes a coopmat GEMM
   void set_coopmat(bool on) { coopmat_on_ = on; }  // off: neither the coopmat GEMMs nor attention
   // Whether matmul with n tokens and weight w takes gemm_coopmat2 (VK_NV_cooperative_matrix2, where
-  // the device and build have it; f16 weights, columns a multiple of 32) rather than gemm_coopmat.
-  // off: gemm_coopmat (tests, benchmarks).
+  // the device and build have it; columns a multiple of 32; f16 weights, or int8 / int4 (groups a
+  // multiple of 8) decoded to fp16 first where n >= Coopmat2Dequant::min_tokens) rather than
+  // gemm_coopmat. off: gemm_coopmat (tests, benchmarks).
   bool uses_coopmat2(uint32_t n, const DeviceMatrix& w) const;
   void set_coopmat2(bool on) { coopmat2_on_ = on; }
   // gemm_coopmat2's tile (tokens, weight rows, K step), multiples of the device's granularities
-  // (DeviceInfo::coopmat2_granularity). Zero fields (tokens and rows together): chosen per GEMM
-  // (coopmat2_tile_for); a benchmark's tuning knob.
+  // (DeviceInfo::coopmat2_granularity), and the workgroups that split a tile's K steps (each
+  // summing a share; coopmat2_reduce adds them). Zero fields (tokens and rows together): chosen
+  // per GEMM (coopmat2_tile_for); a benchmark's tuning knob, and the tests'.
   struct Coopmat2Tile {
-    uint32_t tokens = 0, rows = 0, k = 0;
+    uint32_t tokens = 0, rows = 0, k = 0, splits = 0;
   };
   void set_coopmat2_tile(Coopmat2Tile t) { coopmat2_tile_ = t; }
-  Coopmat2Tile coopmat2_tile_for(uint32_t n, int64_t rows) const;
+  Coopmat2Tile coopmat2_tile_for(uint32_t n, int64_t rows, int64_t cols) const;
+  // int8 / int4 weights on gemm_coopmat2: from min_tokens tokens (below, gemm_coopmat reads them
+  // as they are), decoded to fp16 (coopmat2_weights.comp) in pieces of at most piece_bytes (whole
+  // rows, at least 256), each piece's GEMM right after it, so the scratch stays that small.
+  // H200, seed size, prefill tokens/s against gemm_coopmat's, int8 / int4: 16 tokens 3.7k / 3.8k
+  // against 2.7k / 2.8k, 64 tokens 16.8k / 19.4k against 10.3k / 9.7k, 512 tokens 61k / 60k
+  // against 52k / 46k (bench/vulkan_notes.md, 2026-12-02 06:25): so from gemm_coopmat's 16.
+  // Tests and benchmarks move them.
+  struct Coopmat2Dequant {
+    uint32_t min_tokens = 16;
+    uint64_t piece_bytes = 32ull << 20;
+  };
+  void set_coopmat2_dequant(Coopmat2Dequant d) { coopmat2_dequant_ = d; }
   // off: attention takes attention.comp (a workgroup per query) whatever the layout and device
   // (tests, benchmarks)
   void set_tiled_attention(bool on) { tiled_attention_ = on; }
@@ -221,20 +235,26 @@ class Ops {
                    const BufferView& x, uint32_t x_off, uint32_t n, const DeviceMatrix& w,
                    const DeviceMatrix* bias, bool accumulate, bool silu, const DeviceMatrix* norm,
                    float eps, const RopeArgs* rope);
+  // matmul on gemm_coopmat2 (uses_coopmat2): x to fp16, then a GEMM a chunk (f16) or a piece
+  // (int8 / int4, decoded to fp16 first), K split where coopmat2_tile_for says.
+  void coopmat2_matmul(Recorder& r, const BufferView& y, uint32_t ldy, const BufferView& x, uint32_t x_off,
+                       uint32_t n, const DeviceMatrix& w, const DeviceMatrix* bias, bool accumulate, bool silu);
   Context& ctx_;
   KernelCache kernels_;
   bool coopmat_on_ = true;
   bool coopmat2_on_ = true;
   Coopmat2Tile coopmat2_tile_;
+  Coopmat2Dequant coopmat2_dequant_;
   bool tiled_attention_ = true;
   bool gemv_rows_, gemv_texel_;
   GemvShape gemv_shape_;
   uint32_t attention_chunk_ = 0;
   Buffer dummy_;  // bound where a shader's optional buffer is absent
-  // gemm_coopmat2's fp16 activations, the last the largest; earlier ones kept alive because
-  // recorded commands may still bind them.
-  std::vector<Buffer> halves_;
-  const Buffer& halves_scratch(uint64_t bytes);
+  // gemm_coopmat2's fp16 activations, its int8 / int4 weights' fp16 pieces and its split K's
+  // partial sums, each list's last the largest; earlier ones kept alive because recorded commands
+  // may still bind them.
+  std::vector<Buffer> halves_, weight_halves_, partials_;
+  const Buffer& scratch(std::vector<Buffer>& list, uint64_t bytes);
   Buffer zero_;   // 64 bytes of zeros: zero_position(), a one-block Table
   Buffer counters_;  // attention_decode's per-head counts of finished chunks, zero between dispatches
   Buffer sync_;      // decode_layer's barrier counts and per-head counts, zero between dispatches

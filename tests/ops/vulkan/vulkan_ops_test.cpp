@@ -131,6 +131,8 @@ struct MatmulCase {
 void check_matmul(vk::Context& ctx, const MatmulCase& c, bool with_bias, bool accumulate, uint32_t x_off = 3,
                   bool silu = false) {
   vk::Ops ops(ctx);
+  // int8 / int4 on gemm_coopmat2 (where it runs) from 16 tokens: decoded to fp16 first.
+  ops.set_coopmat2_dequant({16, vk::Ops::Coopmat2Dequant{}.piece_bytes});
   std::deque<vk::Buffer> keep;
   const TestWeight tw = encode(c.dtype, c.rows, c.cols, c.group, c.scale_f16, 7);
   const vk::DeviceMatrix w = vk::upload_tensor(ctx, tw.host(c.dtype, c.rows, c.cols, c.group, c.scale_f16), keep);
@@ -199,6 +201,8 @@ const MatmulCase kCases[] = {
     {EdgeDType::f32, 9, 1028, 1},  {EdgeDType::f16, 19, 4104, 1}, {EdgeDType::int8, 23, 2064, 1},
     {EdgeDType::int4, 21, 4160, 1}, {EdgeDType::int4, 6, 4224, 1, 64, false},
     {EdgeDType::int4, 7, 576, 1, 96, true},  // 3 words a group: a division, not a shift
+    // gemm_coopmat2 (where it runs) with K split over 2 workgroups a tile: few tiles, long rows.
+    {EdgeDType::f16, 70, 1024, 24}, {EdgeDType::int4, 64, 1024, 20, 32, true},
 };
 
 TEST(VulkanOps, MatmulEveryDtypeAgainstTheCpu) {
@@ -626,8 +630,10 @@ namespace {
 
 // The cooperative-matrix GEMMs against the plain tiled GEMM (their oracle), where the device and
 // the build support them (the H200 through the NVIDIA driver; not lavapipe): gemm_coopmat, and
-// gemm_coopmat2 where VK_NV_cooperative_matrix2 is there too (the cases it takes: f16, columns a
-// multiple of 32; tiles inside and at the edges; the rest fall back to gemm_coopmat). X and
+// gemm_coopmat2 where VK_NV_cooperative_matrix2 is there too (the cases it takes: columns a
+// multiple of 32, f16 as it is, int8 and int4 (groups a multiple of 8) decoded to fp16 first, here
+// from 16 tokens and in pieces of 256 rows; tiles inside and at the edges; the rest fall back to
+// gemm_coopmat). X and
 // W are rounded to fp16 before the products (fp32 accumulate): per product a relative error up to
 // 2^-10, so over `cols` products of |x·w| <= 1 with random signs: |out - ref| <= 2e-3·sqrt(cols) +
 // 1e-2·|ref|. Bias, SiLU and the residual add: MatmulEveryDtypeAgainstTheCpu, through matmul.
@@ -642,15 +648,24 @@ TEST(VulkanOps, CoopmatGemmAgainstThePlainPath) {
       {EdgeDType::f16, 64, 2048, 128}, {EdgeDType::f32, 37, 71, 20},     {EdgeDType::f32, 65, 128, 16},
       {EdgeDType::f16, 40, 40, 17},    {EdgeDType::int8, 23, 2064, 16},  {EdgeDType::int4, 7, 576, 18, 96, true},
       {EdgeDType::int8, 300, 160, 260}, {EdgeDType::int4, 129, 512, 40, 64, false},
-      {EdgeDType::f16, 300, 160, 260},  {EdgeDType::f16, 256, 512, 256}};
-  for (const bool coopmat2 : {false, true}) {
+      {EdgeDType::f16, 300, 160, 260},  {EdgeDType::f16, 256, 512, 256}, {EdgeDType::int8, 600, 64, 40},
+      {EdgeDType::int4, 520, 96, 33, 32, false},
+      // K split where the tiles are few and the rows long (H200: 8 shares of 32 K steps, 2 of 9 with
+      // the last step cut, 2 of 12 int8 decoded; the 64 x 2048 case above: 4 of 16).
+      {EdgeDType::f16, 40, 4096, 16}, {EdgeDType::f16, 100, 1056, 40}, {EdgeDType::int8, 300, 1536, 20}};
+  ops.set_coopmat2_dequant({16, 256 * 64 * 2});  // pieces of 256 rows (also the least a piece has)
+  // gemm_coopmat, gemm_coopmat2 with its own K splits, and with every K split 3 ways (shares past
+  // the last K step sum nothing).
+  for (const uint32_t mode : {0u, 1u, 3u}) {
+    const bool coopmat2 = mode > 0;
     if (coopmat2 && !ctx->info().coopmat2) break;
     ops.set_coopmat2(coopmat2);
+    ops.set_coopmat2_tile({0, 0, 0, mode == 3 ? 3u : 0u});
     for (const MatmulCase& c : cases) {
       std::deque<vk::Buffer> keep;
       const TestWeight tw = encode(c.dtype, c.rows, c.cols, c.group, c.scale_f16, 21);
       const vk::DeviceMatrix w = vk::upload_tensor(*ctx, tw.host(c.dtype, c.rows, c.cols, c.group, c.scale_f16), keep);
-      const bool takes2 = c.dtype == EdgeDType::f16 && c.cols % 32 == 0;
+      const bool takes2 = c.dtype != EdgeDType::f32 && c.cols % 32 == 0 && c.group % 8 == 0;
       ASSERT_EQ(ops.uses_coopmat2(c.n, w), coopmat2 && takes2) << edge_dtype_name(c.dtype) << " cols " << c.cols;
       const std::vector<float> x = random_floats(c.n * c.cols, 22);
       vk::Buffer xb = device_vector(*ctx, x), yp = device_vector(*ctx, random_floats(c.n * c.rows, 23)),
@@ -661,7 +676,8 @@ TEST(VulkanOps, CoopmatGemmAgainstThePlainPath) {
       rec.run();
       expect_close(read_floats(*ctx, yc, c.n * c.rows), read_floats(*ctx, yp, c.n * c.rows),
                    2e-3f * std::sqrt(float(c.cols)), 1e-2f,
-                   std::string(ops.uses_coopmat2(c.n, w) ? "coopmat2 " : "coopmat ") + edge_dtype_name(c.dtype) +
+                   std::string(ops.uses_coopmat2(c.n, w) ? "coopmat2 /" + std::to_string(ops.coopmat2_tile_for(c.n, c.rows, c.cols).splits) + " "
+                                                         : "coopmat ") + edge_dtype_name(c.dtype) +
                        " rows " + std::to_string(c.rows) + " cols " + std::to_string(c.cols) + " n " +
                        std::to_string(c.n));
     }

@@ -1,5 +1,6 @@
-// Prefill GEMM on NVIDIA's workgroup-scope cooperative matrices (VK_NV_cooperative_matrix2), f16
-// weights: Y (n, ldy) [+]= act(X (n, cols) · W(chunk)ᵀ [+ bias]). A workgroup owns a BM x BN tile
+// Prefill GEMM on NVIDIA's workgroup-scope cooperative matrices (VK_NV_cooperative_matrix2), fp16
+// weights (f16 as stored; int8 / int4 decoded by coopmat2_weights.comp first, a piece of rows at a
+// time): Y (n, ldy) [+]= act(X (n, cols) · W(chunk)ᵀ [+ bias]). A workgroup owns a BM x BN tile
 // of Y (tokens m0.., weight rows r0..) as one accumulator and walks K in steps of BK: X's BM x BK
 // slice (fp16: coopmat2_halves.comp wrote it, binding 0) and W's BN x BK slice transposed to
 // BK x BN, then one coopMatMulAdd. The driver stages the tiles (with VK_KHR_cooperative_matrix,
@@ -7,10 +8,14 @@
 // load through unclamped tensor layouts whose strides are visibly whole 16-byte words (without
 // that, H200: 2x slower than gemm_coopmat); edge tiles through clamped ones (reads past the edges
 // are 0, stores past them dropped). The epilogue (bias, SiLU, the residual add) runs per element,
-// then one tensor store. Ops::uses_coopmat2 chooses it (f16 weights, columns a multiple of 32):
-// H200, 512 tokens at the seed size, 85-126 against 62-74 TFLOP/s. int8 through a decode function
-// ran no faster than gemm_coopmat, int4 (before the strides said their alignment) 3x slower, so
-// they stay there (bench/vulkan_notes.md, 2026-12-02).
+// then one tensor store. Ops::uses_coopmat2 chooses it (columns a multiple of 32): H200, 512
+// tokens at the seed size, 92-147 against gemm_coopmat's 62-74 TFLOP/s. (int8 through a decode
+// function in the tensor load ran no faster than gemm_coopmat, int4 3x slower: bench/vulkan_notes.md,
+// 2026-12-02.)
+// Split K (gl_NumWorkGroups.z > 1, where the tiles alone leave the GPU part idle: few tokens,
+// few rows): workgroup z sums the columns of its share of the K steps and stores the raw sums at
+// rows z·n .. of the Y binding, a (splits·n, rows) scratch (pc.ldy = rows, pc.row_base 0);
+// coopmat2_reduce.comp adds them up and applies the epilogue.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_cooperative_matrix : require
@@ -39,9 +44,12 @@ float epilogue(const in uint i, const in uint j, const in float v, const in uint
   return pc.accumulate != 0u ? Y[m * pc.ldy + pc.row_base + r] + y : y;
 }
 
-// acc += the K loop over the layouts LX (X) and LW (W).
+// acc += the K loop over the layouts LX (X) and LW (W), K steps s_begin .. s_end - 1, k a visible
+// multiple of BK. (H200: a loop of k from a computed column, k_begin .. k_end by BK, ran 3-4x
+// slower, every tile; this one 8-16% faster a GEMM than k = 0 .. cols by BK, before split K.)
 #define K_LOOP(LX, LW)                                                                    \
-  for (uint k = 0u; k < pc.cols; k += BK) {                                              \
+  for (uint s = s_begin; s < s_end; ++s) {                                               \
+    const uint k = s * BK;                                                               \
     MAT_A a;                                                                             \
     MAT_B b;                                                                             \
     coopMatLoadTensorNV(a, X16, 0, sliceTensorLayoutNV(LX, m0, BM, k, BK));              \
@@ -51,9 +59,12 @@ float epilogue(const in uint i, const in uint j, const in float v, const in uint
 
 void main() {
   const uint m0 = gl_WorkGroupID.y * BM, r0 = gl_WorkGroupID.x * BN;
+  const uint splits = gl_NumWorkGroups.z, z = gl_WorkGroupID.z;
+  const uint steps = (pc.cols + BK - 1u) / BK, per_split = (steps + splits - 1u) / splits;
+  const uint s_begin = z * per_split, s_end = min(steps, s_begin + per_split);
   tensorViewNV<2, false, 1, 0> transposed = createTensorViewNV(2, false, 1, 0);
   ACC acc = ACC(0.0);
-  if (m0 + BM <= pc.n && r0 + BN <= pc.rows && pc.cols % BK == 0) {  // inside: no clamping
+  if (m0 + BM <= pc.n && r0 + BN <= pc.rows && pc.cols % BK == 0) {  // inside: no clamping (splits end on K steps)
     // Strides of whole 16-byte words (cols % 32 == 0), said so that the loads can be whole words.
     const uint cols = pc.cols & ~31u;
     tensorLayoutNV<2> lx = createTensorLayoutNV(2);
@@ -74,9 +85,15 @@ void main() {
     lw = setTensorLayoutStrideNV(lw, pc.cols, 1);
     K_LOOP(lx, lw)
   }
-  coopMatPerElementNV(acc, acc, epilogue, m0, r0);
   tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> ly =
       createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+  if (splits > 1u) {  // raw sums into split z's rows of the scratch; rows past them dropped
+    ly = setTensorLayoutDimensionNV(ly, (z + 1u) * pc.n, pc.rows);
+    ly = setTensorLayoutStrideNV(ly, pc.rows, 1);
+    coopMatStoreTensorNV(acc, Y, 0, sliceTensorLayoutNV(ly, z * pc.n + m0, BM, r0, BN));
+    return;
+  }
+  coopMatPerElementNV(acc, acc, epilogue, m0, r0);
   ly = setTensorLayoutDimensionNV(ly, pc.n, pc.row_base + pc.rows);
   ly = setTensorLayoutStrideNV(ly, pc.ldy, 1);
   coopMatStoreTensorNV(acc, Y, 0, sliceTensorLayoutNV(ly, m0, BM, pc.row_base + r0, BN));
