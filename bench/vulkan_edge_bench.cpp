@@ -259,7 +259,8 @@ double host_read_bandwidth(uint64_t bytes) {
 
 std::string make_model(const ModelConfig& c, const std::string& quant, const std::string& dir,
                        std::vector<float>& flat) {
-  const std::string path = dir + "/bench_" + std::to_string(c.dim) + "x" + std::to_string(c.layers) + "_" + quant + ".edge";
+  const std::string path = dir + "/bench_" + std::to_string(c.dim) + "x" + std::to_string(c.layers) + "_h" +
+                           std::to_string(c.heads) + "_v" + std::to_string(c.vocab) + "_" + quant + ".edge";
   if (std::filesystem::exists(path)) return path;
   const ParamTable table = param_table(c);
   if (flat.empty()) {
