@@ -27,67 +27,71 @@ namespace {
 // (three tiles of kLinearTileRows, the last one partial), odd columns, one token and several, with a
 // bias. Same weight values, other summation order (BLAS): |got - want| <= 1e-5 + 1e-4 |want|.
 TEST(WeightView, LinearOverEveryEncodingMatchesDequantized) {
-  const int64_t rows = 130, cols = 53;
-  std::mt19937 gen(3);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> w(static_cast<size_t>(rows * cols)), x(3 * cols), bias(rows);
-  for (float& v : w) v = normal(gen);
-  for (float& v : x) v = normal(gen);
-  for (float& v : bias) v = normal(gen);
-  struct Encoded {
-    WeightView view;
-    std::vector<float> deq;  // the values the view stands for
-  };
-  std::vector<uint16_t> half(w.size()), half_scales;
-  std::vector<int8_t> q8(w.size());
-  std::vector<float> s8(rows), s4_32, s4_64;
-  std::vector<uint8_t> q4_32(static_cast<size_t>(rows * int4_row_bytes(cols))), q4_64(q4_32.size());
-  std::vector<Encoded> cases;
-  {
-    Encoded e{f32_view(nullptr, rows, cols), std::vector<float>(w.size())};
-    for (size_t i = 0; i < w.size(); ++i) e.deq[i] = half_to_float(half[i] = float_to_half(w[i]));
-    e.view.dtype = EdgeDType::f16, e.view.values = half.data();
-    cases.push_back(e);
-  }
-  {
-    Encoded e{f32_view(nullptr, rows, cols), std::vector<float>(w.size())};
-    quantize_int8_rows(w.data(), rows, cols, q8.data(), s8.data());
-    dequantize_int8_rows(q8.data(), s8.data(), rows, cols, e.deq.data());
-    e.view.dtype = EdgeDType::int8, e.view.values = q8.data(), e.view.scales = s8.data();
-    cases.push_back(e);
-  }
-  for (int group : {32, 64}) {  // group 32 with f16 scales (the file's default), 64 with f32
-    Encoded e{f32_view(nullptr, rows, cols), std::vector<float>(w.size())};
-    std::vector<float>& s = group == 32 ? s4_32 : s4_64;
-    std::vector<uint8_t>& q = group == 32 ? q4_32 : q4_64;
-    s.resize(static_cast<size_t>(rows * int4_groups(cols, group)));
-    quantize_int4_groups(w.data(), rows, cols, group, group == 32, q.data(), s.data());
-    dequantize_int4_groups(q.data(), s.data(), rows, cols, group, e.deq.data());
-    e.view.dtype = EdgeDType::int4, e.view.values = q.data(), e.view.group_size = group;
-    if (group == 32) {
-      for (float v : s) half_scales.push_back(float_to_half(v));
-      e.view.scales = half_scales.data(), e.view.scale_dtype = EdgeDType::f16;
-    } else {
-      e.view.scales = s.data(), e.view.scale_dtype = EdgeDType::f32;
+  const int64_t rows = 130;
+  // 53 columns: int4 groups end partway; 301: more than 8 int4 groups of 32 a row (the GEMV takes
+  // those 8 at a time), then a whole group and a partial one.
+  for (const int64_t cols : {int64_t{53}, int64_t{301}}) {
+    std::mt19937 gen(3);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> w(static_cast<size_t>(rows * cols)), x(3 * cols), bias(rows);
+    for (float& v : w) v = normal(gen);
+    for (float& v : x) v = normal(gen);
+    for (float& v : bias) v = normal(gen);
+    struct Encoded {
+      WeightView view;
+      std::vector<float> deq;  // the values the view stands for
+    };
+    std::vector<uint16_t> half(w.size()), half_scales;
+    std::vector<int8_t> q8(w.size());
+    std::vector<float> s8(rows), s4_32, s4_64;
+    std::vector<uint8_t> q4_32(static_cast<size_t>(rows * int4_row_bytes(cols))), q4_64(q4_32.size());
+    std::vector<Encoded> cases;
+    {
+      Encoded e{f32_view(nullptr, rows, cols), std::vector<float>(w.size())};
+      for (size_t i = 0; i < w.size(); ++i) e.deq[i] = half_to_float(half[i] = float_to_half(w[i]));
+      e.view.dtype = EdgeDType::f16, e.view.values = half.data();
+      cases.push_back(e);
     }
-    cases.push_back(e);
-  }
-  for (const Encoded& e : cases)
-    for (int64_t n : {1, 3}) {
-      std::vector<float> y(static_cast<size_t>(n * rows), std::numeric_limits<float>::quiet_NaN());
-      linear(y.data(), x.data(), n, e.view, bias.data());
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t r = 0; r < rows; ++r) {
-          float want = 0;
-          for (int64_t c = 0; c < cols; ++c) want += x[i * cols + c] * e.deq[r * cols + c];
-          want += bias[r];
-          ASSERT_NEAR(y[i * rows + r], want, 1e-5f + 1e-4f * std::fabs(want))
-              << edge_dtype_name(e.view.dtype) << " n " << n << " row " << r;
-        }
-      std::vector<float> row(cols);  // weight_rows: exactly the dequantized values
-      weight_rows(e.view, 129, 1, row.data());
-      for (int64_t c = 0; c < cols; ++c) ASSERT_EQ(row[c], e.deq[129 * cols + c]);
+    {
+      Encoded e{f32_view(nullptr, rows, cols), std::vector<float>(w.size())};
+      quantize_int8_rows(w.data(), rows, cols, q8.data(), s8.data());
+      dequantize_int8_rows(q8.data(), s8.data(), rows, cols, e.deq.data());
+      e.view.dtype = EdgeDType::int8, e.view.values = q8.data(), e.view.scales = s8.data();
+      cases.push_back(e);
     }
+    for (int group : {32, 64}) {  // group 32 with f16 scales (the file's default), 64 with f32
+      Encoded e{f32_view(nullptr, rows, cols), std::vector<float>(w.size())};
+      std::vector<float>& s = group == 32 ? s4_32 : s4_64;
+      std::vector<uint8_t>& q = group == 32 ? q4_32 : q4_64;
+      s.resize(static_cast<size_t>(rows * int4_groups(cols, group)));
+      quantize_int4_groups(w.data(), rows, cols, group, group == 32, q.data(), s.data());
+      dequantize_int4_groups(q.data(), s.data(), rows, cols, group, e.deq.data());
+      e.view.dtype = EdgeDType::int4, e.view.values = q.data(), e.view.group_size = group;
+      if (group == 32) {
+        for (float v : s) half_scales.push_back(float_to_half(v));
+        e.view.scales = half_scales.data(), e.view.scale_dtype = EdgeDType::f16;
+      } else {
+        e.view.scales = s.data(), e.view.scale_dtype = EdgeDType::f32;
+      }
+      cases.push_back(e);
+    }
+    for (const Encoded& e : cases)
+      for (int64_t n : {1, 3}) {
+        std::vector<float> y(static_cast<size_t>(n * rows), std::numeric_limits<float>::quiet_NaN());
+        linear(y.data(), x.data(), n, e.view, bias.data());
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t r = 0; r < rows; ++r) {
+            float want = 0;
+            for (int64_t c = 0; c < cols; ++c) want += x[i * cols + c] * e.deq[r * cols + c];
+            want += bias[r];
+            ASSERT_NEAR(y[i * rows + r], want, 1e-5f + 1e-4f * std::fabs(want))
+                << edge_dtype_name(e.view.dtype) << " cols " << cols << " n " << n << " row " << r;
+          }
+        std::vector<float> row(cols);  // weight_rows: exactly the dequantized values
+        weight_rows(e.view, 129, 1, row.data());
+        for (int64_t c = 0; c < cols; ++c) ASSERT_EQ(row[c], e.deq[129 * cols + c]);
+      }
+  }
 }
 
 // Odd sizes: causal D = 30 (int4 groups of 32 and 64 are partial, hd = 10); seed D = 27 (hd = 9,
