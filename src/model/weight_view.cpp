@@ -222,15 +222,23 @@ bool gemv_avx2_serves(const WeightView& w) {
 }
 
 // y (n, W.rows) = x (n, W.cols) · Wᵀ, W converted kLinearTileRows rows at a time for the BLAS GEMM.
+// The tiles go over the OpenMP threads, each converting its own and running the GEMM on it alone
+// (the BLAS runs one thread inside a parallel region): the conversion is parallel too, and a short
+// prompt's many small GEMMs pay no thread hand-off each (this machine, 2026-12-02: bench/vulkan_notes.md, CPU).
 void gemm_tiled(float* y, const float* x, int64_t n, const WeightView& w) {
-  const int rows = static_cast<int>(w.rows), cols = static_cast<int>(w.cols);
-  std::vector<float> tile(static_cast<size_t>(std::min(kLinearTileRows, w.rows) * w.cols));
-  for (int r0 = 0; r0 < rows; r0 += static_cast<int>(kLinearTileRows)) {
-    const int count = std::min(static_cast<int>(kLinearTileRows), rows - r0);
-    weight_rows(w, r0, count, tile.data());  // (count, cols)
-    // y[:, r0 : r0 + count] (n, count) = x (n, cols) · tileᵀ
-    cpu::gemm<float>(false, true, static_cast<int>(n), count, cols, 1.0f, x, cols, tile.data(), cols,
-                     0.0f, y + r0, rows);
+  const int rows = static_cast<int>(w.rows), cols = static_cast<int>(w.cols), tile_rows = static_cast<int>(kLinearTileRows);
+  const int tiles = (rows + tile_rows - 1) / tile_rows;
+#pragma omp parallel if (tiles > 1)
+  {
+    std::vector<float> tile(static_cast<size_t>(std::min(kLinearTileRows, w.rows) * w.cols));
+#pragma omp for schedule(dynamic)
+    for (int t = 0; t < tiles; ++t) {
+      const int r0 = t * tile_rows, count = std::min(tile_rows, rows - r0);
+      weight_rows(w, r0, count, tile.data());  // (count, cols)
+      // y[:, r0 : r0 + count] (n, count) = x (n, cols) · tileᵀ
+      cpu::gemm<float>(false, true, static_cast<int>(n), count, cols, 1.0f, x, cols, tile.data(), cols, 0.0f,
+                       y + r0, rows);
+    }
   }
 }
 
