@@ -26,9 +26,9 @@ WeightView f32_view(const float* w, int64_t rows, int64_t cols);
 // CPU with AVX2, FMA and F16C: a GEMV straight from the encoding, 8-16 columns a step, rows over the
 // OpenMP threads, each weight read once (3-6x the tiles below: bench/vulkan_notes.md, CPU). Else
 // kLinearTileRows rows of W at a time are converted into an fp32 tile (the dequantize functions of
-// ops/cpu/quantized, f16 through F16C or a table) for the BLAS GEMM (GEMV for one token): each
-// weight converted once per call, no more than one tile (kLinearTileRows x W.cols floats, in cache)
-// held in fp32.
+// ops/cpu/quantized, f16 through F16C or a table) for the BLAS GEMM (GEMV for one token), the tiles
+// over the OpenMP threads: each weight converted once per call, no more than one tile
+// (kLinearTileRows x W.cols floats, in cache) a thread held in fp32.
 constexpr int64_t kLinearTileRows = 64;
 void linear(float* y, const float* x, int64_t n, const WeightView& w, const float* bias);
 
