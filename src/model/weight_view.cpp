@@ -73,15 +73,18 @@ PYLON_GEMV_AVX2 __m256 int8x8(const int8_t* q) {
 // low half and the next one's in its high half; read as q + 8 (sign bits flipped), the low nibbles meet
 // x's even columns of the run and the high ones its odd columns. paired (cols): x's columns in that
 // order, run by run (the runs that lie whole in a group); group_sums: Σ x over each group's runs,
-// for the 8 · scale · Σx that the flipped reading adds. The storage is the calling thread's, kept
-// between calls (no allocation a token once it has grown).
+// for the 8 · scale · Σx that the flipped reading adds. The storage is the calling thread's, one per
+// slot (a token of gemv_tokens_avx2's), kept between calls (no allocation a token once grown).
+constexpr int kInt4Slots = 4;
 struct Int4Columns {
   const float* x = nullptr;
   const float* paired = nullptr;
   const float* group_sums = nullptr;
   Int4Columns() = default;
-  Int4Columns(const float* x_, const WeightView& w) : x(x_) {
-    static thread_local std::vector<float> paired_store, sums_store;
+  Int4Columns(const float* x_, const WeightView& w, int slot = 0) : x(x_) {
+    static thread_local std::vector<float> paired_stores[kInt4Slots], sums_stores[kInt4Slots];
+    std::vector<float>& paired_store = paired_stores[slot];
+    std::vector<float>& sums_store = sums_stores[slot];
     const int64_t groups = int4_groups(w.cols, w.group_size);
     paired_store.assign(x_, x_ + w.cols);
     sums_store.assign(static_cast<size_t>(groups), 0.0f);
@@ -206,6 +209,95 @@ PYLON_GEMV_AVX2 void gemv_avx2(float* y, const float* x, const WeightView& w) {
 #pragma omp parallel for schedule(static) if (w.rows * w.cols >= (1 << 16))
   for (int64_t r = 0; r < w.rows; ++r) y[r] = row_dot_avx2(w, r, x, xc);
 }
+
+// Row r of W times NT tokens' x (token t at x + t·cols; int4: xc[t]) into out[t], each 16-column
+// step of the row decoded once for all of them; the columns past the last whole step (and int4
+// groups' ends) through the scalar decoding.
+template <int NT>
+PYLON_GEMV_AVX2 void row_dots_tokens_avx2(const WeightView& w, int64_t r, const float* x, const Int4Columns* xc,
+                                          float* out) {
+  const int64_t cols = w.cols;
+  __m256 acc[NT];
+  float tail[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps(), tail[t] = 0;
+  if (w.dtype == EdgeDType::f16 || w.dtype == EdgeDType::int8) {
+    const bool f16 = w.dtype == EdgeDType::f16;
+    const uint16_t* h = static_cast<const uint16_t*>(w.values) + r * cols;
+    const int8_t* q = static_cast<const int8_t*>(w.values) + r * cols;
+    int64_t c = 0;
+    for (; c + 16 <= cols; c += 16) {
+      const __m256 w0 = f16 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + c))) : int8x8(q + c);
+      const __m256 w1 = f16 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + c + 8)))
+                            : int8x8(q + c + 8);
+      for (int t = 0; t < NT; ++t) {
+        acc[t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + t * cols + c), acc[t]);
+        acc[t] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + t * cols + c + 8), acc[t]);
+      }
+    }
+    for (; c < cols; ++c) {
+      const float v = f16 ? half_to_float(h[c]) : static_cast<float>(q[c]);
+      for (int t = 0; t < NT; ++t) tail[t] += v * x[t * cols + c];
+    }
+    const float scale = f16 ? 1.0f : static_cast<const float*>(w.scales)[r];
+    for (int t = 0; t < NT; ++t) out[t] = (sum8(acc[t]) + tail[t]) * scale;
+    return;
+  }
+  // int4: as int4_groups_dot, token by token inside each run
+  const int64_t groups = int4_groups(cols, w.group_size);
+  const uint8_t* row = static_cast<const uint8_t*>(w.values) + r * int4_row_bytes(cols);
+  const __m256i low = _mm256_set1_epi32(15), flip = _mm256_set1_epi32(0x88);
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t begin = g * w.group_size, end = std::min(cols, begin + w.group_size);
+    const int64_t at = r * groups + g;
+    const float scale = w.scale_dtype == EdgeDType::f16 ? _cvtsh_ss(static_cast<const uint16_t*>(w.scales)[at])
+                                                        : static_cast<const float*>(w.scales)[at];
+    __m256 a[NT];
+    for (int t = 0; t < NT; ++t) a[t] = _mm256_setzero_ps();
+    int64_t c = begin;
+    for (; c + 16 <= end; c += 16) {  // 8 bytes, each nibble's sign bit flipped (q + 8)
+      const __m256i bytes = _mm256_xor_si256(
+          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + c / 2))), flip);
+      const __m256 lo = _mm256_cvtepi32_ps(_mm256_and_si256(bytes, low));
+      const __m256 hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(bytes, 4));
+      for (int t = 0; t < NT; ++t) {
+        a[t] = _mm256_fmadd_ps(lo, _mm256_loadu_ps(xc[t].paired + c), a[t]);
+        a[t] = _mm256_fmadd_ps(hi, _mm256_loadu_ps(xc[t].paired + c + 8), a[t]);
+      }
+    }
+    for (int t = 0; t < NT; ++t) {
+      acc[t] = _mm256_fmadd_ps(a[t], _mm256_set1_ps(scale), acc[t]);
+      tail[t] -= 8.0f * scale * xc[t].group_sums[g];  // the runs' nibbles were read as q + 8
+    }
+    for (; c < end; ++c) {
+      const float v = static_cast<float>(int4_value(row, c)) * scale;
+      for (int t = 0; t < NT; ++t) tail[t] += v * xc[t].x[c];
+    }
+  }
+  for (int t = 0; t < NT; ++t) out[t] = sum8(acc[t]) + tail[t];
+}
+
+// A few tokens: y (n, W.rows) = x (n, W.cols) · Wᵀ, up to 4 tokens a pass over W (each weight
+// decoded once a pass), rows over the OpenMP threads. Where gemv_avx2_serves(W).
+PYLON_GEMV_AVX2 void gemv_tokens_avx2(float* y, const float* x, int64_t n, const WeightView& w) {
+  for (int64_t t0 = 0; t0 < n; t0 += kInt4Slots) {
+    const int nt = static_cast<int>(std::min<int64_t>(kInt4Slots, n - t0));
+    const float* xt = x + t0 * w.cols;
+    Int4Columns xc[kInt4Slots];
+    if (w.dtype == EdgeDType::int4)
+      for (int t = 0; t < nt; ++t) xc[t] = Int4Columns(xt + t * w.cols, w, t);
+#pragma omp parallel for schedule(static) if (w.rows * w.cols >= (1 << 16))
+    for (int64_t r = 0; r < w.rows; ++r) {
+      float out[kInt4Slots];
+      switch (nt) {
+        case 1: row_dots_tokens_avx2<1>(w, r, xt, xc, out); break;
+        case 2: row_dots_tokens_avx2<2>(w, r, xt, xc, out); break;
+        case 3: row_dots_tokens_avx2<3>(w, r, xt, xc, out); break;
+        default: row_dots_tokens_avx2<4>(w, r, xt, xc, out); break;
+      }
+      for (int t = 0; t < nt; ++t) y[(t0 + t) * w.rows + r] = out[t];
+    }
+  }
+}
 #endif
 
 // Whether gemv_avx2 serves W: an x86 CPU with AVX2, FMA and F16C; f16, int8, or int4 in groups of 16k.
@@ -253,6 +345,8 @@ void linear(float* y, const float* x, int64_t n, const WeightView& w, const floa
 #if defined(__x86_64__) && defined(__GNUC__)
   if (n == 1 && gemv_avx2_serves(w))
     gemv_avx2(y, x, w);
+  else if (n <= kLinearGemvTokens && gemv_avx2_serves(w))
+    gemv_tokens_avx2(y, x, n, w);
   else
 #endif
     gemm_tiled(y, x, n, w);

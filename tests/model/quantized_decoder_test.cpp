@@ -33,7 +33,7 @@ TEST(WeightView, LinearOverEveryEncodingMatchesDequantized) {
   for (const int64_t cols : {int64_t{53}, int64_t{301}}) {
     std::mt19937 gen(3);
     std::normal_distribution<float> normal(0.0f, 1.0f);
-    std::vector<float> w(static_cast<size_t>(rows * cols)), x(3 * cols), bias(rows);
+    std::vector<float> w(static_cast<size_t>(rows * cols)), x(40 * cols), bias(rows);
     for (float& v : w) v = normal(gen);
     for (float& v : x) v = normal(gen);
     for (float& v : bias) v = normal(gen);
@@ -75,8 +75,9 @@ TEST(WeightView, LinearOverEveryEncodingMatchesDequantized) {
       }
       cases.push_back(e);
     }
+    static_assert(kLinearGemvTokens < 40, "n = 40 is to take the fp32 tiles");
     for (const Encoded& e : cases)
-      for (int64_t n : {1, 3}) {
+      for (int64_t n : {1, 3, 6, 40}) {  // the GEMV: 1 token, 3, 4 + 2; the fp32 tiles
         std::vector<float> y(static_cast<size_t>(n * rows), std::numeric_limits<float>::quiet_NaN());
         linear(y.data(), x.data(), n, e.view, bias.data());
         for (int64_t i = 0; i < n; ++i)
