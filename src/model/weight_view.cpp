@@ -100,41 +100,58 @@ struct Int4Columns {
   }
 };
 
-// Row r of int4 W times x, groups first .. of it: each group's runs of 16 columns as products
-// summed in a vector, times the group's scale; the columns past the group's last whole run through
-// the scalar decoding.
-PYLON_GEMV_AVX2 float int4_groups_dot(const WeightView& w, int64_t r, const Int4Columns& xc, int64_t first) {
+// Row r of int4 W times NT tokens' x (xc[t]), groups first .. of it, added to out[t]: each group's
+// runs of 16 columns decoded once, their products summed in a vector a token, times the group's
+// scale; the columns past the group's last whole run through the scalar decoding.
+template <int NT>
+PYLON_GEMV_AVX2 void int4_groups_dots(const WeightView& w, int64_t r, const Int4Columns* xc, int64_t first,
+                                      float* out) {
   const int64_t cols = w.cols, groups = int4_groups(cols, w.group_size);
   const uint8_t* row = static_cast<const uint8_t*>(w.values) + r * int4_row_bytes(cols);
   const __m256i low = _mm256_set1_epi32(15), flip = _mm256_set1_epi32(0x88);
-  __m256 acc = _mm256_setzero_ps();
-  float s = 0;
+  __m256 acc[NT];
+  float tail[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps(), tail[t] = 0;
   for (int64_t g = first; g < groups; ++g) {
     const int64_t begin = g * w.group_size, end = std::min(cols, begin + w.group_size);
     const int64_t at = r * groups + g;
     const float scale = w.scale_dtype == EdgeDType::f16 ? _cvtsh_ss(static_cast<const uint16_t*>(w.scales)[at])
                                                         : static_cast<const float*>(w.scales)[at];
-    __m256 a = _mm256_setzero_ps();
+    __m256 a[NT];
+    for (int t = 0; t < NT; ++t) a[t] = _mm256_setzero_ps();
     int64_t c = begin;
     for (; c + 16 <= end; c += 16) {  // 8 bytes, each nibble's sign bit flipped (q + 8)
       const __m256i bytes = _mm256_xor_si256(
           _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + c / 2))), flip);
-      a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(bytes, low)), _mm256_loadu_ps(xc.paired + c), a);
-      a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(bytes, 4)), _mm256_loadu_ps(xc.paired + c + 8), a);
+      const __m256 lo = _mm256_cvtepi32_ps(_mm256_and_si256(bytes, low));
+      const __m256 hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(bytes, 4));
+      for (int t = 0; t < NT; ++t) {
+        a[t] = _mm256_fmadd_ps(lo, _mm256_loadu_ps(xc[t].paired + c), a[t]);
+        a[t] = _mm256_fmadd_ps(hi, _mm256_loadu_ps(xc[t].paired + c + 8), a[t]);
+      }
     }
-    acc = _mm256_fmadd_ps(a, _mm256_set1_ps(scale), acc);
-    s -= 8.0f * scale * xc.group_sums[g];  // the runs' nibbles were read as q + 8
-    for (; c < end; ++c) s += static_cast<float>(int4_value(row, c)) * xc.x[c] * scale;
+    for (int t = 0; t < NT; ++t) {
+      acc[t] = _mm256_fmadd_ps(a[t], _mm256_set1_ps(scale), acc[t]);
+      tail[t] -= 8.0f * scale * xc[t].group_sums[g];  // the runs' nibbles were read as q + 8
+    }
+    for (; c < end; ++c) {
+      const float v = static_cast<float>(int4_value(row, c)) * scale;
+      for (int t = 0; t < NT; ++t) tail[t] += v * xc[t].x[c];
+    }
   }
-  return s + sum8(acc);
+  for (int t = 0; t < NT; ++t) out[t] += sum8(acc[t]) + tail[t];
 }
 
 // Row r of int4 W times x (Int4Columns). Groups of 32 (the edge file's default) eight at a time:
 // their scales and their 8 · scale · Σx as vectors, each group one 16-byte load (fewer instructions
 // a weight: this is bound by them, not by memory, on 2 SMT threads of one core); the rest, and other
-// group sizes, through int4_groups_dot.
+// group sizes, through int4_groups_dots.
 PYLON_GEMV_AVX2 float int4_row_dot_avx2(const WeightView& w, int64_t r, const Int4Columns& xc) {
-  if (w.group_size != 32) return int4_groups_dot(w, r, xc, 0);
+  float rest = 0;
+  if (w.group_size != 32) {
+    int4_groups_dots<1>(w, r, &xc, 0, &rest);
+    return rest;
+  }
   const int64_t groups = int4_groups(w.cols, 32), whole = w.cols / 32;
   const uint8_t* row = static_cast<const uint8_t*>(w.values) + r * int4_row_bytes(w.cols);
   const __m256i low = _mm256_set1_epi32(15);
@@ -163,7 +180,8 @@ PYLON_GEMV_AVX2 float int4_row_dot_avx2(const WeightView& w, int64_t r, const In
         acc = _mm256_fmadd_ps(_mm256_add_ps(a, h), _mm256_set1_ps(scale[k + j]), acc);
       }
   }
-  return sum8(_mm256_add_ps(acc0, acc1)) - 8.0f * sum8(corr) + (g < groups ? int4_groups_dot(w, r, xc, g) : 0.0f);
+  if (g < groups) int4_groups_dots<1>(w, r, &xc, g, &rest);
+  return sum8(_mm256_add_ps(acc0, acc1)) - 8.0f * sum8(corr) + rest;
 }
 
 // x (cols) · row r of W, read in its encoding, 8 or 16 columns at a time, the columns past the last
@@ -211,69 +229,39 @@ PYLON_GEMV_AVX2 void gemv_avx2(float* y, const float* x, const WeightView& w) {
 }
 
 // Row r of W times NT tokens' x (token t at x + t·cols; int4: xc[t]) into out[t], each 16-column
-// step of the row decoded once for all of them; the columns past the last whole step (and int4
-// groups' ends) through the scalar decoding.
+// step of the row decoded once for all of them; the columns past the last whole step through the
+// scalar decoding. (One token takes row_dot_avx2, whose two sums a row keep its FMAs independent.)
 template <int NT>
 PYLON_GEMV_AVX2 void row_dots_tokens_avx2(const WeightView& w, int64_t r, const float* x, const Int4Columns* xc,
                                           float* out) {
+  if (w.dtype == EdgeDType::int4) {
+    for (int t = 0; t < NT; ++t) out[t] = 0;
+    int4_groups_dots<NT>(w, r, xc, 0, out);
+    return;
+  }
   const int64_t cols = w.cols;
+  const bool f16 = w.dtype == EdgeDType::f16;  // else int8
+  const uint16_t* h = static_cast<const uint16_t*>(w.values) + r * cols;
+  const int8_t* q = static_cast<const int8_t*>(w.values) + r * cols;
   __m256 acc[NT];
   float tail[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps(), tail[t] = 0;
-  if (w.dtype == EdgeDType::f16 || w.dtype == EdgeDType::int8) {
-    const bool f16 = w.dtype == EdgeDType::f16;
-    const uint16_t* h = static_cast<const uint16_t*>(w.values) + r * cols;
-    const int8_t* q = static_cast<const int8_t*>(w.values) + r * cols;
-    int64_t c = 0;
-    for (; c + 16 <= cols; c += 16) {
-      const __m256 w0 = f16 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + c))) : int8x8(q + c);
-      const __m256 w1 = f16 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + c + 8)))
-                            : int8x8(q + c + 8);
-      for (int t = 0; t < NT; ++t) {
-        acc[t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + t * cols + c), acc[t]);
-        acc[t] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + t * cols + c + 8), acc[t]);
-      }
-    }
-    for (; c < cols; ++c) {
-      const float v = f16 ? half_to_float(h[c]) : static_cast<float>(q[c]);
-      for (int t = 0; t < NT; ++t) tail[t] += v * x[t * cols + c];
-    }
-    const float scale = f16 ? 1.0f : static_cast<const float*>(w.scales)[r];
-    for (int t = 0; t < NT; ++t) out[t] = (sum8(acc[t]) + tail[t]) * scale;
-    return;
-  }
-  // int4: as int4_groups_dot, token by token inside each run
-  const int64_t groups = int4_groups(cols, w.group_size);
-  const uint8_t* row = static_cast<const uint8_t*>(w.values) + r * int4_row_bytes(cols);
-  const __m256i low = _mm256_set1_epi32(15), flip = _mm256_set1_epi32(0x88);
-  for (int64_t g = 0; g < groups; ++g) {
-    const int64_t begin = g * w.group_size, end = std::min(cols, begin + w.group_size);
-    const int64_t at = r * groups + g;
-    const float scale = w.scale_dtype == EdgeDType::f16 ? _cvtsh_ss(static_cast<const uint16_t*>(w.scales)[at])
-                                                        : static_cast<const float*>(w.scales)[at];
-    __m256 a[NT];
-    for (int t = 0; t < NT; ++t) a[t] = _mm256_setzero_ps();
-    int64_t c = begin;
-    for (; c + 16 <= end; c += 16) {  // 8 bytes, each nibble's sign bit flipped (q + 8)
-      const __m256i bytes = _mm256_xor_si256(
-          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + c / 2))), flip);
-      const __m256 lo = _mm256_cvtepi32_ps(_mm256_and_si256(bytes, low));
-      const __m256 hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(bytes, 4));
-      for (int t = 0; t < NT; ++t) {
-        a[t] = _mm256_fmadd_ps(lo, _mm256_loadu_ps(xc[t].paired + c), a[t]);
-        a[t] = _mm256_fmadd_ps(hi, _mm256_loadu_ps(xc[t].paired + c + 8), a[t]);
-      }
-    }
+  int64_t c = 0;
+  for (; c + 16 <= cols; c += 16) {
+    const __m256 w0 = f16 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + c))) : int8x8(q + c);
+    const __m256 w1 =
+        f16 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + c + 8))) : int8x8(q + c + 8);
     for (int t = 0; t < NT; ++t) {
-      acc[t] = _mm256_fmadd_ps(a[t], _mm256_set1_ps(scale), acc[t]);
-      tail[t] -= 8.0f * scale * xc[t].group_sums[g];  // the runs' nibbles were read as q + 8
-    }
-    for (; c < end; ++c) {
-      const float v = static_cast<float>(int4_value(row, c)) * scale;
-      for (int t = 0; t < NT; ++t) tail[t] += v * xc[t].x[c];
+      acc[t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + t * cols + c), acc[t]);
+      acc[t] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + t * cols + c + 8), acc[t]);
     }
   }
-  for (int t = 0; t < NT; ++t) out[t] = sum8(acc[t]) + tail[t];
+  for (; c < cols; ++c) {
+    const float v = f16 ? half_to_float(h[c]) : static_cast<float>(q[c]);
+    for (int t = 0; t < NT; ++t) tail[t] += v * x[t * cols + c];
+  }
+  const float scale = f16 ? 1.0f : static_cast<const float*>(w.scales)[r];
+  for (int t = 0; t < NT; ++t) out[t] = (sum8(acc[t]) + tail[t]) * scale;
 }
 
 // A few tokens: y (n, W.rows) = x (n, W.cols) · Wᵀ, up to 4 tokens a pass over W (each weight
