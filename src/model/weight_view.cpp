@@ -74,15 +74,15 @@ PYLON_GEMV_AVX2 __m256 int8x8(const int8_t* q) {
 // x's even columns of the run and the high ones its odd columns. paired (cols): x's columns in that
 // order, run by run (the runs that lie whole in a group); group_sums: Σ x over each group's runs,
 // for the 8 · scale · Σx that the flipped reading adds. The storage is the calling thread's, one per
-// slot (a token of gemv_tokens_avx2's), kept between calls (no allocation a token once grown).
-constexpr int kInt4Slots = 4;
+// slot (a token of a gemv_tokens_avx2 pass), kept between calls (no allocation a token once grown).
+constexpr int kTokensPerPass = 4;  // gemv_tokens_avx2's tokens a pass over W
 struct Int4Columns {
   const float* x = nullptr;
   const float* paired = nullptr;
   const float* group_sums = nullptr;
   Int4Columns() = default;
   Int4Columns(const float* x_, const WeightView& w, int slot = 0) : x(x_) {
-    static thread_local std::vector<float> paired_stores[kInt4Slots], sums_stores[kInt4Slots];
+    static thread_local std::vector<float> paired_stores[kTokensPerPass], sums_stores[kTokensPerPass];
     std::vector<float>& paired_store = paired_stores[slot];
     std::vector<float>& sums_store = sums_stores[slot];
     const int64_t groups = int4_groups(w.cols, w.group_size);
@@ -267,15 +267,15 @@ PYLON_GEMV_AVX2 void row_dots_tokens_avx2(const WeightView& w, int64_t r, const 
 // A few tokens: y (n, W.rows) = x (n, W.cols) · Wᵀ, up to 4 tokens a pass over W (each weight
 // decoded once a pass), rows over the OpenMP threads. Where gemv_avx2_serves(W).
 PYLON_GEMV_AVX2 void gemv_tokens_avx2(float* y, const float* x, int64_t n, const WeightView& w) {
-  for (int64_t t0 = 0; t0 < n; t0 += kInt4Slots) {
-    const int nt = static_cast<int>(std::min<int64_t>(kInt4Slots, n - t0));
+  for (int64_t t0 = 0; t0 < n; t0 += kTokensPerPass) {
+    const int nt = static_cast<int>(std::min<int64_t>(kTokensPerPass, n - t0));
     const float* xt = x + t0 * w.cols;
-    Int4Columns xc[kInt4Slots];
+    Int4Columns xc[kTokensPerPass];
     if (w.dtype == EdgeDType::int4)
       for (int t = 0; t < nt; ++t) xc[t] = Int4Columns(xt + t * w.cols, w, t);
 #pragma omp parallel for schedule(static) if (w.rows * w.cols >= (1 << 16))
     for (int64_t r = 0; r < w.rows; ++r) {
-      float out[kInt4Slots];
+      float out[kTokensPerPass];
       switch (nt) {
         case 1: row_dots_tokens_avx2<1>(w, r, xt, xc, out); break;
         case 2: row_dots_tokens_avx2<2>(w, r, xt, xc, out); break;

@@ -20,6 +20,15 @@ uint32_t groups_for(uint64_t items, uint32_t per_group, uint32_t cap = 65535) {
   return static_cast<uint32_t>(std::min<uint64_t>((items + per_group - 1) / per_group, cap));
 }
 
+// A grid of rows of up to 65535 workgroups for `items` of per_group each, for shaders that index
+// gl_WorkGroupID.x + gl_WorkGroupID.y · gl_NumWorkGroups.x (and skip what lies past the end).
+struct Grid2d {
+  uint32_t x, y;
+};
+Grid2d grid_2d(uint64_t items, uint32_t per_group) {
+  return {groups_for(items, per_group), static_cast<uint32_t>((items + 65535ull * per_group - 1) / (65535ull * per_group))};
+}
+
 // attention_halves.comp's rows in the coopmat attention's scratch: the queries rounded up to 16,
 // the keys to 64 (the two shaders compute the same). 64 was the chunk of keys of an earlier
 // version; a multiple of today's chunk of 32 suffices, so 64 only zero-fills up to 32 rows more.
@@ -258,8 +267,8 @@ void Ops::coopmat2_matmul(Recorder& r, const BufferView& y, uint32_t ldy, const 
     uint32_t count, x_off;
   } hp{static_cast<uint32_t>(count), x_off};
   r.label_next("coopmat2_halves");
-  r.dispatch(kernels_.get("coopmat2_halves", 2, sizeof(hp)), {x, {&x16}}, hp, groups_for(count / 8, 256),
-             static_cast<uint32_t>((count / 8 + 65535ull * 256 - 1) / (65535ull * 256)));
+  const Grid2d hg = grid_2d(count / 8, 256);  // 8 values an invocation
+  r.dispatch(kernels_.get("coopmat2_halves", 2, sizeof(hp)), {x, {&x16}}, hp, hg.x, hg.y);
   // int8 / int4: pieces of whole rows decoded to fp16 (coopmat2_weights.comp), each multiplied
   // right after; f16: each chunk read as it is.
   const bool decoded = w.dtype != EdgeDType::f16;
@@ -283,10 +292,9 @@ void Ops::coopmat2_matmul(Recorder& r, const BufferView& y, uint32_t ldy, const 
         dp.rows = static_cast<uint32_t>(rows), dp.first = static_cast<uint32_t>(first);
         dp.row_base = static_cast<uint32_t>(c.row_begin);
         // runs of 8 columns, 4 an invocation of 256
-        const uint64_t runs = static_cast<uint64_t>(rows) * static_cast<uint64_t>(w.cols) / 8;
+        const Grid2d dg = grid_2d(static_cast<uint64_t>(rows) * static_cast<uint64_t>(w.cols) / 8, 1024);
         r.label_next("coopmat2_weights " + shape + " " + edge_dtype_name(w.dtype));
-        r.dispatch(kernels_.get("coopmat2_weights", 3, sizeof(dp)), {c.values, w.scales, {w16}}, dp,
-                   groups_for(runs, 1024), static_cast<uint32_t>((runs + 65535ull * 1024 - 1) / (65535ull * 1024)));
+        r.dispatch(kernels_.get("coopmat2_weights", 3, sizeof(dp)), {c.values, w.scales, {w16}}, dp, dg.x, dg.y);
         wv = {w16};
       }
       const Coopmat2Tile tile = coopmat2_tile_for(n, rows, w.cols);
@@ -314,11 +322,10 @@ void Ops::coopmat2_matmul(Recorder& r, const BufferView& y, uint32_t ldy, const 
       ps.ldy = p.rows, ps.row_base = 0, ps.bias = ps.accumulate = ps.silu = 0;
       r.label_next("gemm_coopmat2 " + shape + type + " /" + std::to_string(tile.splits));
       r.dispatch(gemm, {{&x16}, wv, wv, none, none, {&partial}, none}, ps, gx, gy, tile.splits);
-      const uint64_t elements = static_cast<uint64_t>(n) * static_cast<uint64_t>(rows);
+      const Grid2d rg = grid_2d(static_cast<uint64_t>(n) * static_cast<uint64_t>(rows), 256);  // an element each
       r.label_next("coopmat2_reduce");
       r.dispatch(kernels_.get("coopmat2_reduce", 7, sizeof(MatmulPush), {}, {tile.splits}),
-                 {{&partial}, none, none, none, b, y, none}, p, groups_for(elements, 256),
-                 static_cast<uint32_t>((elements + 65535ull * 256 - 1) / (65535ull * 256)));
+                 {{&partial}, none, none, none, b, y, none}, p, rg.x, rg.y);
     }
 }
 

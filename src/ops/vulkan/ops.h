@@ -93,9 +93,9 @@ class Ops {
   // int8 / int4 weights on gemm_coopmat2: from min_tokens tokens (below, gemm_coopmat reads them
   // as they are), decoded to fp16 (coopmat2_weights.comp) in pieces of at most piece_bytes (whole
   // rows, at least 256), each piece's GEMM right after it, so the scratch stays that small.
-  // H200, seed size, prefill tokens/s against gemm_coopmat's, int8 / int4: 16 tokens 3.7k / 3.8k
-  // against 2.7k / 2.8k, 64 tokens 16.8k / 19.4k against 10.3k / 9.7k, 512 tokens 61k / 60k
-  // against 52k / 46k (bench/vulkan_notes.md, 2026-12-02 06:25): so from gemm_coopmat's 16.
+  // H200, seed size, prefill tokens/s against gemm_coopmat's, int8 / int4: 16 tokens 4.5k / 4.3k
+  // against 2.8k / 2.9k, 64 tokens 19.1k / 21.4k against 10.3k / 9.5k, 512 tokens 66.7k / 65.4k
+  // against 52.2k / 46.7k (bench/vulkan_notes.md, 2026-12-02 06:10-07:10): so from gemm_coopmat's 16.
   // Tests and benchmarks move them.
   struct Coopmat2Dequant {
     uint32_t min_tokens = 16;
