@@ -33,8 +33,9 @@
 // --warmup-ms MS (default 1000): the GPU kept busy that long after each step that builds pipelines
 // and before the timed runs (GpuWarmup; not on CPU devices). Prefill runs once per GEMM the device
 // has: plain, coopmat (VK_KHR_cooperative_matrix), coopmat2 (VK_NV_cooperative_matrix2), the last
-// once per tile of --coopmat2-tiles TOKENSxROWSxK,... (default 0x0x0; zeros, TOKENS and ROWS
-// together: chosen per GEMM shape, vk::Ops::coopmat2_tile_for). --dequant-tokens N: int8 / int4
+// once per tile of --coopmat2-tiles TOKENSxROWSxK[/SPLITS],... (default 0x0x0; zeros, TOKENS and
+// ROWS together: chosen per GEMM shape, vk::Ops::coopmat2_tile_for; SPLITS: K split over that many
+// workgroups a tile in every GEMM, 1 none, 0 or absent chosen per GEMM). --dequant-tokens N: int8 / int4
 // prefills of N tokens or more take coopmat2 too, their weights decoded to fp16 first (default:
 // vk::Ops::Coopmat2Dequant's).
 //   pylon_bench_vulkan [--dim 2048 --layers 12 --heads 16 --vocab 32000] [--quant f16,int8,int4]
@@ -42,7 +43,7 @@
 //                      [--decode-paths auto|ops|persistent[:N[xT]][/B],...] [--gemv-rows R]
 //                      [--attention-chunk K] [--phase-split 0|1] [--timeline 0|1] [--timeline-csv DIR]
 //                      [--warmup-ms MS]
-//                      [--buffer-cap-mb N] [--read-patterns 0|1] [--coopmat2-tiles MxNxK,...]
+//                      [--buffer-cap-mb N] [--read-patterns 0|1] [--coopmat2-tiles MxNxK[/S],...]
 //                      [--dequant-tokens N]
 #include <algorithm>
 #include <chrono>
@@ -464,7 +465,7 @@ constexpr const char* kUsage =
     "                          [--decode-paths auto|ops|persistent[:N[xT]][/B],...] [--gemv-rows R]\n"
     "                          [--attention-chunk K] [--phase-split 0|1] [--timeline 0|1] [--timeline-csv DIR]\n"
     "                          [--warmup-ms MS]\n"
-    "                          [--buffer-cap-mb N] [--read-patterns 0|1] [--coopmat2-tiles MxNxK,...]\n"
+    "                          [--buffer-cap-mb N] [--read-patterns 0|1] [--coopmat2-tiles MxNxK[/S],...]\n"
     "                          [--dequant-tokens N]\n"
     "Decode and prefill of a random seed-size model on a Vulkan device, next to its measured bandwidth\n"
     "bound (bench/vulkan_edge_bench.cpp's header says what each flag does).\n";
@@ -576,11 +577,11 @@ int run(int argc, char** argv) {
     for (std::string t; std::getline(tile_list, t, ',');) gemms.emplace_back(2, t);
     for (const auto& [gemm, tile] : gemms) {
       const bool coop = gemm > 0;
-      unsigned tm = 0, tn = 0, tk = 0;
+      unsigned tm = 0, tn = 0, tk = 0, ts = 0;
       if (gemm == 2)
-        PYLON_CHECK(std::sscanf(tile.c_str(), "%ux%ux%u", &tm, &tn, &tk) == 3, "--coopmat2-tiles: ", tile,
-                    " is not TOKENSxROWSxK");
-      d.set_coopmat2_tile(tm, tn, tk);
+        PYLON_CHECK(std::sscanf(tile.c_str(), "%ux%ux%u/%u", &tm, &tn, &tk, &ts) >= 3, "--coopmat2-tiles: ", tile,
+                    " is not TOKENSxROWSxK[/SPLITS]");
+      d.set_coopmat2_tile(tm, tn, tk, ts);
       if (d.use_coopmat(coop) != coop) continue;
       if (d.use_coopmat2(gemm == 2, prefill) != (gemm == 2)) {
         if (gemm == 2)

@@ -377,8 +377,8 @@ void VulkanDecoder::set_coopmat2_dequant_tokens(uint32_t tokens) {
   d.min_tokens = tokens;
   impl_->ops.set_coopmat2_dequant(d);
 }
-void VulkanDecoder::set_coopmat2_tile(uint32_t tokens, uint32_t rows, uint32_t k) {
-  impl_->ops.set_coopmat2_tile({tokens, rows, k});
+void VulkanDecoder::set_coopmat2_tile(uint32_t tokens, uint32_t rows, uint32_t k, uint32_t splits) {
+  impl_->ops.set_coopmat2_tile({tokens, rows, k, splits});
 }
 uint32_t VulkanDecoder::persistent_grid() const { return impl_->grid.groups; }
 int VulkanDecoder::persistent_gave_up_at() const { return impl_->gave_up_at; }

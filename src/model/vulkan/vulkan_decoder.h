@@ -80,8 +80,8 @@ class VulkanDecoder {
   // Benchmarks: from how many tokens int8 / int4 weights take gemm_coopmat2, decoded to fp16 first
   // (vk::Ops::Coopmat2Dequant).
   void set_coopmat2_dequant_tokens(uint32_t tokens);
-  // Benchmarks: gemm_coopmat2's tile (vk::Ops::set_coopmat2_tile).
-  void set_coopmat2_tile(uint32_t tokens, uint32_t rows, uint32_t k);
+  // Benchmarks: gemm_coopmat2's tile and K splits (vk::Ops::set_coopmat2_tile; zeros: chosen).
+  void set_coopmat2_tile(uint32_t tokens, uint32_t rows, uint32_t k, uint32_t splits = 0);
   // Benchmarks: device time of every later command added to *times (nullptr: stop timing).
   void time_dispatches(vk::GpuTimes* times);
   // Logits (n, V) of a whole row from position 0 (the cache is reset): for eval.

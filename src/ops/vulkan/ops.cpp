@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iterator>
 #include <limits>
+#include <span>
 #include <string>
 
 #include "core/error.h"
@@ -78,10 +79,16 @@ Ops::Coopmat2Tile Ops::coopmat2_tile_for(uint32_t n, int64_t rows, int64_t cols)
   // smallest; K steps of 128 columns, 64 for the 128 x 256 tile. H200, seed size, 512 tokens, µs a
   // GEMM at K steps of 64 / 128 (bench/vulkan_notes.md, 2026-12-02): 8192 x 2048 (128 x 256) 143 /
   // 275, 6144 x 2048 (128 x 128) 139 / 133, 2048 x 8192 (64 x 128) 164 / 136, 2048 x 2048 58 / 50.
+  // A prompt of up to 32 tokens: 32 x 64 tiles, K steps of 64, the K split below. There the GEMMs
+  // wait on their loads, not the MMAs, and more, smaller workgroups keep more loads in flight
+  // (H200, seed size, 16 tokens, f16, µs: 8192 x 2048 20.8 against 45.7 for the 64 x 64 tile,
+  // 2048 x 8192 21.4 against 34.8; bench/vulkan_notes.md, 2026-12-02 09:20-10:10).
   const uint64_t units = std::max<uint32_t>(ctx_.info().compute_units, 1);
+  const auto& g = ctx_.info().coopmat2_granularity;
+  const bool short_prompt = n <= 32 && g[0] && g[1] && g[2] && 32 % g[0] == 0 && 64 % g[1] == 0 && 64 % g[2] == 0;
   const Coopmat2Tile tiles[] = {{128, 256, 64}, {128, 128, 128}, {64, 128, 128}, {64, 64, 128}};
-  Coopmat2Tile pick = tiles[std::size(tiles) - 1];
-  for (const Coopmat2Tile& t : tiles) {
+  Coopmat2Tile pick = short_prompt ? Coopmat2Tile{32, 64, 64} : tiles[std::size(tiles) - 1];
+  for (const Coopmat2Tile& t : short_prompt ? std::span<const Coopmat2Tile>{} : std::span<const Coopmat2Tile>{tiles}) {
     const uint64_t groups = (n + t.tokens - 1ull) / t.tokens * ((static_cast<uint64_t>(rows) + t.rows - 1) / t.rows);
     if (groups * 10 >= units * 9) {
       pick = t;
@@ -91,11 +98,15 @@ Ops::Coopmat2Tile Ops::coopmat2_tile_for(uint32_t n, int64_t rows, int64_t cols)
   if (coopmat2_tile_.tokens && coopmat2_tile_.rows) pick.tokens = coopmat2_tile_.tokens, pick.rows = coopmat2_tile_.rows;
   if (coopmat2_tile_.k) pick.k = coopmat2_tile_.k;
   // Too few tiles even so (few tokens and rows): K split over up to 8 workgroups a tile, each at
-  // least 4 K steps, until the grid fills the GPU.
+  // least 4 K steps, until the grid fills the GPU; for a short prompt each at least 8 K steps,
+  // until 3 workgroups an SM (the same runs, GEMM and reduce: 8192 x 2048 split 4 ways 20.8 + 4.3
+  // µs, 8 ways 27.6 + 4.6; 2048 x 8192 8 ways 21.4 + 4.6, 16 ways 21.9 + 4.9, 4 ways 28.3 + 4.3).
   const uint64_t groups = (n + pick.tokens - 1ull) / pick.tokens * ((static_cast<uint64_t>(rows) + pick.rows - 1) / pick.rows);
   const uint64_t steps = (cols + pick.k - 1) / pick.k;
   pick.splits = 1;
   if (coopmat2_tile_.splits) pick.splits = coopmat2_tile_.splits;
+  else if (short_prompt)
+    while (pick.splits < 8 && groups * pick.splits < units * 3 && steps >= 8ull * pick.splits * 2) pick.splits *= 2;
   else
     while (pick.splits < 8 && groups * pick.splits * 10 < units * 9 && steps >= 4ull * pick.splits * 2) pick.splits *= 2;
   return pick;
