@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <iterator>
 #include <limits>
-#include <span>
 #include <string>
 
 #include "core/error.h"
@@ -87,14 +86,17 @@ Ops::Coopmat2Tile Ops::coopmat2_tile_for(uint32_t n, int64_t rows, int64_t cols)
   const auto& g = ctx_.info().coopmat2_granularity;
   const bool short_prompt = n <= 32 && g[0] && g[1] && g[2] && 32 % g[0] == 0 && 64 % g[1] == 0 && 64 % g[2] == 0;
   const Coopmat2Tile tiles[] = {{128, 256, 64}, {128, 128, 128}, {64, 128, 128}, {64, 64, 128}};
-  Coopmat2Tile pick = short_prompt ? Coopmat2Tile{32, 64, 64} : tiles[std::size(tiles) - 1];
-  for (const Coopmat2Tile& t : short_prompt ? std::span<const Coopmat2Tile>{} : std::span<const Coopmat2Tile>{tiles}) {
-    const uint64_t groups = (n + t.tokens - 1ull) / t.tokens * ((static_cast<uint64_t>(rows) + t.rows - 1) / t.rows);
-    if (groups * 10 >= units * 9) {
-      pick = t;
-      break;
+  Coopmat2Tile pick = tiles[std::size(tiles) - 1];
+  if (short_prompt)
+    pick = {32, 64, 64};
+  else
+    for (const Coopmat2Tile& t : tiles) {
+      const uint64_t groups = (n + t.tokens - 1ull) / t.tokens * ((static_cast<uint64_t>(rows) + t.rows - 1) / t.rows);
+      if (groups * 10 >= units * 9) {
+        pick = t;
+        break;
+      }
     }
-  }
   if (coopmat2_tile_.tokens && coopmat2_tile_.rows) pick.tokens = coopmat2_tile_.tokens, pick.rows = coopmat2_tile_.rows;
   if (coopmat2_tile_.k) pick.k = coopmat2_tile_.k;
   // Too few tiles even so (few tokens and rows): K split over up to 8 workgroups a tile, each at
