@@ -395,6 +395,10 @@ Context::Context(const ContextOptions& options) {
     dci.ppEnabledExtensionNames = dev_enable.data();
     PYLON_VK_CHECK(vkCreateDevice(physical_, &dci, nullptr, &device_));
     vkGetDeviceQueue(device_, queue_family_, 0, &queue_);
+    VkPhysicalDeviceProperties ids;
+    vkGetPhysicalDeviceProperties(physical_, &ids);
+    pipeline_cache_ = std::make_unique<PipelineCache>(
+        device_, ids, pipeline_cache_path(options.pipeline_cache, ids.vendorID, ids.deviceID));
     vkGetPhysicalDeviceMemoryProperties(physical_, &memory_);
     if (info_.host_import)
       get_host_pointer_properties_ = reinterpret_cast<PFN_vkGetMemoryHostPointerPropertiesEXT>(
@@ -418,6 +422,7 @@ void Context::destroy() {
   staging_ = Buffer();
   if (device_) {
     vkDeviceWaitIdle(device_);
+    pipeline_cache_.reset();  // saved to its file
     if (fence_) vkDestroyFence(device_, fence_, nullptr);
     if (pool_) vkDestroyCommandPool(device_, pool_, nullptr);
     vkDestroyDevice(device_, nullptr);

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "ops/vulkan/pipeline_cache.h"
+
 namespace pylon::vk {
 
 class Context;
@@ -60,6 +62,9 @@ struct ContextOptions {
   bool allow_coopmat2 = true;  // false: VK_NV_cooperative_matrix2 left off (the coopmat GEMM serves)
   bool allow_float_atomics = true;  // test hook: false leaves VK_EXT_shader_atomic_float off
   bool allow_int64_atomics = true;  // test hook: false leaves shaderInt64 and 64-bit atomics off
+  // The compiled pipelines' file (pipeline_cache.h: pipeline_cache_path): "" the default
+  // ($PYLON_VK_PIPELINE_CACHE, else in the cache folder), "off" none, else this file.
+  std::string pipeline_cache;
 };
 
 struct DeviceInfo {
@@ -110,7 +115,10 @@ class Context {
   VkDevice device() const { return device_; }
   VkQueue queue() const { return queue_; }
   VkCommandPool command_pool() const { return pool_; }
-  VkPipelineCache pipeline_cache() const { return VK_NULL_HANDLE; }
+  VkPipelineCache pipeline_cache() const { return pipeline_cache_ ? pipeline_cache_->handle() : VK_NULL_HANDLE; }
+  // The pipeline cache's file ("" none) and whether its data seeded this run's cache.
+  const std::string& pipeline_cache_file() const { return pipeline_cache_->path(); }
+  bool pipeline_cache_loaded() const { return pipeline_cache_->loaded(); }
 
   Buffer make_buffer(VkDeviceSize size, MemoryKind kind);
   // The usage bit that lets a buffer be bound as a uniform texel buffer where info().texel_reads.
@@ -145,6 +153,7 @@ class Context {
 
   VkInstance instance_ = VK_NULL_HANDLE;
   VkPhysicalDevice physical_ = VK_NULL_HANDLE;
+  std::unique_ptr<PipelineCache> pipeline_cache_;  // saved and destroyed before the device
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;
   uint32_t queue_family_ = 0;
