@@ -354,6 +354,21 @@ TEST(VulkanOps, EmbeddingRmsnormSilu) {
   expect_close(read_floats(*ctx, xb, x.size()), x, 0, 0, "embedding (exact)");
   cpu::rmsnorm_forward(y.data(), rstd.data(), x.data(), nw.dequantized.data(), n, D, 1e-5f);
   expect_close(read_floats(*ctx, yb, y.size()), y, 1e-6f, 1e-5f, "rmsnorm");
+  // Rows of a multiple of 4 (read as vec4s), fewer and more columns than the workgroup's 256
+  // invocations, norm weights in f16 and f32.
+  for (const int cols : {12, 1028})
+    for (const EdgeDType dt : {EdgeDType::f16, EdgeDType::f32}) {
+      const TestWeight g = encode(dt, 1, cols, 0, false, 6);
+      const vk::DeviceMatrix gm = vk::upload_tensor(*ctx, g.host(dt, 1, cols, 0, false), keep);
+      const std::vector<float> x4 = random_floats(3 * cols, 7);
+      vk::Buffer x4b = device_vector(*ctx, x4), y4b = device_vector(*ctx, random_floats(3 * cols, 8));
+      ops.rmsnorm(rec, {&y4b}, {&x4b}, gm, 3, 1e-5f);
+      rec.run();
+      std::vector<float> y4(x4.size()), rstd4(3);
+      cpu::rmsnorm_forward(y4.data(), rstd4.data(), x4.data(), g.dequantized.data(), 3, cols, 1e-5f);
+      expect_close(read_floats(*ctx, y4b, y4.size()), y4, 1e-6f, 1e-5f,
+                   "rmsnorm, " + std::to_string(cols) + " columns, " + edge_dtype_name(dt) + " weights");
+    }
 
   const std::vector<float> s = random_floats(1001, 5, -8.f, 8.f);
   std::vector<float> sref(s.size());
