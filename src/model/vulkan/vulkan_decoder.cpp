@@ -355,7 +355,11 @@ std::string VulkanDecoder::describe() const {
                                                ? std::string("decode op by op")
                                                : detail::concat("decode op by op since position ", impl_->gave_up_at,
                                                                 " (the persistent kernel's grid wait timed out there)"),
-                        ", ", impl_->weights.description());
+                        ", ", impl_->weights.description(), ", ",
+                        impl_->ctx.pipeline_cache_file().empty()
+                            ? std::string("no pipeline cache")
+                            : "pipeline cache " + impl_->ctx.pipeline_cache_file() +
+                                  (impl_->ctx.pipeline_cache_loaded() ? " (read back)" : " (empty at start)"));
 }
 const float* VulkanDecoder::feed(const int32_t* tokens, int n) { return impl_->feed(tokens, n); }
 int VulkanDecoder::position() const { return impl_->pos; }
