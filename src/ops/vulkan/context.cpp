@@ -395,8 +395,7 @@ Context::Context(const ContextOptions& options) {
     dci.ppEnabledExtensionNames = dev_enable.data();
     PYLON_VK_CHECK(vkCreateDevice(physical_, &dci, nullptr, &device_));
     vkGetDeviceQueue(device_, queue_family_, 0, &queue_);
-    VkPhysicalDeviceProperties ids;
-    vkGetPhysicalDeviceProperties(physical_, &ids);
+    const VkPhysicalDeviceProperties& ids = props.properties;  // vendor, device, pipelineCacheUUID
     pipeline_cache_ = std::make_unique<PipelineCache>(
         device_, ids, pipeline_cache_path(options.pipeline_cache, ids.vendorID, ids.deviceID));
     vkGetPhysicalDeviceMemoryProperties(physical_, &memory_);
