@@ -1,9 +1,11 @@
 // The compiled pipelines kept across runs: a VkPipelineCache loaded from a file when the Context
 // starts and written back when it ends, so that a second run skips the driver's shader compiles
-// (seconds on a cold driver: llvmpipe, MoltenVK, drivers without a disk cache of their own).
+// (seconds on a cold driver, every run on drivers without a disk cache of their own, as MoltenVK).
+// Drivers that keep no compute pipelines in a VkPipelineCache (lavapipe) save nothing.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include <vulkan/vulkan.h>
