@@ -31,7 +31,10 @@ void main() {
   float ss = 0.0;
   if (pc.dim % 4u == 0u) {
     const uint base = row * (pc.dim / 4u), n4 = pc.dim / 4u;
-    for (uint c = tid; c < n4; c += step) ss += dot(x4[base + c], x4[base + c]);
+    for (uint c = tid; c < n4; c += step) {
+      const vec4 v = x4[base + c];
+      ss += dot(v, v);
+    }
     const float r = 1.0 / sqrt(workgroup_sum(ss) / float(pc.dim) + pc.eps);
     for (uint c = tid; c < n4; c += step) {
       const vec4 wc = pc.f16 != 0u ? vec4(unpackHalf2x16(w2[c].x), unpackHalf2x16(w2[c].y)) : uintBitsToFloat(w4[c]);
