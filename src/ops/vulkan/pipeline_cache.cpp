@@ -45,21 +45,25 @@ std::string pipeline_cache_path(const std::string& requested, uint32_t vendor_id
   }
 }
 
-PipelineCache::PipelineCache(VkDevice device, const VkPhysicalDeviceProperties& props, std::string path)
-    : device_(device), path_(std::move(path)) {
+// The file's data if it is a pipeline cache of this device and driver build, else nothing.
+static std::vector<char> read_cache_file(const std::string& path, const VkPhysicalDeviceProperties& props) {
   std::vector<char> data;
   std::error_code ec;
-  if (!path_.empty() && fs::is_regular_file(path_, ec) && fs::file_size(path_, ec) <= kMaxFileBytes) {
-    std::ifstream in(path_, std::ios::binary);
-    data.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    if (!pipeline_cache_data_is_for(data.data(), data.size(), props)) data.clear();
-  }
+  if (path.empty() || !fs::is_regular_file(path, ec) || fs::file_size(path, ec) > kMaxFileBytes) return data;
+  std::ifstream in(path, std::ios::binary);
+  data.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  if (!pipeline_cache_data_is_for(data.data(), data.size(), props)) data.clear();
+  return data;
+}
+
+PipelineCache::PipelineCache(VkDevice device, const VkPhysicalDeviceProperties& props, std::string path)
+    : device_(device), props_(props), path_(std::move(path)) {
+  const std::vector<char> data = read_cache_file(path_, props_);
   VkPipelineCacheCreateInfo ci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
   ci.initialDataSize = data.size();
   ci.pInitialData = data.empty() ? nullptr : data.data();
   if (!data.empty() && vkCreatePipelineCache(device_, &ci, nullptr, &cache_) == VK_SUCCESS) {
     loaded_ = true;
-    loaded_bytes_ = data.size();
     return;
   }
   ci.initialDataSize = 0, ci.pInitialData = nullptr;  // refused: start empty
@@ -71,12 +75,25 @@ PipelineCache::~PipelineCache() {
   vkDestroyPipelineCache(device_, cache_, nullptr);
 }
 
+// The file as it is now, not as it was at the start: another Context of this process or another
+// process may have saved pipelines this one lacks since, so they are merged in before the write.
 bool PipelineCache::save() {
   if (path_.empty()) return true;
+  const std::vector<char> on_disk = read_cache_file(path_, props_);
+  if (!on_disk.empty()) {
+    VkPipelineCacheCreateInfo ci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+    ci.initialDataSize = on_disk.size();
+    ci.pInitialData = on_disk.data();
+    VkPipelineCache theirs = VK_NULL_HANDLE;
+    if (vkCreatePipelineCache(device_, &ci, nullptr, &theirs) == VK_SUCCESS) {
+      vkMergePipelineCaches(device_, cache_, 1, &theirs);  // a failed merge leaves ours as it was
+      vkDestroyPipelineCache(device_, theirs, nullptr);
+    }
+  }
   size_t size = 0;
   if (vkGetPipelineCacheData(device_, cache_, &size, nullptr) != VK_SUCCESS) return false;
-  // Nothing built that the file did not hold (a header alone is no cache).
-  if (size <= std::max(loaded_bytes_, sizeof(VkPipelineCacheHeaderVersionOne))) return true;
+  // Nothing the file does not hold already (a header alone is no cache).
+  if (size <= std::max(on_disk.size(), sizeof(VkPipelineCacheHeaderVersionOne))) return true;
   std::vector<char> data(size);
   if (vkGetPipelineCacheData(device_, cache_, &size, data.data()) != VK_SUCCESS) return false;
   data.resize(size);
@@ -91,7 +108,6 @@ bool PipelineCache::save() {
                  "writable file, or off\n", e.what());
     return false;
   }
-  loaded_bytes_ = data.size();
   return true;
 }
 

@@ -35,16 +35,17 @@ class PipelineCache {
   VkPipelineCache handle() const { return cache_; }
   const std::string& path() const { return path_; }
   bool loaded() const { return loaded_; }  // whether the file's data seeded the cache
-  // Writes the cache to the path (AtomicFile: a reader sees the old file or the new one, never
-  // half of one) when it holds more than was loaded. Returns false with a line on stderr where
-  // that fails (the run goes on without it).
+  // Merges in what the file holds now (another Context or process may have saved since this one
+  // loaded it), then writes the cache to the path (AtomicFile: a reader sees the old file or the
+  // new one, never half of one) when it holds more than the file. Returns false with a line on
+  // stderr where that fails (the run goes on without it).
   bool save();
 
  private:
   VkDevice device_;
+  VkPhysicalDeviceProperties props_;
   VkPipelineCache cache_ = VK_NULL_HANDLE;
   std::string path_;
-  size_t loaded_bytes_ = 0;
   bool loaded_ = false;
 };
 

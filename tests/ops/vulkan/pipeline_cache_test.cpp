@@ -1,7 +1,7 @@
 // The pipeline cache's file: where it goes, which files are handed to the driver, and (where the
 // driver keeps compute pipelines in a VkPipelineCache) written when a run built pipelines, read
-// back by the next run, left alone when nothing new was built, and replaced when it is not this
-// device's.
+// back by the next run, left alone when nothing new was built, replaced when it is not this
+// device's, and merged with what another context saved meanwhile.
 #include "ops/vulkan/pipeline_cache.h"
 
 #include <gtest/gtest.h>
@@ -37,6 +37,27 @@ bool run_once(const vk::ContextOptions& o) {
   vk::KernelCache kernels(ctx);
   kernels.get("silu", 1, 4);
   return ctx.pipeline_cache_loaded();
+}
+
+// Two contexts on one file at once (a process's several contexts, or two processes), each building
+// its own pipeline: whichever saves last keeps the other's too, so a third that builds both adds
+// nothing to the file.
+void two_at_once_then_both(const vk::ContextOptions& o) {
+  {
+    vk::Context first(o), second(o);
+    vk::KernelCache first_kernels(first), second_kernels(second);
+    first_kernels.get("silu", 1, 4);
+    second_kernels.get("rope", 5, 20);
+    // second_kernels, first_kernels, second (saved), first (merges second's file, saved)
+  }
+  const std::vector<char> both = read_bytes(o.pipeline_cache);
+  {
+    vk::Context third(o);
+    vk::KernelCache kernels(third);
+    kernels.get("silu", 1, 4);
+    kernels.get("rope", 5, 20);
+  }
+  EXPECT_EQ(read_bytes(o.pipeline_cache), both) << "a pipeline was lost when the other context saved";
 }
 
 TEST(VulkanPipelineCache, OnlyThisDevicesDataIsHandedToTheDriver) {
@@ -128,6 +149,8 @@ TEST(VulkanPipelineCache, SavedReloadedAndForeignFilesReplaced) {
     EXPECT_FALSE(run_once(o)) << "foreign file " << i;
     EXPECT_TRUE(run_once(o)) << "not replaced after foreign file " << i;
   }
+  fs::remove(o.pipeline_cache);
+  two_at_once_then_both(o);
 }
 
 }  // namespace
