@@ -55,11 +55,7 @@ TEST(Cli, ContractEvalCommandPrintsJsonLast) {
   const auto r = run_pylon("eval --model " + kGolden + "/init.safetensors --preset seed --heads 4 --data " +
                            kGolden + "/tokens.bin --batch 2 --seq 16 --steps 3 --device cpu --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  std::istringstream lines(r.out);
-  std::string line, last;
-  while (std::getline(lines, line))
-    if (!line.empty()) last = line;
-  const auto j = nlohmann::json::parse(last);
+  const auto j = nlohmann::json::parse(testing::last_line(r.out));
   std::ifstream e(kGolden + "/expected.json");
   const double want = nlohmann::json::parse(e)["eval_loss"];
   EXPECT_NEAR(j["loss"].get<double>(), want, 1e-6 * want);

@@ -7,7 +7,6 @@
 #include <cmath>
 #include <filesystem>
 #include <random>
-#include <sstream>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -30,11 +29,7 @@ double eval_loss(const std::string& model_args) {
   const auto r = run_pylon("eval " + model_args + " --device cpu --data " + kGolden +
                            "/tokens.bin --batch 2 --seq 16 --steps 3 --json");
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  std::istringstream lines(r.out);
-  std::string line, last;
-  while (std::getline(lines, line))
-    if (!line.empty()) last = line;
-  return nlohmann::json::parse(last)["loss"].get<double>();
+  return nlohmann::json::parse(testing::last_line(r.out))["loss"].get<double>();
 }
 
 TEST(EdgeCli, ContractExportThenEvalWithinBounds) {

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <random>
-#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -25,11 +24,7 @@ using testing::run_pylon;
 const std::string kGolden = std::string(PYLON_GOLDEN_DIR) + "/seed_small";
 
 double last_json_loss(const testing::CommandResult& r) {
-  std::istringstream lines(r.out);
-  std::string line, last;
-  while (std::getline(lines, line))
-    if (!line.empty()) last = line;
-  return nlohmann::json::parse(last)["loss"].get<double>();
+  return nlohmann::json::parse(testing::last_line(r.out))["loss"].get<double>();
 }
 
 TEST(VulkanCli, EvalMatchesCpuAtEveryPrecision) {

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <string>
 
 #include "support/temp_dir.h"
@@ -45,6 +46,15 @@ inline CommandResult run_pylon(const std::string& args, const std::string& env =
   r.out = read_file(tmp.file("out"));
   r.err = read_file(tmp.file("err"));
   return r;
+}
+
+// The last non-empty line of a command's output (where `--json` prints its object).
+inline std::string last_line(const std::string& out) {
+  std::istringstream lines(out);
+  std::string line, last;
+  while (std::getline(lines, line))
+    if (!line.empty()) last = line;
+  return last;
 }
 
 // A clear error: exit code 1 and one line on stderr ("pylon CMD: error: ...") holding `needle`.
