@@ -254,12 +254,18 @@ struct VulkanDecoder::Impl {
     }
   }
 
+  // The head over rows [first, first + rows) of x into logits rows 0.. (rows <= logits_rows).
+  void head_matmul(vk::Recorder& r, uint32_t first, uint32_t rows) {
+    const uint32_t D = static_cast<uint32_t>(cfg.dim), V = static_cast<uint32_t>(cfg.vocab);
+    ops.matmul(r, {&logits}, V, {&x}, first * D, rows, w("head.weight"), nullptr, false);
+  }
+
   // Head over rows [first, first + count) of x into logits rows 0.., then runs the recording.
   void head(vk::Recorder& r, uint32_t first, uint32_t count, float* out) {
-    const uint32_t D = static_cast<uint32_t>(cfg.dim), V = static_cast<uint32_t>(cfg.vocab);
+    const uint32_t V = static_cast<uint32_t>(cfg.vocab);
     for (uint32_t done = 0; done < count; done += logits_rows) {
       const uint32_t rows = std::min(logits_rows, count - done);
-      ops.matmul(r, {&logits}, V, {&x}, (first + done) * D, rows, w("head.weight"), nullptr, false);
+      head_matmul(r, first + done, rows);
       r.run();
       ctx.download(logits, 0, out + static_cast<uint64_t>(done) * V, static_cast<uint64_t>(rows) * V * 4);
     }
@@ -289,22 +295,39 @@ struct VulkanDecoder::Impl {
     return last.data();
   }
 
+  // The decode step's recording (a causal token at the position in the inputs), made where there
+  // is none for the current timing sink.
+  void record_step() {
+    if (step && step_times == times) return;
+    step.reset();
+    step = std::make_unique<vk::Recorder>(ctx, times, true);
+    step_times = times;
+    blocks(*step, 1, grid.groups != 0);
+    const vk::DeviceMatrix& head_w = w("head.weight");
+    // PYLON_VK_DECODE_HEAD=ops: matmul's GEMV even so (a benchmark's comparison).
+    const char* head_env = std::getenv("PYLON_VK_DECODE_HEAD");
+    const bool kernel_head = !(head_env && std::string(head_env) == "ops");
+    if (grid.groups && kernel_head && ops.decode_head_unsupported(head_w).empty())  // the kernel's GEMV
+      ops.decode_head(*step, {&logits}, {&x}, head_w, grid);
+    else
+      head_matmul(*step, 0, 1);
+  }
+
+  // See VulkanDecoder::prepare. The prefill's recording is dropped unrun (every buffer it bound
+  // stays: scratch buffers only grow), the decode step's kept for decode_step to replay.
+  void prepare(int n) {
+    PYLON_CHECK(n > 0 && n <= max_tokens, "prepare: a prompt of ", n, " tokens for a context of ", max_tokens);
+    if (n > 1 || !cfg.causal()) {
+      vk::Recorder r(ctx, times);
+      blocks(r, static_cast<uint32_t>(n));
+      head_matmul(r, static_cast<uint32_t>(n - 1), 1);
+    }
+    if (cfg.causal()) record_step();
+  }
+
   // One causal token at `pos`: the recorded step replayed (recorded on first use).
   void decode_step(int32_t token) {
-    if (!step || step_times != times) {
-      step.reset();
-      step = std::make_unique<vk::Recorder>(ctx, times, true);
-      step_times = times;
-      blocks(*step, 1, grid.groups != 0);
-      const vk::DeviceMatrix& head_w = w("head.weight");
-      // PYLON_VK_DECODE_HEAD=ops: matmul's GEMV even so (a benchmark's comparison).
-      const char* head_env = std::getenv("PYLON_VK_DECODE_HEAD");
-      const bool kernel_head = !(head_env && std::string(head_env) == "ops");
-      if (grid.groups && kernel_head && ops.decode_head_unsupported(head_w).empty())  // the kernel's GEMV
-        ops.decode_head(*step, {&logits}, {&x}, head_w, grid);
-      else
-        ops.matmul(*step, {&logits}, static_cast<uint32_t>(cfg.vocab), {&x}, 0, 1, head_w, nullptr, false);
-    }
+    record_step();
     set_inputs(&token, 1, static_cast<uint32_t>(pos));
     step->replay();
     if (grid.groups && ops.persistent_failed()) {  // a grid barrier gave up: redo the token op by op
@@ -337,6 +360,7 @@ VulkanDecoder::VulkanDecoder(const std::string& edge_path, const VulkanOptions& 
 }
 VulkanDecoder::~VulkanDecoder() = default;
 const ModelConfig& VulkanDecoder::config() const { return impl_->cfg; }
+void VulkanDecoder::prepare(int prompt_tokens) { impl_->prepare(prompt_tokens); }
 std::string VulkanDecoder::tokenizer_model() const { return std::string(impl_->file.tokenizer()); }
 std::string VulkanDecoder::describe() const {
   const vk::DeviceInfo& i = impl_->ctx.info();

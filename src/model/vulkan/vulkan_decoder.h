@@ -68,6 +68,10 @@ class VulkanDecoder {
 
   // Appends n tokens (prefill when n > 1) and returns the logits (V) after the last one.
   const float* feed(const int32_t* tokens, int n);
+  // Builds the pipelines that a prefill of `prompt_tokens` and then one-token decode steps use
+  // (a cold driver compiles them for seconds), by recording those commands without running them,
+  // so that the feeds after it time their work alone. Optional: feed builds what is missing.
+  void prepare(int prompt_tokens);
   int position() const;
   int max_tokens() const;
   void reset();  // empties the context (position 0)

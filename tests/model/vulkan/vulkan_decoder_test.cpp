@@ -353,6 +353,36 @@ TEST(VulkanDecoder, PersistentDecodeFallsBackWhenBarriersFail) {
   for (int v = 0; v < c.vocab; ++v) EXPECT_NEAR(b[v], want[v], 1e-4 * (1e-3 + std::fabs(want[v]))) << v;
 }
 
+// prepare() records the commands of a prefill and of the decode step without running them: the
+// logits that follow are those of a decoder that never prepared, to the bit (the decode step's
+// recording, made before the prefill ran, replays the same), and a prompt that does not fit is an
+// error.
+TEST(VulkanDecoder, PrepareLeavesTheLogitsAsTheyWere) {
+  if (!testing::vulkan_available()) GTEST_SKIP() << "no Vulkan device";
+  testing::TempDir tmp;
+  std::vector<int32_t> tokens(12);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 29 + 3) % 97);
+  for (const Preset p : {Preset::causal, Preset::seed}) {
+    const std::string path = export_model(tmp, small_config(p), EdgeDType::int8);
+    const auto run = [&](bool prepared, int prompt) {
+      VulkanDecoder gpu(path, VulkanOptions{}, 16);
+      if (prepared) gpu.prepare(prompt);
+      std::vector<float> all;
+      const float* l = gpu.feed(tokens.data(), prompt);
+      all.insert(all.end(), l, l + 97);
+      for (size_t t = static_cast<size_t>(prompt); t < tokens.size(); ++t) {
+        l = gpu.feed(&tokens[t], 1);
+        all.insert(all.end(), l, l + 97);
+      }
+      return all;
+    };
+    for (const int prompt : {1, 7}) EXPECT_EQ(run(true, prompt), run(false, prompt)) << preset_name(p) << " " << prompt;
+    VulkanDecoder gpu(path, VulkanOptions{}, 16);
+    EXPECT_THROW(gpu.prepare(17), Error);
+    EXPECT_THROW(gpu.prepare(0), Error);
+  }
+}
+
 TEST(VulkanDecoder, EvalLossMatchesCpu) {
   if (!testing::vulkan_available()) GTEST_SKIP() << "no Vulkan device";
   testing::TempDir tmp;
