@@ -471,7 +471,7 @@ constexpr const char* kUsage =
     "bound (bench/vulkan_edge_bench.cpp's header says what each flag does).\n";
 
 int run(int argc, char** argv) {
-  ModelConfig c = preset_config(Preset::causal);  // seed size: V 32000, D 2048, L 12, H 16
+  ModelConfig c = ModelConfig::with_preset("causal");  // seed size: V 32000, D 2048, L 12, H 16
   std::string quants = "f16,int8,int4", dir = "/tmp", decodes = "auto", timeline_csv, coopmat2_tiles = "0x0x0";
   int prefill = 128, decode = 32, device = -1, sweep = 0, phase_split = 0, timeline = 0, read_patterns_only = 0;
   double warmup_ms = 1000;

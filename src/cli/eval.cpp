@@ -38,7 +38,7 @@ int run_eval(int argc, char** argv) {
   ArgParser args("eval", "Mean loss of a model over a token file, in the data order of training.");
   args.add("model", &model_path, "weights: .safetensors, edge file, checkpoint step folder or save directory");
   args.add("data", &data_path, "token file");
-  args.add_choice("preset", &preset, {"seed", "causal"},
+  args.add_choice("preset", &preset, preset_names(),
                   "preset of a file without Pylon metadata (PyTorch export)");
   args.add("heads", &heads, "heads of a file without Pylon metadata");
   args.add("device", &device, "compute device: cpu, cuda, vulkan or vulkan:N (edge files)");
@@ -87,7 +87,7 @@ int run_eval(int argc, char** argv) {
     return 0;
   }
   ModelConfig fallback;
-  fallback.preset = parse_preset(preset);
+  fallback.preset = find_preset(preset);
   fallback.heads = heads;
   const LoadedModel m = load_model(model_path, fallback, args.given("preset"), args.given("heads"));
   const TokenFile data(data_path);

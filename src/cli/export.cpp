@@ -19,7 +19,7 @@ int run_export(int argc, char** argv) {
   int heads = 16, group_size = 32;
   ArgParser args("export", "Write a model as a single-file edge model (tensors aligned to 4096 bytes).");
   args.add("model", &model_path, "weights: .safetensors, checkpoint step folder or save directory");
-  args.add_choice("preset", &preset, {"seed", "causal"}, "preset of a file without Pylon metadata");
+  args.add_choice("preset", &preset, preset_names(), "preset of a file without Pylon metadata");
   args.add("heads", &heads, "heads of a file without Pylon metadata");
   args.add("out", &out_path, "edge model file to write");
   args.add_choice("quant", &quant, {"f32", "f16", "int8", "int4"},
@@ -35,7 +35,7 @@ int run_export(int argc, char** argv) {
   PYLON_CHECK(group_size == 32 || group_size == 64, "--group-size must be 32 or 64, got ", group_size);
 
   ModelConfig fallback;
-  fallback.preset = parse_preset(preset);
+  fallback.preset = find_preset(preset);
   fallback.heads = heads;
   const LoadedModel m = load_model(model_path, fallback, args.given("preset"), args.given("heads"));
   if (tokenizer_path.empty()) tokenizer_path = m.tokenizer;
@@ -57,7 +57,7 @@ int run_export(int argc, char** argv) {
   const ParamTable table = param_table(m.config);
   write_edge_file(out_path, m.config, encode_edge_tensors(table, m.params.data(), q), tokenizer);
   std::printf("wrote %s: %s V=%d D=%d L=%d H=%d, matrices %s, %s tokenizer, %llu bytes\n",
-              out_path.c_str(), preset_name(m.config.preset), m.config.vocab, m.config.dim,
+              out_path.c_str(), m.config.preset.name, m.config.vocab, m.config.dim,
               m.config.layers, m.config.heads, quant.c_str(), tokenizer.empty() ? "no" : "with",
               static_cast<unsigned long long>(std::filesystem::file_size(out_path)));
   return 0;

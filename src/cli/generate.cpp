@@ -32,7 +32,7 @@ int run_generate(int argc, char** argv) {
   args.add("model", &model_path, "weights: checkpoint directory, step folder, .safetensors or edge file");
   args.add("prompt", &prompt, "text to continue");
   args.add("tokenizer", &tokenizer_path, "SentencePiece model (default: the checkpoint's or edge file's)");
-  args.add_choice("preset", &preset, {"seed", "causal"}, "preset of a file without Pylon metadata");
+  args.add_choice("preset", &preset, preset_names(), "preset of a file without Pylon metadata");
   args.add("heads", &heads, "heads of a file without Pylon metadata");
   args.add("device", &device, "compute device: cpu, vulkan or vulkan:N (edge files)");
   args.add_choice("weights-path", &weights_path, {"auto", "import", "upload"},
@@ -88,7 +88,7 @@ int run_generate(int argc, char** argv) {
       cpu = std::make_unique<Decoder>(*edge, context);
     } else {
       ModelConfig fallback;
-      fallback.preset = parse_preset(preset);
+      fallback.preset = find_preset(preset);
       fallback.heads = heads;
       m = load_model(model_path, fallback, args.given("preset"), args.given("heads"));
       config = m.config;

@@ -30,7 +30,7 @@ int run_inspect(int argc, char** argv) {
   std::printf("%s: Pylon edge model, format version %u, JSON header %llu bytes\n", path.c_str(),
               kEdgeVersion, static_cast<unsigned long long>(file.header_json_bytes()));
   std::printf("config: preset %s, vocab %d, dim %d, layers %d, heads %d, norm_eps %g, rope_theta %g\n",
-              preset_name(c.preset), c.vocab, c.dim, c.layers, c.heads, c.norm_eps, c.rope_theta);
+              c.preset.name, c.vocab, c.dim, c.layers, c.heads, c.norm_eps, c.rope_theta);
   std::printf("tokenizer: %s\n", file.tokenizer().empty()
                                      ? "none"
                                      : ("SentencePiece model, " + std::to_string(file.tokenizer().size()) +

@@ -41,7 +41,7 @@ int run_train(int argc, char** argv) {
 
   ArgParser args("train", "Train MiniLLM. Defaults: the causal preset at a small size on the default "
                           "English text,\nsized for a few minutes on 2 CPU cores.");
-  args.add_choice("preset", &preset, {"seed", "causal"}, "model preset");
+  args.add_choice("preset", &preset, preset_names(), "model preset");
   args.add("vocab", &vocab, "vocabulary size (default data: its tokenizer's)");
   args.add("dim", &dim, "model width D");
   args.add("layers", &layers, "transformer blocks L");
@@ -142,7 +142,7 @@ int run_train(int argc, char** argv) {
     if (o.tokenizer.empty()) o.tokenizer = d.tokenizer_model;
     if (!args.given("vocab")) vocab = Tokenizer::load(d.tokenizer_model).vocab_size();
   }
-  o.model.preset = parse_preset(preset);
+  o.model.preset = find_preset(preset);
   o.model.vocab = vocab, o.model.dim = dim, o.model.layers = layers, o.model.heads = heads;
   o.model.validate();
   o.schedule.kind = parse_lr_schedule(schedule);

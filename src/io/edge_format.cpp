@@ -94,8 +94,11 @@ class HeaderReader {
 ModelConfig read_config(const HeaderReader& h, const json& c) {
   ModelConfig config;
   const std::string preset = h.text(c, "preset", "config");
-  if (preset != "seed" && preset != "causal") h.fail("config.preset ", quoted_name(preset), " is unknown");
-  config.preset = parse_preset(preset);
+  try {
+    config.preset = find_preset(preset);
+  } catch (const Error&) {
+    h.fail("config.preset ", quoted_name(preset), " is unknown");
+  }
   config.vocab = h.positive_int(c, "vocab", "config");
   config.dim = h.positive_int(c, "dim", "config");
   config.layers = h.positive_int(c, "layers", "config");
@@ -304,7 +307,7 @@ void write_edge_file(const std::string& path, const ModelConfig& config,
       return offset;
     };
     header = json::object();
-    header["config"] = {{"preset", preset_name(config.preset)}, {"vocab", config.vocab},
+    header["config"] = {{"preset", config.preset.name}, {"vocab", config.vocab},
                         {"dim", config.dim}, {"layers", config.layers}, {"heads", config.heads},
                         {"norm_eps", config.norm_eps}, {"rope_theta", config.rope_theta}};
     if (!tokenizer.empty())

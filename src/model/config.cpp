@@ -5,17 +5,9 @@
 
 namespace pylon {
 
-const char* preset_name(Preset p) { return p == Preset::seed ? "seed" : "causal"; }
-
-Preset parse_preset(const std::string& name) {
-  if (name == "seed") return Preset::seed;
-  if (name == "causal") return Preset::causal;
-  throw Error("unknown preset '" + name + "' (expected seed or causal)");
-}
-
-ModelConfig preset_config(Preset p) {
+ModelConfig ModelConfig::with_preset(std::string_view name) {
   ModelConfig c;
-  c.preset = p;
+  c.preset = find_preset(name);
   return c;
 }
 
@@ -27,13 +19,17 @@ void ModelConfig::validate() const {
   PYLON_CHECK(layers >= 0, "layers must be non-negative, got ", layers);
   PYLON_CHECK(heads > 0, "heads must be positive, got ", heads);
   PYLON_CHECK(dim % heads == 0, "dim ", dim, " is not divisible by heads ", heads);
-  PYLON_CHECK(!causal() || head_dim() % 2 == 0, "the causal preset's rotary embedding needs an even ",
-              "head size, got dim/heads = ", head_dim());
+  PYLON_CHECK(preset.positions != Positions::rope || head_dim() % 2 == 0,
+              "rotary embeddings need an even head size, got dim/heads = ", head_dim());
   PYLON_CHECK(norm_eps > 0, "norm eps must be positive");
 }
 
+std::string ModelConfig::describe() const {
+  return detail::concat(preset.name, " V=", vocab, " D=", dim, " L=", layers, " H=", heads);
+}
+
 std::map<std::string, std::string> ModelConfig::to_metadata() const {
-  return {{"pylon.preset", preset_name(preset)}, {"pylon.vocab", std::to_string(vocab)},
+  return {{"pylon.preset", preset.name}, {"pylon.vocab", std::to_string(vocab)},
           {"pylon.dim", std::to_string(dim)},     {"pylon.layers", std::to_string(layers)},
           {"pylon.heads", std::to_string(heads)}};
 }
@@ -50,7 +46,7 @@ void ModelConfig::update_from_metadata(const std::map<std::string, std::string>&
       throw Error(std::string("model metadata ") + key + " is not an integer: '" + it->second + "'");
     }
   };
-  if (auto it = meta.find("pylon.preset"); it != meta.end()) preset = parse_preset(it->second);
+  if (auto it = meta.find("pylon.preset"); it != meta.end()) preset = find_preset(it->second);
   get_int("pylon.vocab", vocab);
   get_int("pylon.dim", dim);
   get_int("pylon.layers", layers);

@@ -44,7 +44,7 @@ void Decoder::init(int max_tokens) {
   PYLON_CHECK(max_tokens > 0, "context length must be positive");
   max_tokens_ = max_tokens;
   logits_.resize(static_cast<size_t>(config_.vocab));
-  if (config_.causal()) {
+  if (config_.preset.mask == Mask::causal) {
     const size_t n = static_cast<size_t>(config_.layers) * max_tokens * config_.dim;
     k_cache_ = std::make_unique_for_overwrite<float[]>(n);
     v_cache_ = std::make_unique_for_overwrite<float[]>(n);
@@ -73,7 +73,8 @@ const float* Decoder::feed(const int32_t* tokens, int n) {
   check_tokens(tokens, n);
   const int D = config_.dim;
   std::vector<float> x;
-  if (config_.causal()) {
+  const bool cached = config_.preset.mask == Mask::causal;
+  if (cached) {
     x.resize(static_cast<size_t>(n) * D);
     embed(tokens, n, x.data());
     blocks(x.data(), n, pos_);
@@ -84,7 +85,7 @@ const float* Decoder::feed(const int32_t* tokens, int n) {
     embed(history_.data(), n, x.data());
     blocks(x.data(), n, 0);
   }
-  pos_ = config_.causal() ? pos_ + n : n;
+  pos_ = cached ? pos_ + n : n;
   linear(logits_.data(), x.data() + static_cast<size_t>(n - 1) * D, 1, w_.back(), nullptr);
   return logits_.data();
 }
@@ -103,16 +104,18 @@ void Decoder::blocks(float* x, int n, int pos0) {
   const int D = config_.dim, H = config_.heads, hd = D / H;
   const size_t nd = static_cast<size_t>(n) * D;
   std::vector<float> h(nd), rstd(n), qkv(nd * 3), att(nd), f1(nd * 4), tmp(nd);
-  std::vector<float> probs(config_.causal() ? 0 : static_cast<size_t>(H) * n * n);  // seed: (H, n, n)
+  const bool cached = config_.preset.mask == Mask::causal;
+  std::vector<float> probs(cached ? 0 : static_cast<size_t>(H) * n * n);  // bidirectional: (H, n, n)
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));
   for (int l = 0; l < config_.layers; ++l) {
     const size_t b = block_first_param(l);
     cpu::rmsnorm_forward(h.data(), rstd.data(), x, vec(b + kNorm1), n, D, config_.norm_eps);
     linear(qkv.data(), h.data(), n, w_[b + kInProjW], vec(b + kInProjB));  // (n, 3*D)
-    if (config_.causal()) {
+    if (cached) {
       float* kc = k_cache_.get() + static_cast<size_t>(l) * max_tokens_ * D;
       float* vc = v_cache_.get() + static_cast<size_t>(l) * max_tokens_ * D;
-      cpu::rope_forward(qkv.data(), 1, n, D, H, config_.rope_theta, pos0);
+      if (config_.preset.positions == Positions::rope)
+        cpu::rope_forward(qkv.data(), 1, n, D, H, config_.rope_theta, pos0);
       for (int i = 0; i < n; ++i) {
         std::memcpy(kc + static_cast<size_t>(pos0 + i) * D, &qkv[static_cast<size_t>(i) * 3 * D + D],
                     sizeof(float) * D);
@@ -145,6 +148,8 @@ void Decoder::blocks(float* x, int n, int pos0) {
         }
       }
     } else {
+      if (config_.preset.positions == Positions::rope)
+        cpu::rope_forward(qkv.data(), 1, n, D, H, config_.rope_theta, 0);
       cpu::attention_forward(att.data(), probs.data(), qkv.data(), 1, n, D, H, false);
     }
     linear(tmp.data(), att.data(), n, w_[b + kOutProjW], vec(b + kOutProjB));

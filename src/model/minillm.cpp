@@ -39,6 +39,8 @@ float MiniLLM::forward(const std::vector<const float*>& P, const int32_t* inputs
   resize(B, T);
   PYLON_ASSERT(P.size() == table_.params.size());
   const int N = B * T, D = config_.dim, H = config_.heads, V = config_.vocab;
+  const bool causal = config_.preset.mask == Mask::causal;
+  const bool rope = config_.preset.positions == Positions::rope;
   inputs_.assign(inputs, inputs + N);
   has_targets_ = targets != nullptr;
   if (has_targets_) targets_.assign(targets, targets + N);
@@ -59,9 +61,8 @@ float MiniLLM::forward(const std::vector<const float*>& P, const int32_t* inputs
     // h = RMSNorm1(x); qkv = h·W_inᵀ + b_in; [RoPE]; attention; x_mid = x + out_proj(att)
     cpu::rmsnorm_forward(a.h1.data(), a.rstd1.data(), x, W[kNorm1], N, D, config_.norm_eps);
     cpu::linear_forward(a.qkv.data(), a.h1.data(), W[kInProjW], W[kInProjB], N, D, 3 * D);
-    if (config_.causal()) cpu::rope_forward(a.qkv.data(), B, T, D, H, config_.rope_theta);
-    cpu::attention_forward(a.att.data(), a.probs.data(), a.qkv.data(), B, T, D, H,
-                           config_.causal());
+    if (rope) cpu::rope_forward(a.qkv.data(), B, T, D, H, config_.rope_theta);
+    cpu::attention_forward(a.att.data(), a.probs.data(), a.qkv.data(), B, T, D, H, causal);
     cpu::linear_forward(a.x_mid.data(), a.att.data(), W[kOutProjW], W[kOutProjB], N, D, D);
     for (size_t i = 0; i < a.x_mid.size(); ++i) a.x_mid[i] += x[i];
     // x_out = x_mid + W2·SiLU(W1·RMSNorm2(x_mid))
@@ -117,7 +118,8 @@ void MiniLLM::backward(const std::vector<const float*>& P, const std::vector<flo
     cpu::linear_backward(datt_.data(), dW[kOutProjW], dW[kOutProjB], dx_.data(),
                          a.att.data(), W[kOutProjW], N, D, D);
     cpu::attention_backward(dqkv_.data(), datt_.data(), a.qkv.data(), a.probs.data(), B, T, D, H);
-    if (config_.causal()) cpu::rope_backward(dqkv_.data(), B, T, D, H, config_.rope_theta);
+    if (config_.preset.positions == Positions::rope)
+      cpu::rope_backward(dqkv_.data(), B, T, D, H, config_.rope_theta);
     cpu::linear_backward(dh_.data(), dW[kInProjW], dW[kInProjB], dqkv_.data(),
                          a.h1.data(), W[kInProjW], N, D, 3 * D);
     cpu::rmsnorm_backward(datt_.data(), dW[kNorm1], dh_.data(), x_in, W[kNorm1],

@@ -39,17 +39,10 @@ ParamTable param_table(const ModelConfig& c) {
     add(l + "norm2.weight", {D}, i, Init::ones);
     add(l + "ffn.0.weight", {4 * D, D}, i, Init::kaiming_linear);
     add(l + "ffn.2.weight", {D, 4 * D}, i, Init::kaiming_linear);
+    PYLON_ASSERT(t.params.size() == block_first_param(i) + kBlockParams, "block slots out of order");
   }
   add("head.weight", {V, D}, -1, Init::kaiming_linear);
   return t;
-}
-
-BlockOffsets block_offsets(const ParamTable& t, int layer) {
-  const size_t first = 1 + static_cast<size_t>(layer) * 8;
-  PYLON_ASSERT(first + 8 <= t.params.size() && t.params[first].unit == layer);
-  const auto& p = t.params;
-  return {p[first].offset,     p[first + 1].offset, p[first + 2].offset, p[first + 3].offset,
-          p[first + 4].offset, p[first + 5].offset, p[first + 6].offset, p[first + 7].offset};
 }
 
 void init_param_range(const ParamInfo& p, uint64_t seed, int64_t begin, int64_t end, float* out) {

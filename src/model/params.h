@@ -33,13 +33,12 @@ struct ParamTable {
   const ParamInfo* find(const std::string& name) const;
 };
 
-// Offsets of one block's tensors inside the flat buffer.
-struct BlockOffsets {
-  int64_t norm1, in_proj_w, in_proj_b, out_proj_w, out_proj_b, norm2, ffn1, ffn2;
-};
-
-// A block's parameters in table order: table index block_first_param(l) + one of these.
+// A block's parameters in table order, the slots every path reads them by (`W[kInProjW]` with
+// W = params + block_first_param(l)), with their shapes:
+//   kNorm1 (D), kInProjW (3D, D) = [W_q; W_k; W_v], kInProjB (3D), kOutProjW (D, D), kOutProjB (D),
+//   kNorm2 (D), kFfn1 (4D, D), kFfn2 (D, 4D).
 enum BlockParam { kNorm1, kInProjW, kInProjB, kOutProjW, kOutProjB, kNorm2, kFfn1, kFfn2, kBlockParams };
+constexpr size_t kEmbedParam = 0;  // (V, D); the head (V, D) is the table's last parameter
 inline size_t block_first_param(int layer) { return 1 + static_cast<size_t>(layer) * kBlockParams; }
 
 // Per-parameter pointers into a flat buffer, in table order: the form in which models read
@@ -53,7 +52,6 @@ std::vector<T*> param_pointers(const ParamTable& t, T* flat) {
 }
 
 ParamTable param_table(const ModelConfig& c);
-BlockOffsets block_offsets(const ParamTable& t, int layer);
 
 // Fills elements [begin, end) of parameter p (flat index inside p) deterministically from seed.
 void init_param_range(const ParamInfo& p, uint64_t seed, int64_t begin, int64_t end, float* out);

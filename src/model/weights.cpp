@@ -40,7 +40,7 @@ ModelConfig config_from_weights(const SafetensorsReader& file, const ModelConfig
   meta.update_from_metadata(file.metadata());
   if (file.metadata().count("pylon.preset")) {
     PYLON_CHECK(!preset_given || meta.preset == fallback.preset, file.path(), ": was trained as preset ",
-                preset_name(meta.preset), ", but --preset ", preset_name(fallback.preset), " was given");
+                meta.preset.name, ", but --preset ", fallback.preset.name, " was given");
     c.preset = meta.preset;
   }
   if (file.metadata().count("pylon.heads")) {

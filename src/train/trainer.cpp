@@ -53,7 +53,7 @@ class MetricsLog {
 };
 
 nlohmann::json options_json(const TrainOptions& o) {
-  return {{"preset", preset_name(o.model.preset)}, {"vocab", o.model.vocab}, {"dim", o.model.dim},
+  return {{"preset", o.model.preset.name}, {"vocab", o.model.vocab}, {"dim", o.model.dim},
           {"layers", o.model.layers}, {"heads", o.model.heads}, {"batch", o.batch},
           {"seq", o.seq}, {"steps", o.steps}, {"grad_accum", o.grad_accum}, {"lr", o.adamw.lr},
           {"weight_decay", o.adamw.weight_decay}, {"beta1", o.adamw.beta1},
@@ -118,8 +118,8 @@ CheckpointInfo check_train_options(const TrainOptions& o) {
     const ModelConfig& m = o.model;
     PYLON_CHECK(c.dim == m.dim && c.layers == m.layers && c.heads == m.heads && c.vocab == m.vocab &&
                     c.preset == m.preset,
-                o.resume_dir, ": checkpoint model (", preset_name(c.preset), " V", c.vocab, " D",
-                c.dim, " L", c.layers, " H", c.heads, ") differs from the requested one");
+                o.resume_dir, ": checkpoint model (", c.describe(), ") differs from the requested one (",
+                m.describe(), ")");
     PYLON_CHECK(resume.step < o.steps, o.resume_dir, ": already at step ", resume.step,
                 ", nothing to do for --steps ", o.steps);
   }
@@ -185,7 +185,7 @@ TrainResult train(const TrainOptions& o, Communicator& comm) {
   if (lead) {
     std::printf("model: %s preset, %lld parameters (V=%d D=%d L=%d H=%d); %d rank%s x batch %d x %d "
                 "tokens x %d accum = %lld tokens/step; data %s (%lld tokens)%s\n",
-                preset_name(config.preset), static_cast<long long>(layout.table().total),
+                config.preset.name, static_cast<long long>(layout.table().total),
                 config.vocab, config.dim, config.layers, config.heads, world, world > 1 ? "s" : "",
                 o.batch, o.seq, o.grad_accum, static_cast<long long>(tokens_per_step),
                 o.data.c_str(), static_cast<long long>(data.size()),

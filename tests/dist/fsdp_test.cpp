@@ -25,7 +25,7 @@
 namespace pylon {
 namespace {
 
-ModelConfig small_model(Preset preset = Preset::causal) {
+ModelConfig small_model(const Preset& preset = find_preset("causal")) {
   ModelConfig c;
   c.preset = preset;
   c.vocab = 29, c.dim = 12, c.heads = 2, c.layers = 2;
@@ -65,7 +65,7 @@ TEST(Fsdp, MiniLlmCallsUnitHooksInOrder) {
 // World 1 through the FSDP hooks: the model reads the shards and writes the gradient shards, with
 // the same loss and gradients, bit for bit, as the plain model.
 TEST(Fsdp, SingleRankStepEqualsPlainModel) {
-  const ModelConfig config = small_model(Preset::seed);
+  const ModelConfig config = small_model(find_preset("seed"));
   MiniLLM model(config);
   const ParamTable& table = model.table();
   std::vector<float> params(table.total), grads(table.total, 0.f);
@@ -95,7 +95,7 @@ TEST(Fsdp, SingleRankStepEqualsPlainModel) {
 // every unit is freed (NaN-poisoned) after the step; a backward that skipped the re-gather of a
 // resharded unit reads NaN.
 TEST(Fsdp, PrefetchChangesNoBitAndPoisonCatchesStaleReads) {
-  const ModelConfig config = small_model(Preset::causal);
+  const ModelConfig config = small_model(find_preset("causal"));
   const ParamTable table = param_table(config);
   std::vector<int32_t> in(2 * 6), tg(in.size());
   tokens(in, tg, config.vocab);

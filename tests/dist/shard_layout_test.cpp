@@ -16,7 +16,7 @@ namespace {
 // for 3 ranks (root) and 4 ranks (both), and embed/head straddle rank boundaries.
 ModelConfig uneven_model() {
   ModelConfig c;
-  c.preset = Preset::seed;
+  c.preset = find_preset("seed");
   c.vocab = 53, c.dim = 25, c.heads = 5, c.layers = 2;
   return c;
 }

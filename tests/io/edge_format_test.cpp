@@ -27,7 +27,7 @@ using nlohmann::json;
 // dim 40: the in-dims 40 and 160 leave partial int4 groups of 32 and 64.
 ModelConfig small_config() {
   ModelConfig c;
-  c.preset = Preset::causal;
+  c.preset = find_preset("causal");
   c.vocab = 61;
   c.dim = 40;
   c.layers = 2;

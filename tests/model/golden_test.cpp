@@ -1,5 +1,6 @@
 // MiniLLM against PyTorch: the golden files of tests/golden (made by make_golden.py) fix the
 // initial weights, data, hyperparameters, per-step losses, first-step gradients and parameters.
+// Every preset of the table (model/preset.h) has its case, tests/golden/<preset>_small.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
 #include "io/safetensors.h"
 #include "io/token_file.h"
 #include "model/minillm.h"
@@ -29,13 +31,15 @@ struct Golden {
   TrainOptions options;
 };
 
-Golden load_golden(const std::string& name) {
+Golden load_golden(const std::string& preset) {
   Golden g;
-  g.dir = std::string(PYLON_GOLDEN_DIR) + "/" + name;
+  g.dir = std::string(PYLON_GOLDEN_DIR) + "/" + preset + "_small";
   std::ifstream in(g.dir + "/expected.json");
+  if (!in) throw Error(g.dir + "/expected.json: missing: a preset needs its golden data (make_golden.py)");
   g.expected = nlohmann::json::parse(in);
   const auto& e = g.expected;
-  g.config.preset = parse_preset(e["preset"].get<std::string>());
+  g.config.preset = find_preset(e["preset"].get<std::string>());
+  if (g.config.preset.name != preset) throw Error(g.dir + ": golden data of another preset");
   g.config.vocab = e["vocab"], g.config.dim = e["dim"], g.config.layers = e["layers"];
   g.config.heads = e["heads"];
   TrainOptions& o = g.options;
@@ -59,7 +63,7 @@ std::vector<nlohmann::json> read_jsonl(const std::string& path) {
   return rows;
 }
 
-class GoldenCase : public ::testing::TestWithParam<const char*> {};
+class GoldenCase : public ::testing::TestWithParam<std::string> {};
 
 // The per-step loss trajectory: PyTorch and Pylon differ only in fp32 summation order; the
 // fp32-vs-fp64 gap in expected.json is ~2e-7, so 2e-5 relative is a tight bound (contract: 1e-4).
@@ -147,7 +151,8 @@ TEST_P(GoldenCase, EvalLossMatchesPyTorch) {
   EXPECT_EQ(r.tokens, g.expected["eval_tokens"].get<int64_t>());
 }
 
-INSTANTIATE_TEST_SUITE_P(PyTorch, GoldenCase, ::testing::Values("seed_small", "causal_small"));
+INSTANTIATE_TEST_SUITE_P(PyTorch, GoldenCase, ::testing::ValuesIn(preset_names()),
+                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param + "_small"; });
 
 }  // namespace
 }  // namespace pylon

@@ -97,11 +97,11 @@ TEST(WeightView, LinearOverEveryEncodingMatchesDequantized) {
 
 // Odd sizes: causal D = 30 (int4 groups of 32 and 64 are partial, hd = 10); seed D = 27 (hd = 9,
 // odd columns, so int4 rows end in half a byte).
-ModelConfig odd_config(Preset p) {
+ModelConfig odd_config(const Preset& p) {
   ModelConfig c;
   c.preset = p, c.layers = 2, c.heads = 3;
-  c.vocab = p == Preset::causal ? 41 : 37;
-  c.dim = p == Preset::causal ? 30 : 27;
+  c.vocab = p.positions == Positions::rope ? 41 : 37;  // rotary embeddings need an even head size
+  c.dim = p.positions == Positions::rope ? 30 : 27;
   return c;
 }
 
@@ -110,7 +110,7 @@ std::string export_model(const testing::TempDir& tmp, const ModelConfig& c, cons
   std::vector<float> flat(table.total);
   init_params(table, 11, flat.data());
   testing::vary_constant_params(table, flat.data());
-  const std::string path = tmp.file(std::string(preset_name(c.preset)) + edge_dtype_name(q.matrices) +
+  const std::string path = tmp.file(std::string(c.preset.name) + edge_dtype_name(q.matrices) +
                                     std::to_string(q.group_size) + edge_dtype_name(q.int4_scales) + ".edge");
   write_edge_file(path, c, encode_edge_tensors(table, flat.data(), q), "");
   return path;
@@ -128,7 +128,7 @@ std::vector<float> dequantized(const EdgeFile& f) {
 // of summation order, |got - want| <= 1e-5 + 1e-4 |want| (measured: identical).
 float tolerance(float want) { return 1e-5f + 1e-4f * std::fabs(want); }
 
-void expect_in_place_matches_dequantized(Preset preset, EdgeDType dtype, int group = 32,
+void expect_in_place_matches_dequantized(const Preset& preset, EdgeDType dtype, int group = 32,
                                          EdgeDType scales = EdgeDType::f16) {
   testing::TempDir tmp;
   const ModelConfig c = odd_config(preset);
@@ -154,7 +154,7 @@ void expect_in_place_matches_dequantized(Preset preset, EdgeDType dtype, int gro
     std::copy(got, got + V, fed.begin() + static_cast<size_t>(t) * V);
   }
   EXPECT_EQ(direct.position(), T);
-  std::printf("[ decoder ] %s %s group %d: largest |logit difference| %.2e\n", preset_name(preset),
+  std::printf("[ decoder ] %s %s group %d: largest |logit difference| %.2e\n", preset.name,
               edge_dtype_name(dtype), group, worst);
 
   // score(): the whole row at once, the same logits as feeding it (same kernels, other batching).
@@ -167,11 +167,11 @@ void expect_in_place_matches_dequantized(Preset preset, EdgeDType dtype, int gro
       const size_t i = static_cast<size_t>(t) * V + v;
       ASSERT_NEAR(scored[i], scored_ref[i], tolerance(scored_ref[i])) << "score, position " << t;
       // Seed: position t's logits see the whole row, feeding saw only tokens 0..t.
-      if (t >= prefill - 1 && preset == Preset::causal) {
+      if (t >= prefill - 1 && preset.mask == Mask::causal) {
         ASSERT_NEAR(scored[i], fed[i], tolerance(fed[i])) << "score vs feed, position " << t;
       }
     }
-  if (preset == Preset::seed) {  // the last row saw the same tokens either way
+  if (preset.mask == Mask::bidirectional) {  // the last row saw the same tokens either way
     for (int v = 0; v < V; ++v) {
       const size_t i = static_cast<size_t>(T - 1) * V + v;
       ASSERT_NEAR(scored[i], fed[i], tolerance(fed[i]));
@@ -179,23 +179,23 @@ void expect_in_place_matches_dequantized(Preset preset, EdgeDType dtype, int gro
   }
 }
 
-TEST(QuantizedDecoder, CausalF16MatchesDequantized) { expect_in_place_matches_dequantized(Preset::causal, EdgeDType::f16); }
-TEST(QuantizedDecoder, CausalInt8MatchesDequantized) { expect_in_place_matches_dequantized(Preset::causal, EdgeDType::int8); }
+TEST(QuantizedDecoder, CausalF16MatchesDequantized) { expect_in_place_matches_dequantized(find_preset("causal"), EdgeDType::f16); }
+TEST(QuantizedDecoder, CausalInt8MatchesDequantized) { expect_in_place_matches_dequantized(find_preset("causal"), EdgeDType::int8); }
 TEST(QuantizedDecoder, CausalInt4MatchesDequantized) {
-  expect_in_place_matches_dequantized(Preset::causal, EdgeDType::int4, 32, EdgeDType::f16);
-  expect_in_place_matches_dequantized(Preset::causal, EdgeDType::int4, 64, EdgeDType::f32);
+  expect_in_place_matches_dequantized(find_preset("causal"), EdgeDType::int4, 32, EdgeDType::f16);
+  expect_in_place_matches_dequantized(find_preset("causal"), EdgeDType::int4, 64, EdgeDType::f32);
 }
-TEST(QuantizedDecoder, SeedF16MatchesDequantized) { expect_in_place_matches_dequantized(Preset::seed, EdgeDType::f16); }
-TEST(QuantizedDecoder, SeedInt8MatchesDequantized) { expect_in_place_matches_dequantized(Preset::seed, EdgeDType::int8); }
+TEST(QuantizedDecoder, SeedF16MatchesDequantized) { expect_in_place_matches_dequantized(find_preset("seed"), EdgeDType::f16); }
+TEST(QuantizedDecoder, SeedInt8MatchesDequantized) { expect_in_place_matches_dequantized(find_preset("seed"), EdgeDType::int8); }
 TEST(QuantizedDecoder, SeedInt4MatchesDequantized) {
-  expect_in_place_matches_dequantized(Preset::seed, EdgeDType::int4, 32, EdgeDType::f16);
-  expect_in_place_matches_dequantized(Preset::seed, EdgeDType::int4, 64, EdgeDType::f32);
+  expect_in_place_matches_dequantized(find_preset("seed"), EdgeDType::int4, 32, EdgeDType::f16);
+  expect_in_place_matches_dequantized(find_preset("seed"), EdgeDType::int4, 64, EdgeDType::f32);
 }
-TEST(QuantizedDecoder, F32FileMatchesFlatBuffer) { expect_in_place_matches_dequantized(Preset::causal, EdgeDType::f32); }
+TEST(QuantizedDecoder, F32FileMatchesFlatBuffer) { expect_in_place_matches_dequantized(find_preset("causal"), EdgeDType::f32); }
 
 // Greedy decoding of a small f16 model: the same ids in place and through the fp32 copy.
 TEST(QuantizedDecoder, GreedyIdenticalInF16) {
-  for (Preset p : {Preset::causal, Preset::seed}) {
+  for (const Preset& p : presets()) {
     testing::TempDir tmp;
     ModelConfig c;
     c.preset = p, c.vocab = 97, c.dim = 64, c.layers = 2, c.heads = 4;
@@ -212,7 +212,7 @@ TEST(QuantizedDecoder, GreedyIdenticalInF16) {
       return ids;
     };
     Decoder direct(file, 64), ref(c, flat.data(), 64);
-    EXPECT_EQ(greedy(direct), greedy(ref)) << preset_name(p);
+    EXPECT_EQ(greedy(direct), greedy(ref)) << p.name;
   }
 }
 

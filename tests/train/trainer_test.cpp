@@ -18,7 +18,7 @@
 namespace pylon {
 namespace {
 
-TrainOptions small_run(const testing::TempDir& tmp, Preset preset) {
+TrainOptions small_run(const testing::TempDir& tmp, const Preset& preset) {
   std::vector<uint32_t> ids(3000);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<uint32_t>((i * i + 3 * i) % 53);
   write_token_file(tmp.file("data.bin"), ids, TokenWidth::u16);
@@ -48,13 +48,13 @@ std::string bytes(const std::string& path) {
 
 TEST(Trainer, ResumeIsBitIdentical) {
   testing::TempDir tmp;
-  TrainOptions full = small_run(tmp, Preset::causal);
+  TrainOptions full = small_run(tmp, find_preset("causal"));
   full.save_dir = tmp.file("full");
   full.save_every = 3;
   full.metrics_path = tmp.file("full.jsonl");
   train(full);
 
-  TrainOptions resumed = small_run(tmp, Preset::causal);
+  TrainOptions resumed = small_run(tmp, find_preset("causal"));
   resumed.resume_dir = tmp.file("full/step_000003");
   resumed.save_dir = tmp.file("resumed");
   resumed.metrics_path = tmp.file("resumed.jsonl");
@@ -72,11 +72,11 @@ TEST(Trainer, ResumeIsBitIdentical) {
 
 TEST(Trainer, GradAccumulationEqualsLargerBatch) {
   testing::TempDir tmp;
-  TrainOptions big = small_run(tmp, Preset::seed);
+  TrainOptions big = small_run(tmp, find_preset("seed"));
   big.batch = 4;
   big.metrics_path = tmp.file("big.jsonl");
   train(big);
-  TrainOptions accum = small_run(tmp, Preset::seed);
+  TrainOptions accum = small_run(tmp, find_preset("seed"));
   accum.batch = 2, accum.grad_accum = 2;
   accum.metrics_path = tmp.file("accum.jsonl");
   train(accum);
@@ -87,7 +87,7 @@ TEST(Trainer, GradAccumulationEqualsLargerBatch) {
 
 TEST(Trainer, CheckpointLeavesNoTemporaryFiles) {
   testing::TempDir tmp;
-  TrainOptions o = small_run(tmp, Preset::causal);
+  TrainOptions o = small_run(tmp, find_preset("causal"));
   o.steps = 2;
   o.save_dir = tmp.file("ckpt");
   train(o);
@@ -110,7 +110,7 @@ TEST(Trainer, BadCheckpointsAreClearErrors) {
 
 TEST(Trainer, TokenIdsOutsideTheVocabAreRejected) {
   testing::TempDir tmp;
-  TrainOptions o = small_run(tmp, Preset::seed);
+  TrainOptions o = small_run(tmp, find_preset("seed"));
   o.model.vocab = 20;  // the data holds ids up to 52
   EXPECT_THROW(train(o), Error);
 }
@@ -119,7 +119,7 @@ TEST(Trainer, TokenIdsOutsideTheVocabAreRejected) {
 // step's structure, so the two options exclude each other (before any device is needed).
 TEST(Trainer, CudaGraphExcludesProfiling) {
   testing::TempDir tmp;
-  TrainOptions o = small_run(tmp, Preset::seed);
+  TrainOptions o = small_run(tmp, find_preset("seed"));
   o.device = "cuda", o.cuda_graph = true, o.profile.dir = tmp.file("prof");
   try {
     check_train_options(o);

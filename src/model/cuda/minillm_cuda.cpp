@@ -120,16 +120,16 @@ void MiniLLMCuda<Act>::linear_backward(Act* din, float* dW, float* db, const Act
 template <typename Act>
 void MiniLLMCuda<Act>::block_forward_to_f1(const std::vector<const Act*>& P, int l, const Act* h1, cudaStream_t s) {
   const int D = config_.dim, H = config_.heads;
-  const size_t p = 1 + static_cast<size_t>(l) * 8;
+  const Act* const* W = P.data() + block_first_param(l);
   Layer& a = layers_[l];
-  linear_forward(a.qkv, h1, P[p + 1], P[p + 2], D, 3 * D, s);                  // (N, 3D)
-  if (config_.causal()) rope_forward(a.qkv, B_, T_, D, H, config_.rope_theta, 0, s);
-  attention_forward(a.att, a.lse, a.qkv, B_, T_, D, H, config_.causal(), s);  // (N, D)
-  linear_forward(tmp_, a.att, P[p + 3], P[p + 4], D, D, s);
+  linear_forward(a.qkv, h1, W[kInProjW], W[kInProjB], D, 3 * D, s);  // (N, 3D)
+  if (config_.preset.positions == Positions::rope) rope_forward(a.qkv, B_, T_, D, H, config_.rope_theta, 0, s);
+  attention_forward(a.att, a.lse, a.qkv, B_, T_, D, H, config_.preset.mask == Mask::causal, s);  // (N, D)
+  linear_forward(tmp_, a.att, W[kOutProjW], W[kOutProjB], D, D, s);
   // x_mid = x + proj; h2 = RMSNorm2(x_mid)
   Act* h2 = a.h2 ? a.h2 : h_;
-  residual_rmsnorm_forward(a.x_mid, h2, a.rstd2, a.x, tmp_, P[p + 5], N_, D, config_.norm_eps, s);
-  linear_forward(a.f1, h2, P[p + 6], nullptr, D, 4 * D, s);  // (N, 4D)
+  residual_rmsnorm_forward(a.x_mid, h2, a.rstd2, a.x, tmp_, W[kNorm2], N_, D, config_.norm_eps, s);
+  linear_forward(a.f1, h2, W[kFfn1], nullptr, D, 4 * D, s);  // (N, 4D)
 }
 
 template <typename Act>
@@ -142,26 +142,28 @@ void MiniLLMCuda<Act>::forward(const std::vector<const Act*>& P, const int32_t* 
   const int64_t N = N_;
   PYLON_RANGE("model", "forward");
   if (hooks) hooks->before_forward(-1);
-  embedding_forward(L ? layers_[0].x : x_last_, inputs, P[0], N_, D, s);
+  embedding_forward(L ? layers_[0].x : x_last_, inputs, P.front(), N_, D, s);
   // h = RMSNorm1(x_0); later blocks get it fused with the previous block's residual add.
   if (L && hooks) hooks->before_forward(0);
   if (L) {
     Layer& first = layers_[0];
-    residual_rmsnorm_forward(nullptr, first.h1 ? first.h1 : h_, first.rstd1, first.x, nullptr, P[1], N_, D, eps, s);
+    residual_rmsnorm_forward(nullptr, first.h1 ? first.h1 : h_, first.rstd1, first.x, nullptr,
+                             P[block_first_param(0) + kNorm1], N_, D, eps, s);
   }
   for (int l = 0; l < L; ++l) {
-    const size_t p = 1 + static_cast<size_t>(l) * 8;  // norm1, in_w, in_b, out_w, out_b, norm2, ffn0, ffn2
+    const Act* const* W = P.data() + block_first_param(l);
     profile::Range layer_range("layer", "block_forward");
     if (layer_range.on()) layer_range.set_int("layer", l);
     Layer& a = layers_[l];
     block_forward_to_f1(P, l, a.h1 ? a.h1 : h_, s);
     Act* act = a.act ? a.act : wide_;
     silu_forward(act, a.f1, N * 4 * D, s);
-    linear_forward(tmp_, act, P[p + 7], nullptr, 4 * D, D, s);
+    linear_forward(tmp_, act, W[kFfn2], nullptr, 4 * D, D, s);
     if (l + 1 < L) {  // x_{l+1} = x_mid + ffn; h = RMSNorm1_{l+1}(x_{l+1})
       if (hooks) hooks->before_forward(l + 1);
       Layer& next = layers_[l + 1];
-      residual_rmsnorm_forward(next.x, next.h1 ? next.h1 : h_, next.rstd1, a.x_mid, tmp_, P[p + 8], N_, D, eps, s);
+      residual_rmsnorm_forward(next.x, next.h1 ? next.h1 : h_, next.rstd1, a.x_mid, tmp_,
+                               P[block_first_param(l + 1) + kNorm1], N_, D, eps, s);
     } else {
       residual_add(x_last_, a.x_mid, tmp_, N * D, s);
     }
@@ -189,7 +191,7 @@ void MiniLLMCuda<Act>::backward(const std::vector<const Act*>& P, const std::vec
     if (accumulate) return;
     for (size_t i = 0; i < table_.params.size(); ++i) {
       const ParamInfo& p = table_.params[i];
-      const bool gemm_written = p.shape.size() == 2 && p.name != "embed.weight";
+      const bool gemm_written = p.shape.size() == 2 && i != kEmbedParam;
       if (p.unit == unit && !gemm_written)
         PYLON_CUDA_CHECK(cudaMemsetAsync(G[i], 0, static_cast<size_t>(p.numel) * sizeof(float), s));
     }
@@ -199,42 +201,44 @@ void MiniLLMCuda<Act>::backward(const std::vector<const Act*>& P, const std::vec
   if (hooks) hooks->before_backward(-1);
   linear_backward(dx_, G.back(), nullptr, logits_, x_last_, P.back(), D, V, beta, s);
   for (int l = L - 1; l >= 0; --l) {
-    const size_t p = 1 + static_cast<size_t>(l) * 8;
+    const Act* const* W = P.data() + block_first_param(l);
+    float* const* dW = G.data() + block_first_param(l);
     profile::Range layer_range("layer", "block_backward");
     if (layer_range.on()) layer_range.set_int("layer", l);
     Layer& a = layers_[l];
     if (hooks) hooks->before_backward(l);
     zero_added_grads(l);
     if (recompute_ == Recompute::full && l + 1 < L) {  // the shared buffers hold block L-1 after forward
-      residual_rmsnorm_forward(nullptr, h_, a.rstd1, a.x, nullptr, P[p], N_, D, eps, s);
+      residual_rmsnorm_forward(nullptr, h_, a.rstd1, a.x, nullptr, W[kNorm1], N_, D, eps, s);
       block_forward_to_f1(P, l, h_, s);
     }
     // FFN branch: x_out = x_mid + W2·SiLU(W1·h2), h2 = RMSNorm2(x_mid).
     // da = dx·W2 first: a recomputed SiLU(f1) is formed in the same pass as df1 and overwrites f1,
     // which backward reads for the last time there.
-    gemm_act(gemm_, false, false, N_, 4 * D, D, dx_, D, P[p + 7], 4 * D, wide_, 4 * D, nullptr, s);  // da = dx·W2
+    gemm_act(gemm_, false, false, N_, 4 * D, D, dx_, D, W[kFfn2], 4 * D, wide_, 4 * D, nullptr, s);  // da = dx·W2
     const Act* act = a.act ? a.act : a.f1;
     if (a.act)
       silu_backward(wide_, wide_, a.f1, N * 4 * D, s);                             // df1
     else
       silu_recompute_backward(a.f1, wide_, wide_, a.f1, N * 4 * D, s);             // SiLU(f1), df1
-    gemm_grad(gemm_, true, false, D, 4 * D, N_, dx_, D, act, 4 * D, beta, G[p + 7], 4 * D, s);  // dW2 += dxᵀ·a
-    if (!a.h2) residual_rmsnorm_forward(nullptr, h_, rstd_tmp_, a.x_mid, nullptr, P[p + 5], N_, D, eps, s);
-    linear_backward(dh_, G[p + 6], nullptr, wide_, a.h2 ? a.h2 : h_, P[p + 6], D, 4 * D, beta, s);
+    gemm_grad(gemm_, true, false, D, 4 * D, N_, dx_, D, act, 4 * D, beta, dW[kFfn2], 4 * D, s);  // dW2 += dxᵀ·a
+    if (!a.h2) residual_rmsnorm_forward(nullptr, h_, rstd_tmp_, a.x_mid, nullptr, W[kNorm2], N_, D, eps, s);
+    linear_backward(dh_, dW[kFfn1], nullptr, wide_, a.h2 ? a.h2 : h_, W[kFfn1], D, 4 * D, beta, s);
     // db_out += Σ rows of dx_mid, summed by the norm's backward as it writes dx_mid.
-    rmsnorm_backward(dx_mid_, G[p + 5], dh_, dx_, a.x_mid, P[p + 5], a.rstd2, N_, D, workspace_, s, G[p + 4]);
+    rmsnorm_backward(dx_mid_, dW[kNorm2], dh_, dx_, a.x_mid, W[kNorm2], a.rstd2, N_, D, workspace_, s,
+                     dW[kOutProjB]);
     // Attention branch: x_mid = x + W_out·att + b_out.
-    linear_backward(datt_, G[p + 3], nullptr, dx_mid_, a.att, P[p + 3], D, D, beta, s);
-    attention_backward(dqkv_, datt_, a.qkv, a.att, a.lse, B_, T_, D, H, config_.causal(), workspace_,
-                       workspace_bytes_, s);
-    if (config_.causal()) rope_backward(dqkv_, B_, T_, D, H, config_.rope_theta, 0, s);
-    if (!a.h1) residual_rmsnorm_forward(nullptr, h_, rstd_tmp_, a.x, nullptr, P[p], N_, D, eps, s);
-    linear_backward(dh_, G[p + 1], G[p + 2], dqkv_, a.h1 ? a.h1 : h_, P[p + 1], D, 3 * D, beta, s);
-    rmsnorm_backward(dx_, G[p], dh_, dx_mid_, a.x, P[p], a.rstd1, N_, D, workspace_, s);
+    linear_backward(datt_, dW[kOutProjW], nullptr, dx_mid_, a.att, W[kOutProjW], D, D, beta, s);
+    attention_backward(dqkv_, datt_, a.qkv, a.att, a.lse, B_, T_, D, H, config_.preset.mask == Mask::causal,
+                       workspace_, workspace_bytes_, s);
+    if (config_.preset.positions == Positions::rope) rope_backward(dqkv_, B_, T_, D, H, config_.rope_theta, 0, s);
+    if (!a.h1) residual_rmsnorm_forward(nullptr, h_, rstd_tmp_, a.x, nullptr, W[kNorm1], N_, D, eps, s);
+    linear_backward(dh_, dW[kInProjW], dW[kInProjB], dqkv_, a.h1 ? a.h1 : h_, W[kInProjW], D, 3 * D, beta, s);
+    rmsnorm_backward(dx_, dW[kNorm1], dh_, dx_mid_, a.x, W[kNorm1], a.rstd1, N_, D, workspace_, s);
     if (hooks) hooks->after_backward(l);
   }
   zero_added_grads(-1);
-  embedding_backward(G[0], dx_, inputs_, N_, D, V, workspace_, s);
+  embedding_backward(G.front(), dx_, inputs_, N_, D, V, workspace_, s);
   if (hooks) hooks->after_backward(-1);
 }
 

@@ -18,6 +18,7 @@
 #include "io/edge_format.h"
 #include "ops/vulkan/context.h"
 #include "ops/vulkan/ops.h"
+#include "model/params.h"
 #include "ops/vulkan/weights.h"
 
 namespace pylon {
@@ -62,6 +63,7 @@ struct VulkanDecoder::Impl {
   vk::Context ctx;
   vk::Ops ops;
   vk::DeviceWeights weights;
+  std::vector<const vk::DeviceMatrix*> params;  // table order (model/params.h)
   vk::Buffer tokens, position, x, h, qkv, att, f1, k_cache, v_cache, scores, partials, rope_table, logits;
   uint32_t forwards = 0;  // set_inputs' count (wraps; 0 skipped)
   uint32_t logits_rows;  // rows the logits buffer holds
@@ -82,6 +84,7 @@ struct VulkanDecoder::Impl {
       : file(path), cfg(file.config()), max_tokens(max_tokens_), ctx(context_options(o)), ops(ctx),
         weights(ctx, file, weight_path(o.weights)) {
     PYLON_CHECK(max_tokens > 0, "context length must be positive");
+    for (const ParamInfo& p : param_table(cfg).params) params.push_back(&weights.get(p.name));
     PYLON_CHECK(o.gemv == "auto" || o.gemv == "subgroup" || o.gemv == "rows", "Vulkan GEMV ", o.gemv,
                 " is not auto, subgroup or rows");
     if (o.gemv != "auto") ops.set_gemv_rows(o.gemv == "rows");
@@ -111,16 +114,19 @@ struct VulkanDecoder::Impl {
       const std::vector<uint32_t> zeros(partials.size() / 4, 0);
       ctx.upload(partials, 0, zeros.data(), zeros.size() * 4);
     }
-    if (cfg.causal()) {
+    if (cached()) {
       k_cache = make(static_cast<uint64_t>(cfg.layers) * T * D, vk::MemoryKind::device, "KV cache");
       v_cache = make(static_cast<uint64_t>(cfg.layers) * T * D, vk::MemoryKind::device, "KV cache");
-      // (T, hd/2) of {cos, sin}, computed exactly as ops/cpu/rope.cpp does.
+    }
+    if (cached() || roped()) {
+      // (T, hd/2) of {cos, sin}, computed exactly as ops/cpu/rope.cpp does; without rotary
+      // embeddings the identity (cos 1, sin 0), so that the rope kernels append to the KV cache alone.
       const int hd = cfg.head_dim(), half = hd / 2;
       std::vector<float> table(T * static_cast<uint64_t>(half) * 2);
       for (int t = 0; t < max_tokens; ++t)
         for (int i = 0; i < half; ++i) {
           const float inv_freq = std::pow(cfg.rope_theta, -float(2 * i) / float(hd));
-          const float angle = float(t) * inv_freq;
+          const float angle = roped() ? float(t) * inv_freq : 0.0f;
           table[(static_cast<size_t>(t) * half + i) * 2] = std::cos(angle);
           table[(static_cast<size_t>(t) * half + i) * 2 + 1] = std::sin(angle);
         }
@@ -135,15 +141,23 @@ struct VulkanDecoder::Impl {
     choose_decode(o);
   }
 
+  // Whether decoding appends to a KV cache (a causal mask), and whether q and k are rotated.
+  bool cached() const { return cfg.preset.mask == Mask::causal; }
+  bool roped() const { return cfg.preset.positions == Positions::rope; }
+  // Block l's parameters, W[kInProjW] etc. (model/params.h); the embedding and the head.
+  const vk::DeviceMatrix* const* block(int l) const { return params.data() + block_first_param(l); }
+  const vk::DeviceMatrix& embed() const { return *params.front(); }
+  const vk::DeviceMatrix& head_weight() const { return *params.back(); }
+
   // The arguments of layer l's persistent decode dispatch.
   vk::Ops::DecodeLayerArgs layer_args(int l) {
-    const std::string p = "layers." + std::to_string(l) + ".";
     const uint64_t T = static_cast<uint64_t>(max_tokens), D = static_cast<uint64_t>(cfg.dim);
     const vk::BufferView K{&k_cache, static_cast<uint64_t>(l) * T * D * 4, T * D * 4};
+    const vk::DeviceMatrix* const* W = block(l);
     vk::Ops::DecodeLayerArgs a{};
-    a.norm1 = &w(p + "norm1.weight"), a.qkv = &w(p + "attn.in_proj_weight"), a.qkv_bias = &w(p + "attn.in_proj_bias");
-    a.out = &w(p + "attn.out_proj.weight"), a.out_bias = &w(p + "attn.out_proj.bias");
-    a.norm2 = &w(p + "norm2.weight"), a.ffn0 = &w(p + "ffn.0.weight"), a.ffn2 = &w(p + "ffn.2.weight");
+    a.norm1 = W[kNorm1], a.qkv = W[kInProjW], a.qkv_bias = W[kInProjB];
+    a.out = W[kOutProjW], a.out_bias = W[kOutProjB];
+    a.norm2 = W[kNorm2], a.ffn0 = W[kFfn1], a.ffn2 = W[kFfn2];
     a.x = {&x}, a.partials = {&partials};
     a.table = {&rope_table}, a.position = {&position};
     a.cache = {K, {&v_cache, K.offset, K.size}};
@@ -159,10 +173,10 @@ struct VulkanDecoder::Impl {
     // auto: on GPUs whose SM count is known (the grid is then one workgroup per SM, as measured).
     // The H200 decodes f16 / int8 / int4 1.23x / 1.21x / 1.52x faster so (bench/vulkan_notes.md,
     // 2026-11-30 23:14-23:28 UTC).
-    PYLON_CHECK(o.decode != "persistent" || cfg.causal(), "Vulkan: the persistent decode kernel runs causal ",
-                "models (a KV cache); this one is the ", preset_name(cfg.preset), " preset");
+    PYLON_CHECK(o.decode != "persistent" || cached(), "Vulkan: the persistent decode kernel runs models with ",
+                "a causal mask (a KV cache); the ", cfg.preset.name, " preset's is ", mask_name(cfg.preset.mask));
     const bool measured = ctx.info().type != VK_PHYSICAL_DEVICE_TYPE_CPU && ctx.info().compute_units > 0;
-    const bool op_by_op = !cfg.causal() || o.decode == "ops" || (o.decode == "auto" && !measured);
+    const bool op_by_op = !cached() || o.decode == "ops" || (o.decode == "auto" && !measured);
     PYLON_CHECK(!o.timeline || !op_by_op, "Vulkan: the decode timeline needs the persistent decode kernel, ",
                 "which this model and decode option do not run");
     if (op_by_op) return;
@@ -183,8 +197,6 @@ struct VulkanDecoder::Impl {
     }
   }
 
-  const vk::DeviceMatrix& w(const std::string& name) const { return weights.get(name); }
-
   // The inputs of the next forward: n token ids and the position of the first.
   void set_inputs(const int32_t* toks, uint32_t n, uint32_t pos0) {
     std::vector<uint32_t> ids(toks, toks + n);
@@ -203,61 +215,59 @@ struct VulkanDecoder::Impl {
     const uint32_t hd = D / H, T = static_cast<uint32_t>(max_tokens);
     const vk::BufferView X{&x}, Hb{&h}, QKV{&qkv}, ATT{&att}, F1{&f1}, S{&scores}, P{&position};
     if (persistent) {  // one dispatch per run of blocks, the embedding lookup in the first where it can
-      const vk::Ops::Embedding embed{&w("embed.weight"), {&tokens}};
-      const bool folded = ops.layer_embeds(*embed.table, cfg.dim);
-      if (!folded) ops.embedding(r, X, {&tokens}, n, *embed.table);
-      ops.decode_layers(r, layer_list, runs, grid, folded ? &embed : nullptr);
+      const vk::Ops::Embedding lookup{&embed(), {&tokens}};
+      const bool folded = ops.layer_embeds(*lookup.table, cfg.dim);
+      if (!folded) ops.embedding(r, X, {&tokens}, n, *lookup.table);
+      ops.decode_layers(r, layer_list, runs, grid, folded ? &lookup : nullptr);
       return;
     }
-    ops.embedding(r, X, {&tokens}, n, w("embed.weight"));
+    ops.embedding(r, X, {&tokens}, n, embed());
     for (int l = 0; l < cfg.layers; ++l) {
-      const std::string p = "layers." + std::to_string(l) + ".";
+      const vk::DeviceMatrix* const* W = block(l);
       // One token on a GPU: the RMSNorm fused into the GEMV. (A CPU device runs it apart: on llvmpipe
       // the fused GEMV is 1.8x slower, its norm loads costing even where unused; vulkan_notes.md.)
-      const vk::DeviceMatrix& in_proj = w(p + "attn.in_proj_weight");
+      const vk::DeviceMatrix& in_proj = *W[kInProjW];
       const vk::BufferView K{&k_cache, static_cast<uint64_t>(l) * T * D * 4, static_cast<uint64_t>(T) * D * 4};
       const vk::Ops::KvCache cache{K, {&v_cache, K.offset, K.size}};
       // One causal token on a GPU: RoPE and the KV append in the qkv GEMV's store too.
-      const bool fused_rope = n == 1 && cfg.causal() && ops.fuses_rope(in_proj);
+      const bool fused_rope = n == 1 && cached() && ops.fuses_rope(in_proj);
       if (fused_rope) {
-        ops.qkv_rope_gemv(r, QKV, X, w(p + "norm1.weight"), cfg.norm_eps, in_proj, w(p + "attn.in_proj_bias"),
-                          {{&rope_table}, P, H, cache});
+        ops.qkv_rope_gemv(r, QKV, X, *W[kNorm1], cfg.norm_eps, in_proj, *W[kInProjB], {{&rope_table}, P, H, cache});
       } else if (n == 1 && !ops.gemv_rows()) {
-        ops.normed_gemv(r, QKV, 3 * D, X, 0, w(p + "norm1.weight"), cfg.norm_eps, in_proj, &w(p + "attn.in_proj_bias"),
-                        false);
+        ops.normed_gemv(r, QKV, 3 * D, X, 0, *W[kNorm1], cfg.norm_eps, in_proj, W[kInProjB], false);
       } else {
-        ops.rmsnorm(r, Hb, X, w(p + "norm1.weight"), n, cfg.norm_eps);
-        ops.matmul(r, QKV, 3 * D, Hb, 0, n, w(p + "attn.in_proj_weight"), &w(p + "attn.in_proj_bias"), false);
+        ops.rmsnorm(r, Hb, X, *W[kNorm1], n, cfg.norm_eps);
+        ops.matmul(r, QKV, 3 * D, Hb, 0, n, in_proj, W[kInProjB], false);
       }
       vk::Ops::AttentionArgs a{};
       a.n = n, a.heads = H, a.hd = hd, a.pos0 = 0, a.o_stride = D, a.max_keys = T;
       a.q_off = 0, a.q_stride = 3 * D;
       a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-      if (cfg.causal()) {
+      if (cached()) {  // rotated (or not: rope_table) and appended to the cache
         if (!fused_rope) ops.rope(r, QKV, {&rope_table}, P, n, D, H, 0, &cache);
         a.causal = 1, a.keys = 0, a.k_off = 0, a.k_stride = D, a.v_off = 0, a.v_stride = D;
         if (n == 1) ops.attention_decode(r, QKV, cache.k, cache.v, {&partials}, ATT, P, a);  // keys over workgroups
         else ops.attention(r, QKV, cache.k, cache.v, S, ATT, P, a);
       } else {
+        if (roped()) ops.rope(r, QKV, {&rope_table}, P, n, D, H, 0, nullptr);
         a.causal = 0, a.keys = n, a.k_off = D, a.k_stride = 3 * D, a.v_off = 2 * D, a.v_stride = 3 * D;
         ops.attention(r, QKV, QKV, QKV, S, ATT, P, a);
       }
-      ops.matmul(r, X, D, ATT, 0, n, w(p + "attn.out_proj.weight"), &w(p + "attn.out_proj.bias"), true);
+      ops.matmul(r, X, D, ATT, 0, n, *W[kOutProjW], W[kOutProjB], true);
       if (n == 1 && !ops.gemv_rows()) {  // RMSNorm and SiLU fused
-        ops.normed_gemv(r, F1, 4 * D, X, 0, w(p + "norm2.weight"), cfg.norm_eps, w(p + "ffn.0.weight"), nullptr,
-                        false, true);
+        ops.normed_gemv(r, F1, 4 * D, X, 0, *W[kNorm2], cfg.norm_eps, *W[kFfn1], nullptr, false, true);
       } else {
-        ops.rmsnorm(r, Hb, X, w(p + "norm2.weight"), n, cfg.norm_eps);
-        ops.matmul(r, F1, 4 * D, Hb, 0, n, w(p + "ffn.0.weight"), nullptr, false, true);  // SiLU fused
+        ops.rmsnorm(r, Hb, X, *W[kNorm2], n, cfg.norm_eps);
+        ops.matmul(r, F1, 4 * D, Hb, 0, n, *W[kFfn1], nullptr, false, true);  // SiLU fused
       }
-      ops.matmul(r, X, D, F1, 0, n, w(p + "ffn.2.weight"), nullptr, true);
+      ops.matmul(r, X, D, F1, 0, n, *W[kFfn2], nullptr, true);
     }
   }
 
   // The head over rows [first, first + rows) of x into logits rows 0.. (rows <= logits_rows).
   void head_matmul(vk::Recorder& r, uint32_t first, uint32_t rows) {
     const uint32_t D = static_cast<uint32_t>(cfg.dim), V = static_cast<uint32_t>(cfg.vocab);
-    ops.matmul(r, {&logits}, V, {&x}, first * D, rows, w("head.weight"), nullptr, false);
+    ops.matmul(r, {&logits}, V, {&x}, first * D, rows, head_weight(), nullptr, false);
   }
 
   // Head over rows [first, first + count) of x into logits rows 0.., then runs the recording.
@@ -276,9 +286,9 @@ struct VulkanDecoder::Impl {
     PYLON_CHECK(pos + n <= max_tokens, "context full: ", pos + n, " tokens > ", max_tokens);
     for (int i = 0; i < n; ++i)
       PYLON_CHECK(toks[i] >= 0 && toks[i] < cfg.vocab, "token id ", toks[i], " is outside the vocab ", cfg.vocab);
-    if (cfg.causal() && n == 1) {
+    if (cached() && n == 1) {
       decode_step(toks[0]);
-    } else if (cfg.causal()) {
+    } else if (cached()) {
       set_inputs(toks, static_cast<uint32_t>(n), static_cast<uint32_t>(pos));
       vk::Recorder r(ctx, times);
       blocks(r, static_cast<uint32_t>(n));
@@ -303,7 +313,7 @@ struct VulkanDecoder::Impl {
     step = std::make_unique<vk::Recorder>(ctx, times, true);
     step_times = times;
     blocks(*step, 1, grid.groups != 0);
-    const vk::DeviceMatrix& head_w = w("head.weight");
+    const vk::DeviceMatrix& head_w = head_weight();
     // PYLON_VK_DECODE_HEAD=ops: matmul's GEMV even so (a benchmark's comparison).
     const char* head_env = std::getenv("PYLON_VK_DECODE_HEAD");
     const bool kernel_head = !(head_env && std::string(head_env) == "ops");
@@ -317,12 +327,12 @@ struct VulkanDecoder::Impl {
   // stays: scratch buffers only grow), the decode step's kept for decode_step to replay.
   void prepare(int n) {
     PYLON_CHECK(n > 0 && n <= max_tokens, "prepare: a prompt of ", n, " tokens for a context of ", max_tokens);
-    if (n > 1 || !cfg.causal()) {
+    if (n > 1 || !cached()) {
       vk::Recorder r(ctx, times);
       blocks(r, static_cast<uint32_t>(n));
       head_matmul(r, static_cast<uint32_t>(n - 1), 1);
     }
-    if (cfg.causal()) record_step();
+    if (cached()) record_step();
   }
 
   // One causal token at `pos`: the recorded step replayed (recorded on first use).
@@ -366,7 +376,7 @@ std::string VulkanDecoder::describe() const {
   const vk::DeviceInfo& i = impl_->ctx.info();
   return detail::concat("vulkan: ", i.name, " (", i.type_name(), "), ",
                         !impl_->ops.uses_coopmat(64) ? "tiled GEMM"
-                        : impl_->ops.uses_coopmat2(64, impl_->w("layers.0.attn.in_proj_weight"))
+                        : impl_->ops.uses_coopmat2(64, *impl_->params.back())
                             ? "cooperative-matrix GEMM (NV coopmat2) and attention"
                             : "cooperative-matrix GEMM and attention",
                         ", ",
@@ -398,7 +408,7 @@ bool VulkanDecoder::use_coopmat(bool on) {
 }
 bool VulkanDecoder::use_coopmat2(bool on, int tokens) {
   impl_->ops.set_coopmat2(on);
-  return impl_->ops.uses_coopmat2(static_cast<uint32_t>(std::max(tokens, 0)), impl_->w("layers.0.attn.in_proj_weight"));
+  return impl_->ops.uses_coopmat2(static_cast<uint32_t>(std::max(tokens, 0)), *impl_->params.back());
 }
 void VulkanDecoder::set_coopmat2_dequant_tokens(uint32_t tokens) {
   vk::Ops::Coopmat2Dequant d;

@@ -179,7 +179,7 @@ TrainResult train_cuda_as(const TrainOptions& o, const DistEnv& env, std::chrono
     std::printf("model: %s preset, %lld parameters (V=%d D=%d L=%d H=%d) on %d GPU%s (%s compute, fp32 "
                 "master, FSDP %s%s); %d x batch %d x %d tokens x %d accum = %lld tokens/step; "
                 "allocated per rank %.2f GB (activations %.2f GB, recompute %s, reduce %s%s)%s%s\n",
-                preset_name(config.preset), static_cast<long long>(layout.table().total), config.vocab,
+                config.preset.name, static_cast<long long>(layout.table().total), config.vocab,
                 config.dim, config.layers, config.heads, world, world > 1 ? "s" : "", kFp32 ? "fp32" : "bf16",
                 o.reshard_after_forward ? "reshard" : "no-reshard",
                 fo.fused_optimizer ? ", AdamW per unit" : "", world, o.batch, o.seq, o.grad_accum,

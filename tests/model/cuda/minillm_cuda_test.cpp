@@ -56,7 +56,7 @@ CudaStep run_cuda_step(const ModelConfig& c, const std::vector<Act>& params_act,
   return r;
 }
 
-void check_step_matches_cpu(Preset preset) {
+void check_step_matches_cpu(const Preset& preset) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
   ModelConfig c;
   c.preset = preset, c.vocab = 509, c.dim = 256, c.layers = 2, c.heads = 4;  // head dim 64
@@ -97,15 +97,15 @@ void check_step_matches_cpu(Preset preset) {
   }
 }
 
-TEST(CudaMiniLLM, SeedStepMatchesCpu) { check_step_matches_cpu(Preset::seed); }
-TEST(CudaMiniLLM, CausalStepMatchesCpu) { check_step_matches_cpu(Preset::causal); }
+TEST(CudaMiniLLM, SeedStepMatchesCpu) { check_step_matches_cpu(find_preset("seed")); }
+TEST(CudaMiniLLM, CausalStepMatchesCpu) { check_step_matches_cpu(find_preset("causal")); }
 
 // none, selective and full run the same kernels on the same values (recomputation is deterministic),
 // so loss and every gradient are bit-identical; and each keeps less than the one before.
 TEST(CudaMiniLLM, RecomputePoliciesGiveIdenticalGradients) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  for (Preset preset : {Preset::seed, Preset::causal}) {
-    SCOPED_TRACE(preset_name(preset));
+  for (const Preset& preset : presets()) {
+    SCOPED_TRACE(preset.name);
     ModelConfig c;
     c.preset = preset, c.vocab = 509, c.dim = 256, c.layers = 3, c.heads = 2;  // head dim 128
     const int B = 2, T = 80;
@@ -148,9 +148,9 @@ TEST(CudaMiniLLM, Fp32StepMatchesCpuAtFp32Tolerance) {
     int heads;
     Recompute recompute;
   };
-  for (const Variant& v : {Variant{Preset::seed, 4, Recompute::selective}, Variant{Preset::causal, 4, Recompute::selective},
-                           Variant{Preset::causal, 2, Recompute::none}, Variant{Preset::seed, 2, Recompute::full}}) {
-    SCOPED_TRACE(std::string(preset_name(v.preset)) + " hd " + std::to_string(256 / v.heads) + " " +
+  for (const Variant& v : {Variant{find_preset("seed"), 4, Recompute::selective}, Variant{find_preset("causal"), 4, Recompute::selective},
+                           Variant{find_preset("causal"), 2, Recompute::none}, Variant{find_preset("seed"), 2, Recompute::full}}) {
+    SCOPED_TRACE(std::string(v.preset.name) + " hd " + std::to_string(256 / v.heads) + " " +
                  recompute_name(v.recompute));
     ModelConfig c;
     c.preset = v.preset, c.vocab = 509, c.dim = 256, c.layers = 2, c.heads = v.heads;

@@ -25,7 +25,7 @@
 namespace pylon {
 namespace {
 
-ModelConfig small_config(Preset p) {
+ModelConfig small_config(const Preset& p) {
   ModelConfig c;
   c.preset = p;
   c.vocab = 97, c.dim = 64, c.layers = 2, c.heads = 4;
@@ -41,7 +41,7 @@ std::string export_model(const testing::TempDir& tmp, const ModelConfig& c, Edge
   EdgeQuant quant;
   quant.matrices = q;
   quant.group_size = group;
-  const std::string path = tmp.file(std::string(preset_name(c.preset)) + edge_dtype_name(q) + ".edge");
+  const std::string path = tmp.file(std::string(c.preset.name) + edge_dtype_name(q) + ".edge");
   write_edge_file(path, c, encode_edge_tensors(table, flat.data(), quant), "");
   return path;
 }
@@ -74,7 +74,7 @@ std::vector<int32_t> greedy(Feed&& feed, int V, int steps, std::vector<std::vect
 TEST(VulkanDecoder, GreedyIdenticalToCpuAndLogitsClose) {
   if (!testing::vulkan_available()) GTEST_SKIP() << "no Vulkan device";
   testing::TempDir tmp;
-  for (const Preset p : {Preset::causal, Preset::seed})
+  for (const Preset& p : presets())
     for (const EdgeDType q : {EdgeDType::f16, EdgeDType::int8, EdgeDType::int4}) {
       const ModelConfig c = small_config(p);
       const std::string path = export_model(tmp, c, q);
@@ -91,7 +91,7 @@ TEST(VulkanDecoder, GreedyIdenticalToCpuAndLogitsClose) {
       // and (causal) the persistent kernel, a dispatch per block (GPUs' default).
       for (const bool coopmat : {false, true})
         for (const std::string gemv : {"subgroup", "rows", "persistent"}) {
-        if (gemv == "persistent" && p != Preset::causal) continue;
+        if (gemv == "persistent" && p.mask != Mask::causal) continue;
         VulkanOptions o;
         o.allow_coopmat = coopmat;
         o.gemv = gemv == "rows" ? "rows" : "subgroup";
@@ -101,7 +101,7 @@ TEST(VulkanDecoder, GreedyIdenticalToCpuAndLogitsClose) {
         EXPECT_EQ(gpu.persistent_grid() > 0, gemv == "persistent");
         std::vector<std::vector<float>> lg;
         const auto b = greedy([&](const int32_t* t, int n) { return gpu.feed(t, n); }, c.vocab, 20, &lg);
-        const std::string what = std::string(preset_name(p)) + " " + edge_dtype_name(q) +
+        const std::string what = std::string(p.name) + " " + edge_dtype_name(q) +
                                  (coopmat ? " coopmat" : " plain") + " gemv_" + gemv;
         if (q == EdgeDType::f16) {
           EXPECT_EQ(a, b) << what;  // the contract: identical greedy text in f16
@@ -188,7 +188,7 @@ bool cpu_device() {  // CPU devices run the persistent kernel with one workgroup
 TEST(VulkanDecoder, PersistentDecodeMatchesOpByOp) {
   if (!testing::vulkan_available()) GTEST_SKIP() << "no Vulkan device";
   testing::TempDir tmp;
-  ModelConfig c = small_config(Preset::causal);
+  ModelConfig c = small_config(find_preset("causal"));
   c.layers = 3;
   // (Zero-copy import on CPU devices, lavapipe in CI: a GPU's driver may refuse it.)
   const std::string import_if_cpu = cpu_device() ? "import" : "upload";
@@ -211,19 +211,19 @@ TEST(VulkanDecoder, PersistentDecodeOddShapes) {
   if (!cpu_device()) cases.insert(cases.end(), {{0, 0, 0, 0}, {3, 0, 0, 0}});
   {
     testing::TempDir tmp;
-    ModelConfig c = small_config(Preset::causal);
+    ModelConfig c = small_config(find_preset("causal"));
     c.dim = 72, c.heads = 3;
     expect_persistent_matches_ops(export_model(tmp, c, EdgeDType::f16), c, 8, cases);
   }
   {
     testing::TempDir tmp;
-    ModelConfig c = small_config(Preset::causal);
+    ModelConfig c = small_config(find_preset("causal"));
     c.dim = 576, c.heads = 4;  // W2 read in several chunks of rows (the last one partial)
     for (const EdgeDType q : {EdgeDType::f16, EdgeDType::int8})
       expect_persistent_matches_ops(export_model(tmp, c, q), c, 8, cases);
   }
   testing::TempDir tmp;
-  const ModelConfig c = small_config(Preset::causal);
+  const ModelConfig c = small_config(find_preset("causal"));
   expect_persistent_matches_ops(export_model(tmp, c, EdgeDType::int4, 64), c, 8, cases);
 }
 
@@ -234,7 +234,7 @@ TEST(VulkanDecoder, PersistentDecodeWideModel) {
   if (!testing::vulkan_available()) GTEST_SKIP() << "no Vulkan device";
   std::vector<PersistentCase> cases = {{1, 0, 0, 0}};
   if (!cpu_device()) cases.insert(cases.end(), {{0, 0, 0, 0}});
-  ModelConfig c = small_config(Preset::causal);
+  ModelConfig c = small_config(find_preset("causal"));
   c.dim = 64 * static_cast<int>(testing::vulkan_context_or_null()->info().subgroup_size);
   c.heads = c.dim / 128, c.layers = 1;
   for (const EdgeDType q : {EdgeDType::f16, EdgeDType::int8, EdgeDType::int4}) {
@@ -250,7 +250,7 @@ TEST(VulkanDecoder, PersistentDecodeWideModel) {
 TEST(VulkanDecoder, PersistentTimelineMarksEveryStepInOrder) {
   if (!testing::vulkan_available()) GTEST_SKIP() << "no Vulkan device";
   testing::TempDir tmp;
-  const ModelConfig c = small_config(Preset::causal);
+  const ModelConfig c = small_config(find_preset("causal"));
   const std::string path = export_model(tmp, c, EdgeDType::f16);
   VulkanOptions o;
   o.decode = "persistent", o.weights = "upload";
@@ -298,7 +298,7 @@ TEST(VulkanDecoder, PersistentTimelineMarksEveryStepInOrder) {
 TEST(VulkanDecoder, PersistentDecodeFallsBackWhenBarriersFail) {
   if (!testing::vulkan_available()) GTEST_SKIP() << "no Vulkan device";
   testing::TempDir tmp;
-  const ModelConfig c = small_config(Preset::causal);
+  const ModelConfig c = small_config(find_preset("causal"));
   const std::string path = export_model(tmp, c, EdgeDType::f16);
   VulkanOptions o;
   o.decode = "persistent", o.persistent_grid = 4096;
@@ -326,7 +326,7 @@ TEST(VulkanDecoder, PersistentDecodeFallsBackWhenBarriersFail) {
   }
   VulkanOptions seed_o;  // the seed preset has no decode step: asking for the kernel is an error
   seed_o.decode = "persistent";
-  EXPECT_THROW(VulkanDecoder(export_model(tmp, small_config(Preset::seed), EdgeDType::f16), seed_o, 16), Error);
+  EXPECT_THROW(VulkanDecoder(export_model(tmp, small_config(find_preset("seed")), EdgeDType::f16), seed_o, 16), Error);
   VulkanOptions ops_o;
   ops_o.decode = "ops", ops_o.gemv = "subgroup";
   VulkanDecoder ref(path, ops_o, 16);
@@ -363,7 +363,7 @@ TEST(VulkanDecoder, PrepareLeavesTheLogitsAsTheyWere) {
   testing::TempDir tmp;
   std::vector<int32_t> tokens(12);
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 29 + 3) % 97);
-  for (const Preset p : {Preset::causal, Preset::seed}) {
+  for (const Preset& p : presets()) {
     const std::string path = export_model(tmp, small_config(p), EdgeDType::int8);
     const auto run = [&](bool prepared, int prompt) {
       VulkanDecoder gpu(path, VulkanOptions{}, 16);
@@ -381,7 +381,7 @@ TEST(VulkanDecoder, PrepareLeavesTheLogitsAsTheyWere) {
       const std::vector<float> a = run(true, prompt), b = run(false, prompt);
       ASSERT_EQ(a.size(), b.size());
       for (size_t i = 0; i < a.size(); ++i)
-        ASSERT_NEAR(a[i], b[i], 1e-5 * (1e-3 + std::fabs(b[i]))) << preset_name(p) << ", prompt " << prompt << ", " << i;
+        ASSERT_NEAR(a[i], b[i], 1e-5 * (1e-3 + std::fabs(b[i]))) << p.name << ", prompt " << prompt << ", " << i;
     }
     VulkanDecoder gpu(path, VulkanOptions{}, 16);
     EXPECT_THROW(gpu.prepare(17), Error);
@@ -396,7 +396,7 @@ TEST(VulkanDecoder, EvalLossMatchesCpu) {
   for (size_t i = 0; i < toks.size(); ++i) toks[i] = static_cast<uint16_t>((i * 31 + i / 7) % 97);
   write_file_atomic(tmp.file("t.bin"), std::string(reinterpret_cast<const char*>(toks.data()), toks.size() * 2));
   const TokenFile data(tmp.file("t.bin"));
-  for (const Preset p : {Preset::causal, Preset::seed}) {
+  for (const Preset& p : presets()) {
     const ModelConfig c = small_config(p);
     const std::string path = export_model(tmp, c, EdgeDType::int8);
     const std::vector<float> flat = dequantized(path);
@@ -405,15 +405,15 @@ TEST(VulkanDecoder, EvalLossMatchesCpu) {
     VulkanDecoder gpu(path, {}, 24);
     const EvalResult got = evaluate_vulkan(gpu, data, 2, 24, 2);
     EXPECT_EQ(got.tokens, ref.tokens);
-    EXPECT_NEAR(got.loss, ref.loss, 1e-5 * ref.loss) << preset_name(p);  // fp32 summation order
-    std::printf("[ vulkan ] eval %s: %.7f vs cpu %.7f\n", preset_name(p), got.loss, ref.loss);
+    EXPECT_NEAR(got.loss, ref.loss, 1e-5 * ref.loss) << p.name;  // fp32 summation order
+    std::printf("[ vulkan ] eval %s: %.7f vs cpu %.7f\n", p.name, got.loss, ref.loss);
   }
 }
 
 TEST(VulkanDecoder, ImportUploadAndSplitBuffersAgree) {
   if (!testing::vulkan_available()) GTEST_SKIP() << "no Vulkan device";
   testing::TempDir tmp;
-  ModelConfig c = small_config(Preset::causal);
+  ModelConfig c = small_config(find_preset("causal"));
   c.vocab = 601;  // the head and embedding (601 rows) split at 256 rows below
   c.dim = 32;     // one int4 group per row: 601 f16 scales, a range that ends mid-word
   const std::string path = export_model(tmp, c, EdgeDType::int4);
@@ -441,7 +441,7 @@ TEST(VulkanDecoder, ImportUploadAndSplitBuffersAgree) {
 TEST(VulkanDecoder, BadDeviceFileAndAllocationFailuresGiveErrors) {
   if (!testing::vulkan_available()) GTEST_SKIP() << "no Vulkan device";
   testing::TempDir tmp;
-  const std::string path = export_model(tmp, small_config(Preset::causal), EdgeDType::f16);
+  const std::string path = export_model(tmp, small_config(find_preset("causal")), EdgeDType::f16);
   VulkanOptions bad;
   bad.device_index = 99;
   EXPECT_THROW(VulkanDecoder(path, bad, 16), Error);

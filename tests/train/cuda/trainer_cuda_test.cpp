@@ -32,7 +32,7 @@ std::vector<double> losses(const std::string& path) { return column(path, "loss"
 
 // A 2-block CUDA model (V=200, D=128, H=2, T=64) on 20000 tokens (i·a + i/b) mod 199 written to
 // tmp's data.bin; the callers set batch, steps and learning rate.
-TrainOptions small_cuda_run(const testing::TempDir& tmp, Preset preset, size_t a, size_t b) {
+TrainOptions small_cuda_run(const testing::TempDir& tmp, const Preset& preset, size_t a, size_t b) {
   std::vector<uint32_t> ids(20000);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<uint32_t>((i * a + i / b) % 199);
   write_token_file(tmp.file("data.bin"), ids, TokenWidth::u16);
@@ -57,8 +57,8 @@ TEST(CudaTrainer, FollowsTheCpuLossCurve) {
     Preset preset;
     int dim;
   };
-  for (const Case c : {Case{Preset::seed, 128}, Case{Preset::causal, 128}, Case{Preset::seed, 256}}) {
-    SCOPED_TRACE(std::string(preset_name(c.preset)) + " head dim " + std::to_string(c.dim / 2));
+  for (const Case c : {Case{find_preset("seed"), 128}, Case{find_preset("causal"), 128}, Case{find_preset("seed"), 256}}) {
+    SCOPED_TRACE(std::string(c.preset.name) + " head dim " + std::to_string(c.dim / 2));
     TrainOptions o;
     o.model.preset = c.preset;
     o.model.vocab = 256, o.model.dim = c.dim, o.model.layers = 2, o.model.heads = 2;
@@ -94,8 +94,8 @@ TEST(CudaTrainer, Fp32FollowsTheCpuLossCurveAtFp32Tolerance) {
   std::vector<uint32_t> ids(60000);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<uint32_t>((i * i + 7 * i) % 251);
   write_token_file(tmp.file("data.bin"), ids, TokenWidth::u16);
-  for (Preset preset : {Preset::seed, Preset::causal}) {
-    SCOPED_TRACE(preset_name(preset));
+  for (const Preset& preset : presets()) {
+    SCOPED_TRACE(preset.name);
     TrainOptions o;
     o.model.preset = preset;
     o.model.vocab = 256, o.model.dim = 128, o.model.layers = 2, o.model.heads = 2;  // head dim 64
@@ -119,7 +119,7 @@ TEST(CudaTrainer, Fp32FollowsTheCpuLossCurveAtFp32Tolerance) {
 TEST(CudaTrainer, GradAccumulationEqualsLargerBatch) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
   testing::TempDir tmp;
-  TrainOptions o = small_cuda_run(tmp, Preset::seed, 31, 7);
+  TrainOptions o = small_cuda_run(tmp, find_preset("seed"), 31, 7);
   o.steps = 8, o.adamw.lr = 1e-3f;
   o.batch = 4, o.grad_accum = 1, o.metrics_path = tmp.file("big.jsonl");
   train(o);
@@ -137,7 +137,7 @@ TEST(CudaTrainer, GradAccumulationEqualsLargerBatch) {
 TEST(CudaTrainer, ResumeIsBitIdenticalAndCpuReadsTheCheckpoint) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
   testing::TempDir tmp;
-  TrainOptions o = small_cuda_run(tmp, Preset::causal, 17, 5);
+  TrainOptions o = small_cuda_run(tmp, find_preset("causal"), 17, 5);
   o.batch = 2, o.steps = 6, o.adamw.lr = 1e-2f, o.schedule.lr = 1e-2f;
   o.save_dir = tmp.file("full"), o.save_every = 3, o.metrics_path = tmp.file("full.jsonl");
   train(o);
@@ -166,7 +166,7 @@ TEST(CudaTrainer, ResumeIsBitIdenticalAndCpuReadsTheCheckpoint) {
 TEST(CudaTrainer, FoldedGradNormMatchesSeparatePass) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
   testing::TempDir tmp;
-  TrainOptions o = small_cuda_run(tmp, Preset::seed, 13, 3);
+  TrainOptions o = small_cuda_run(tmp, find_preset("seed"), 13, 3);
   o.batch = 2, o.steps = 6, o.adamw.lr = 1e-3f;
   for (int accum : {1, 2}) {
     o.grad_accum = accum;
@@ -200,7 +200,7 @@ TEST(CudaTrainer, ValidationLossMatchesCpu) {
   write_token_file(tmp.file("data.bin"), ids, TokenWidth::u16);
   write_token_file(tmp.file("val.bin"), val_ids, TokenWidth::u16);
   TrainOptions o;
-  o.model.preset = Preset::causal;
+  o.model.preset = find_preset("causal");
   o.model.vocab = 256, o.model.dim = 128, o.model.layers = 3, o.model.heads = 2;
   o.batch = 3, o.seq = 48, o.steps = 8, o.adamw.lr = 2e-3f, o.grad_clip = 1.0f;
   o.data = tmp.file("data.bin"), o.val_data = tmp.file("val.bin"), o.log_every = 0;
@@ -233,7 +233,7 @@ TEST(CudaTrainer, ValidationLossMatchesCpu) {
 TEST(CudaTrainer, SplitRootEqualsWholeRoot) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
   testing::TempDir tmp;
-  TrainOptions o = small_cuda_run(tmp, Preset::seed, 23, 5);
+  TrainOptions o = small_cuda_run(tmp, find_preset("seed"), 23, 5);
   o.batch = 2, o.steps = 6, o.adamw.lr = 2e-3f;
   for (const float clip : {0.f, 1.f}) {
     o.grad_clip = clip;
@@ -258,7 +258,7 @@ TEST(CudaTrainer, SplitRootEqualsWholeRoot) {
 TEST(CudaTrainer, CudaGraphReplayEqualsEagerBitForBit) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
   testing::TempDir tmp;
-  TrainOptions o = small_cuda_run(tmp, Preset::causal, 29, 3);
+  TrainOptions o = small_cuda_run(tmp, find_preset("causal"), 29, 3);
   o.val_data = o.data, o.eval_every = 4, o.eval_steps = 2;
   o.batch = 2, o.steps = 9, o.adamw.lr = 2e-3f, o.schedule.lr = 2e-3f;
   o.schedule.kind = LrSchedule::cosine, o.schedule.warmup = 3;
