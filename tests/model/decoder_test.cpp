@@ -43,6 +43,16 @@ TEST(Decoder, CausalPrefillThenDecodeMatchesForward) {
 }
 TEST(Decoder, SeedRecomputeMatchesForward) { expect_decoder_matches_forward(find_preset("seed"), 3); }
 
+// The paths read a preset's traits, not its name: every combination of mask and positions (two of
+// them in no preset today) decodes as the training forward computes.
+TEST(Decoder, EveryTraitCombinationMatchesForward) {
+  for (const Mask mask : {Mask::bidirectional, Mask::causal})
+    for (const Positions positions : {Positions::none, Positions::rope}) {
+      SCOPED_TRACE(std::string(mask_name(mask)) + " mask, positions " + positions_name(positions));
+      expect_decoder_matches_forward({"traits", "a combination of traits", mask, positions}, 4);
+    }
+}
+
 TEST(Sampler, GreedyTopKAndTopP) {
   const std::vector<float> logits = {0.f, 3.f, 1.f, 2.9f, -1.f};
   Rng rng(1);
