@@ -60,6 +60,7 @@
 
 #include "core/error.h"
 #include "io/edge_format.h"
+#include "model/edge_model.h"
 #include "model/edge_weights.h"
 #include "model/params.h"
 #include "model/vulkan/vulkan_decoder.h"
@@ -275,7 +276,7 @@ std::string make_model(const ModelConfig& c, const std::string& quant, const std
   }
   EdgeQuant q;
   q.matrices = quant == "f16" ? EdgeDType::f16 : quant == "int8" ? EdgeDType::int8 : EdgeDType::int4;
-  write_edge_file(path, c, encode_edge_tensors(table, flat.data(), q), "");
+  write_edge_model(path, c, encode_edge_tensors(table, flat.data(), q), "");
   return path;
 }
 
@@ -287,11 +288,12 @@ void gemv_sweep(const std::string& path, int device) {
   vk::Context ctx(co);
   vk::Ops ops(ctx);
   ops.set_gemv_rows(false);  // the subgroup GEMV on any device (CPU devices decode with gemv_rows)
-  const EdgeFile file(path);
+  const EdgeModel edge(path);
+  const EdgeFile& file = edge.file;
   const vk::DeviceWeights weights(ctx, file);
-  const int64_t D = file.config().dim;
+  const int64_t D = edge.config.dim;
   vk::Buffer x = ctx.make_buffer(static_cast<uint64_t>(8 * D) * 4, vk::MemoryKind::device);
-  vk::Buffer y = ctx.make_buffer(static_cast<uint64_t>(file.config().vocab) * 4, vk::MemoryKind::device);
+  vk::Buffer y = ctx.make_buffer(static_cast<uint64_t>(edge.config.vocab) * 4, vk::MemoryKind::device);
   std::vector<float> ones(static_cast<size_t>(8 * D), 0.01f);
   ctx.upload(x, 0, ones.data(), ones.size() * 4);
   struct Matrix {
@@ -302,13 +304,13 @@ void gemv_sweep(const std::string& path, int device) {
   {  // warm-up: about a second of GEMVs, so that the clocks have risen before the first timing
     vk::Recorder warm(ctx, nullptr, true);
     for (int i = 0; i < 100; ++i) {
-      const vk::DeviceMatrix& w = weights.get("layers." + std::to_string(i % file.config().layers) + ".ffn.0.weight");
+      const vk::DeviceMatrix& w = weights.get("layers." + std::to_string(i % edge.config.layers) + ".ffn.0.weight");
       ops.matmul(warm, {&y}, static_cast<uint32_t>(w.rows), {&x}, 0, 1, w, nullptr, false);
     }
     const auto t = Clock::now();
     while (since(t) < 1.0) warm.replay();
   }
-  const int layers = file.config().layers;
+  const int layers = edge.config.layers;
   for (const Matrix m : {Matrix{"attn.in_proj_weight", "norm1.weight"}, Matrix{"attn.out_proj.weight", nullptr},
                          Matrix{"ffn.0.weight", "norm2.weight"}, Matrix{"ffn.2.weight", nullptr},
                          Matrix{"head.weight", nullptr}}) {

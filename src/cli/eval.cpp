@@ -11,7 +11,7 @@
 #include "io/token_file.h"
 #include "model/minillm.h"
 #include "train/evaluate.h"
-#include "io/edge_format.h"
+#include "model/edge_model.h"
 #include "model/decoder.h"
 #if PYLON_HAVE_VULKAN
 #include "model/vulkan/vulkan_decoder.h"
@@ -64,7 +64,9 @@ int run_eval(int argc, char** argv) {
     data.check_vocab(model.config().vocab);
     std::fprintf(stderr, "%s\n", model.describe().c_str());
     const Stopwatch clock;
-    const EvalResult r = evaluate_vulkan(model, data, batch, seq, steps);
+    const EvalResult r = evaluate_rows(
+        [&model](const int32_t* t, int n, float* logits) { model.score(t, n, logits); }, model.config().vocab, data,
+        batch, seq, steps);
     print_eval(r, clock.seconds(), json);
     return 0;
 #else
@@ -75,14 +77,14 @@ int run_eval(int argc, char** argv) {
               " backend yet (use --device cpu)");
 
   if (is_edge_file(model_path)) {  // read in place, in the file's precision (no fp32 copy)
-    const EdgeFile file(model_path);
+    const EdgeModel edge(model_path);
     const TokenFile data(data_path);
-    data.check_vocab(file.config().vocab);
-    Decoder model(file, seq);
+    data.check_vocab(edge.config.vocab);
+    Decoder model(edge, seq);
     const Stopwatch clock;
     const EvalResult r = evaluate_rows(
         [&model](const int32_t* t, int n, float* logits) { model.score(t, n, logits); },
-        file.config().vocab, data, batch, seq, steps);
+        edge.config.vocab, data, batch, seq, steps);
     print_eval(r, clock.seconds(), json);
     return 0;
   }

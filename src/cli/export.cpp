@@ -8,7 +8,7 @@
 #include "cli/load_model.h"
 #include "core/error.h"
 #include "io/atomic_file.h"
-#include "io/edge_format.h"
+#include "model/edge_model.h"
 #include "io/tokenizer.h"
 #include "model/edge_weights.h"
 
@@ -55,7 +55,7 @@ int run_export(int argc, char** argv) {
     if (quant == edge_dtype_name(d)) q.matrices = d;
   q.group_size = group_size;
   const ParamTable table = param_table(m.config);
-  write_edge_file(out_path, m.config, encode_edge_tensors(table, m.params.data(), q), tokenizer);
+  write_edge_model(out_path, m.config, encode_edge_tensors(table, m.params.data(), q), tokenizer);
   std::printf("wrote %s: %s V=%d D=%d L=%d H=%d, matrices %s, %s tokenizer, %llu bytes\n",
               out_path.c_str(), m.config.preset.name, m.config.vocab, m.config.dim,
               m.config.layers, m.config.heads, quant.c_str(), tokenizer.empty() ? "no" : "with",

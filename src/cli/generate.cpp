@@ -14,7 +14,7 @@
 #include "io/tokenizer.h"
 #include "model/decoder.h"
 #include "model/sampler.h"
-#include "io/edge_format.h"
+#include "model/edge_model.h"
 #if PYLON_HAVE_VULKAN
 #include "model/vulkan/vulkan_decoder.h"
 #endif
@@ -63,7 +63,7 @@ int run_generate(int argc, char** argv) {
   std::function<void(int)> prepare;                   // Vulkan: the pipelines built before the clocks
   std::unique_ptr<Decoder> cpu;
   LoadedModel m;                  // checkpoints and safetensors: fp32 weights
-  std::unique_ptr<EdgeFile> edge;  // edge files: mapped, read in their stored precision
+  std::unique_ptr<EdgeModel> edge;  // edge files: mapped, read in their stored precision
   const bool vulkan = device.rfind("vulkan", 0) == 0;
   if (vulkan) {
 #if PYLON_HAVE_VULKAN
@@ -82,9 +82,9 @@ int run_generate(int argc, char** argv) {
   } else {
     PYLON_CHECK(device == "cpu", "--device ", device, ": expected cpu, vulkan or vulkan:N");
     if (is_edge_file(model_path)) {
-      edge = std::make_unique<EdgeFile>(model_path);
-      config = edge->config();
-      tokenizer_model = std::string(edge->tokenizer());
+      edge = std::make_unique<EdgeModel>(model_path);
+      config = edge->config;
+      tokenizer_model = std::string(edge->file.tokenizer());
       cpu = std::make_unique<Decoder>(*edge, context);
     } else {
       ModelConfig fallback;

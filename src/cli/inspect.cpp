@@ -4,7 +4,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/error.h"
-#include "io/edge_format.h"
+#include "model/edge_model.h"
 #include "io/safetensors.h"
 #include "model/edge_weights.h"
 
@@ -25,8 +25,9 @@ int run_inspect(int argc, char** argv) {
     return 0;
   }
   PYLON_CHECK(!path.empty(), "give the edge model file: pylon inspect FILE");
-  const EdgeFile file(path);
-  const ModelConfig& c = file.config();
+  const EdgeModel edge(path);
+  const EdgeFile& file = edge.file;
+  const ModelConfig& c = edge.config;
   std::printf("%s: Pylon edge model, format version %u, JSON header %llu bytes\n", path.c_str(),
               kEdgeVersion, static_cast<unsigned long long>(file.header_json_bytes()));
   std::printf("config: preset %s, vocab %d, dim %d, layers %d, heads %d, norm_eps %g, rope_theta %g\n",

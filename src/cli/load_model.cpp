@@ -4,6 +4,7 @@
 
 #include "io/edge_format.h"
 #include "io/safetensors.h"
+#include "model/edge_model.h"
 #include "model/edge_weights.h"
 #include "model/params.h"
 #include "model/weights.h"
@@ -19,8 +20,9 @@ LoadedModel load_model(const std::string& arg, const ModelConfig& fallback, bool
                        bool heads_given) {
   LoadedModel m;
   if (is_edge_file(arg)) {
-    const EdgeFile file(arg);
-    m.config = file.config();
+    const EdgeModel edge(arg);
+    const EdgeFile& file = edge.file;
+    m.config = edge.config;
     const ParamTable table = param_table(m.config);
     m.params.resize(table.total);
     load_edge_weights(file, table, m.params.data());

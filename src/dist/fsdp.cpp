@@ -13,6 +13,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "ops/cpu/adamw.h"
 #include "profile/tracer.h"
 
 namespace pylon {
@@ -221,19 +222,19 @@ void FsdpModel::zero_grad() {
 
 double FsdpModel::local_grad_sum_of_squares() const {
   double total = 0;
-  for (const auto& s : shards_) total += sum_of_squares(s.grad.data(), static_cast<int64_t>(s.grad.size()));
+  for (const auto& s : shards_) total += cpu::sum_of_squares(s.grad.data(), static_cast<int64_t>(s.grad.size()));
   return total;
 }
 
 void FsdpModel::scale_grads(float s) {
   sync();
-  for (auto& sh : shards_) scale_in_place(sh.grad.data(), static_cast<int64_t>(sh.grad.size()), s);
+  for (auto& sh : shards_) cpu::scale_in_place(sh.grad.data(), static_cast<int64_t>(sh.grad.size()), s);
 }
 
 void FsdpModel::adamw_step(float lr, const AdamWConfig& c, int64_t t) {
   sync();
   for (auto& s : shards_)
-    adamw_update(s.param.data(), s.grad.data(), s.m.data(), s.v.data(),
+    cpu::adamw_update(s.param.data(), s.grad.data(), s.m.data(), s.v.data(),
                  static_cast<int64_t>(s.param.size()), lr, c, t);
 }
 

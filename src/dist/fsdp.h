@@ -18,7 +18,7 @@
 #include "dist/shard_layout.h"
 #include "io/safetensors.h"
 #include "model/minillm.h"
-#include "train/adamw.h"
+#include "ops/adamw.h"
 
 namespace pylon {
 

@@ -11,8 +11,8 @@
 
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "io/json_fields.h"
 #include "io/safetensors.h"
-#include "model/params.h"
 
 namespace pylon {
 namespace {
@@ -44,39 +44,10 @@ std::string quoted_name(const std::string& s) {
   return json(s).dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-// Reads the JSON header's fields with one-line errors naming the file.
-class HeaderReader {
+// The header's fields (JsonFields), and the check of a blob's place in the file.
+class HeaderReader : public JsonFields {
  public:
-  explicit HeaderReader(const std::string& path) : path_(path) {}
-
-  template <typename... Args>
-  [[noreturn]] void fail(const Args&... args) const {
-    throw Error(detail::concat(path_, ": ", args...));
-  }
-  const json& field(const json& obj, const char* key, const std::string& where) const {
-    if (!obj.is_object() || !obj.contains(key)) fail(where, " has no \"", key, "\"");
-    return obj.at(key);
-  }
-  uint64_t u64(const json& obj, const char* key, const std::string& where) const {
-    const json& v = field(obj, key, where);
-    if (!v.is_number_unsigned()) fail(where, ".", key, " is not a non-negative integer");
-    return v.get<uint64_t>();
-  }
-  int positive_int(const json& obj, const char* key, const std::string& where) const {
-    const uint64_t v = u64(obj, key, where);
-    if (v == 0 || v > (1u << 30)) fail(where, ".", key, " = ", v, " is out of range");
-    return static_cast<int>(v);
-  }
-  float number(const json& obj, const char* key, const std::string& where) const {
-    const json& v = field(obj, key, where);
-    if (!v.is_number()) fail(where, ".", key, " is not a number");
-    return v.get<float>();
-  }
-  std::string text(const json& obj, const char* key, const std::string& where) const {
-    const json& v = field(obj, key, where);
-    if (!v.is_string()) fail(where, ".", key, " is not a string");
-    return v.get<std::string>();
-  }
+  using JsonFields::JsonFields;
   // A blob [offset, offset + length) must start 4096-aligned after the JSON and end in the file.
   void check_blob(uint64_t offset, uint64_t length, uint64_t data_start, uint64_t file_size,
                   const std::string& what) const {
@@ -86,32 +57,7 @@ class HeaderReader {
       fail(what, " [", offset, ", +", length, ") runs past the end of the file (", file_size,
            " bytes; truncated?)");
   }
-
- private:
-  std::string path_;
 };
-
-ModelConfig read_config(const HeaderReader& h, const json& c) {
-  ModelConfig config;
-  const std::string preset = h.text(c, "preset", "config");
-  try {
-    config.preset = find_preset(preset);
-  } catch (const Error&) {
-    h.fail("config.preset ", quoted_name(preset), " is unknown");
-  }
-  config.vocab = h.positive_int(c, "vocab", "config");
-  config.dim = h.positive_int(c, "dim", "config");
-  config.layers = h.positive_int(c, "layers", "config");
-  config.heads = h.positive_int(c, "heads", "config");
-  config.norm_eps = h.number(c, "norm_eps", "config");
-  config.rope_theta = h.number(c, "rope_theta", "config");
-  try {
-    config.validate();
-  } catch (const Error& e) {
-    h.fail("config: ", e.what());
-  }
-  return config;
-}
 
 EdgeTensor read_tensor(const HeaderReader& h, const json& j, size_t index) {
   EdgeTensor t;
@@ -228,7 +174,8 @@ EdgeFile::EdgeFile(const std::string& path) : file_(path) {
     h.fail("header is not valid JSON");
   }
   if (!header.is_object()) h.fail("header is not a JSON object");
-  config_ = read_config(h, h.field(header, "config", "header"));
+  config_ = h.field(header, "config", "header");
+  if (!config_.is_object()) h.fail("header.config is not an object");
 
   const uint64_t data_start = align_up(kEdgeFixedHeaderBytes + json_bytes_);
   std::vector<std::pair<uint64_t, uint64_t>> blobs;  // [begin, end), to check overlaps
@@ -265,17 +212,6 @@ EdgeFile::EdgeFile(const std::string& path) : file_(path) {
   for (size_t i = 1; i < blobs.size(); ++i)
     if (blobs[i].first < blobs[i - 1].second) h.fail("two blobs overlap at offset ", blobs[i].first);
 
-  // Exactly the tensors of the config's MiniLLM, with their shapes.
-  const ParamTable table = param_table(config_);
-  for (const ParamInfo& info : table.params) {
-    const EdgeTensor* t = find(info.name);
-    if (!t) h.fail("tensor ", info.name, " is missing");
-    if (t->shape != info.shape)
-      h.fail("tensor ", info.name, " has shape ", shape_text(t->shape), ", expected ",
-             shape_text(info.shape));
-  }
-  if (tensors_.size() != table.params.size())
-    h.fail(tensors_.size(), " tensors, but the config's MiniLLM has ", table.params.size());
 }
 
 const EdgeTensor* EdgeFile::find(const std::string& name) const {
@@ -288,7 +224,7 @@ std::string_view EdgeFile::tokenizer() const {
   return {reinterpret_cast<const char*>(file_.data() + tokenizer_offset_), tokenizer_length_};
 }
 
-void write_edge_file(const std::string& path, const ModelConfig& config,
+void write_edge_file(const std::string& path, const json& config,
                      const std::vector<EdgeTensorToWrite>& tensors, std::string_view tokenizer) {
   // Offsets depend on where the data starts, which depends on the JSON's length: grow until stable.
   uint64_t data_start = kEdgeAlignment;
@@ -307,9 +243,7 @@ void write_edge_file(const std::string& path, const ModelConfig& config,
       return offset;
     };
     header = json::object();
-    header["config"] = {{"preset", config.preset.name}, {"vocab", config.vocab},
-                        {"dim", config.dim}, {"layers", config.layers}, {"heads", config.heads},
-                        {"norm_eps", config.norm_eps}, {"rope_theta", config.rope_theta}};
+    header["config"] = config;
     if (!tokenizer.empty())
       header["tokenizer"] = {{"offset", place(tokenizer.data(), tokenizer.size())},
                              {"length", tokenizer.size()}};

@@ -6,8 +6,7 @@
 //   bytes 8..11   u32 version (1)
 //   bytes 12..15  u32 CRC-32 (zlib's) of the JSON header
 //   bytes 16..23  u64 JSON header length N
-//   bytes 24..    N bytes of JSON: {"config": {preset, vocab, dim, layers, heads, norm_eps,
-//                 rope_theta}, "tokenizer": {offset, length} (optional, SentencePiece .model bytes),
+//   bytes 24..    N bytes of JSON: {"config": {...} (the model's: model/edge_model.h), "tokenizer": {offset, length} (optional, SentencePiece .model bytes),
 //                 "tensors": [{name, shape, dtype, offset, length, quant?}]}, quant = {scale_dtype,
 //                 scale_offset, scale_length, group_size (int4)}; offsets are from the file start.
 //   then the blobs, each at a multiple of 4096, zero padding between them and after the last:
@@ -22,8 +21,9 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "io/mapped_file.h"
-#include "model/config.h"
 
 namespace pylon {
 
@@ -53,14 +53,15 @@ uint64_t edge_scale_bytes(const EdgeTensor& t);
 class EdgeFile {
  public:
   // Maps and validates the whole file: magic, version, header length and checksum, file size, JSON,
-  // config, every offset in range and 4096-aligned, blobs not overlapping, lengths consistent with
-  // dtypes and shapes, and the tensors forming exactly the MiniLLM of the config. Any violation
-  // throws pylon::Error with one line naming the file.
+  // a config object, every offset in range and 4096-aligned, blobs not overlapping, lengths
+  // consistent with dtypes and shapes, names unique. Any violation throws pylon::Error with one line
+  // naming the file. Whether the config and the tensors form a model is the model's to check
+  // (model/edge_model.h).
   explicit EdgeFile(const std::string& path);
   static bool has_magic(const std::string& path);  // false for unreadable or short files
 
   const std::string& path() const { return file_.path(); }
-  const ModelConfig& config() const { return config_; }
+  const nlohmann::json& config() const { return config_; }  // a JSON object
   const std::vector<EdgeTensor>& tensors() const { return tensors_; }
   const EdgeTensor* find(const std::string& name) const;  // nullptr if absent
   const std::byte* values(const EdgeTensor& t) const { return file_.data() + t.offset; }
@@ -71,7 +72,7 @@ class EdgeFile {
 
  private:
   MappedFile file_;
-  ModelConfig config_;
+  nlohmann::json config_;
   std::vector<EdgeTensor> tensors_;
   uint64_t tokenizer_offset_ = 0, tokenizer_length_ = 0, json_bytes_ = 0;
 };
@@ -81,8 +82,8 @@ struct EdgeTensorToWrite {
   std::vector<std::byte> values, scales;
 };
 
-// Writes atomically (AtomicFile). tokenizer: SentencePiece model bytes, or empty.
-void write_edge_file(const std::string& path, const ModelConfig& config,
+// Writes atomically (AtomicFile). config: a JSON object; tokenizer: SentencePiece model bytes, or empty.
+void write_edge_file(const std::string& path, const nlohmann::json& config,
                      const std::vector<EdgeTensorToWrite>& tensors, std::string_view tokenizer);
 
 uint32_t crc32(const void* data, size_t n);  // zlib's CRC-32

@@ -19,8 +19,9 @@ Decoder::Decoder(const ModelConfig& config, const float* params, int max_tokens)
   init(max_tokens);
 }
 
-Decoder::Decoder(const EdgeFile& file, int max_tokens)
-    : config_(file.config()), table_(param_table(config_)) {
+Decoder::Decoder(const EdgeModel& model, int max_tokens)
+    : config_(model.config), table_(param_table(config_)) {
+  const EdgeFile& file = model.file;
   int64_t small = 0;
   for (const ParamInfo& p : table_.params)
     if (p.shape.size() != 2) small += p.numel;

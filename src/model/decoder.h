@@ -11,7 +11,7 @@
 #include <memory>
 #include <vector>
 
-#include "io/edge_format.h"
+#include "model/edge_model.h"
 #include "model/config.h"
 #include "model/params.h"
 #include "model/weight_view.h"
@@ -22,8 +22,8 @@ class Decoder {
  public:
   // params: flat buffer (table order) that outlives the decoder; max_tokens bounds the context.
   Decoder(const ModelConfig& config, const float* params, int max_tokens);
-  // file: a (validated) edge file that outlives the decoder; its tensors are read in place.
-  Decoder(const EdgeFile& file, int max_tokens);
+  // model: an edge file that outlives the decoder; its tensors are read in place.
+  Decoder(const EdgeModel& model, int max_tokens);
 
   // Appends n tokens (prefill when n > 1) and returns the logits (V) after the last one.
   const float* feed(const int32_t* tokens, int n);

@@ -17,9 +17,10 @@ const std::vector<Preset>& presets() {
 const Preset& find_preset(std::string_view name) {
   for (const Preset& p : presets())
     if (name == p.name) return p;
-  std::string known;
+  std::string known, shown;
   for (const std::string& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
-  throw Error("unknown preset '" + std::string(name) + "' (expected " + known + ")");
+  for (const char ch : name.substr(0, 64)) shown += ch >= 0x20 && ch < 0x7f ? ch : '?';  // one printable line
+  throw Error("unknown preset '" + shown + "' (expected " + known + ")");
 }
 
 std::vector<std::string> preset_names() {

@@ -11,7 +11,7 @@
 #include "model/config.h"
 #include "model/recompute.h"
 #include "profile/session.h"
-#include "train/adamw.h"
+#include "ops/adamw.h"
 #include "train/checkpoint.h"
 #include "train/schedule.h"
 

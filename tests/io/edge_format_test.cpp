@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "io/edge_format.h"
 #include "io/test_util.h"
+#include "model/edge_model.h"
 #include "model/edge_weights.h"
 #include "model/params.h"
 
@@ -50,7 +51,7 @@ const std::string kTokenizer = "not a real SentencePiece model, only bytes to ca
 std::string write_model(const test::TempDir& dir, const Model& m, const EdgeQuant& q,
                         const std::string& name = "m.edge") {
   const std::string path = dir.file(name);
-  write_edge_file(path, m.config, encode_edge_tensors(m.table, m.flat.data(), q), kTokenizer);
+  write_edge_model(path, m.config, encode_edge_tensors(m.table, m.flat.data(), q), kTokenizer);
   return path;
 }
 
@@ -115,13 +116,14 @@ TEST(EdgeFormat, RoundTripEveryPrecision) {
                                    {EdgeDType::int4, 32, EdgeDType::f32}};
   for (const EdgeQuant& q : quants) {
     const std::string path = write_model(dir, m, q);
-    const EdgeFile file(path);
-    EXPECT_EQ(file.config().dim, m.config.dim);
-    EXPECT_EQ(file.config().layers, m.config.layers);
-    EXPECT_EQ(file.config().heads, m.config.heads);
-    EXPECT_EQ(file.config().vocab, m.config.vocab);
-    EXPECT_EQ(file.config().preset, m.config.preset);
-    EXPECT_EQ(file.config().norm_eps, m.config.norm_eps);
+    const EdgeModel model(path);
+    const EdgeFile& file = model.file;
+    EXPECT_EQ(model.config.dim, m.config.dim);
+    EXPECT_EQ(model.config.layers, m.config.layers);
+    EXPECT_EQ(model.config.heads, m.config.heads);
+    EXPECT_EQ(model.config.vocab, m.config.vocab);
+    EXPECT_EQ(model.config.preset, m.config.preset);
+    EXPECT_EQ(model.config.norm_eps, m.config.norm_eps);
     EXPECT_EQ(std::string(file.tokenizer()), kTokenizer);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(file.tokenizer().data()) % 4096, 0u);
     EXPECT_EQ(file.mapped().size() % 4096, 0u);
@@ -140,7 +142,7 @@ TEST(EdgeFormat, NoTokenizerAndMagicDetection) {
   test::TempDir dir;
   const Model m;
   const std::string path = dir.file("nt.edge");
-  write_edge_file(path, m.config, encode_edge_tensors(m.table, m.flat.data(), {}), "");
+  write_edge_model(path, m.config, encode_edge_tensors(m.table, m.flat.data(), {}), "");
   const EdgeFile file(path);
   EXPECT_TRUE(file.tokenizer().empty());
   EXPECT_TRUE(EdgeFile::has_magic(path));
@@ -149,10 +151,10 @@ TEST(EdgeFormat, NoTokenizerAndMagicDetection) {
   EXPECT_FALSE(EdgeFile::has_magic(dir.file("missing")));
 }
 
-// Opening `path` must throw pylon::Error: one line naming the file.
+// Opening `path` as a model must throw pylon::Error: one line naming the file.
 void expect_clean_error(const std::string& path, const std::string& needle, const std::string& context) {
   try {
-    const EdgeFile file(path);
+    const EdgeModel model(path);
     ADD_FAILURE() << context << ": opened without an error";
   } catch (const Error& e) {
     const std::string msg = e.what();
@@ -316,10 +318,10 @@ TEST(EdgeFormat, HeaderMutationFuzz) {
     if (bytes.empty()) continue;
     test::write_bytes(path, bytes);
     try {
-      const EdgeFile f(path);
-      for (const EdgeTensor& t : f.tensors()) {
+      const EdgeModel model(path);
+      for (const EdgeTensor& t : model.file.tensors()) {
         std::vector<float> out(static_cast<size_t>(t.numel()));
-        decode_edge_tensor(f, t, out.data());
+        decode_edge_tensor(model.file, t, out.data());
       }
       ++opened;
     } catch (const Error& e) {

@@ -16,7 +16,7 @@
 #include "model/minillm.h"
 #include "model/weights.h"
 #include "support/temp_dir.h"
-#include "train/adamw.h"
+#include "ops/cpu/adamw.h"
 #include "train/data_loader.h"
 #include "train/evaluate.h"
 #include "train/trainer.h"
@@ -126,7 +126,7 @@ TEST_P(GoldenCase, FirstStepGradientsMatchPyTorch) {
       for (auto& w : want) w = static_cast<float>(w * (o.grad_clip / (norm + 1e-6)));
   }
   const float lr = g.expected["lrs"][0];
-  adamw_update(params.data(), want.data(), m.data(), v.data(), table.total, lr, o.adamw, 1);
+  cpu::adamw_update(params.data(), want.data(), m.data(), v.data(), table.total, lr, o.adamw, 1);
   load_weights(SafetensorsReader(g.dir + "/after_step0.safetensors"), table, after.data());
   for (const auto& p : table.params)
     for (int64_t i = 0; i < p.numel; ++i) {

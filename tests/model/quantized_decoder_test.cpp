@@ -13,6 +13,7 @@
 
 #include "io/edge_format.h"
 #include "model/decoder.h"
+#include "model/edge_model.h"
 #include "model/edge_weights.h"
 #include "model/params.h"
 #include "core/half.h"
@@ -112,14 +113,14 @@ std::string export_model(const testing::TempDir& tmp, const ModelConfig& c, cons
   testing::vary_constant_params(table, flat.data());
   const std::string path = tmp.file(std::string(c.preset.name) + edge_dtype_name(q.matrices) +
                                     std::to_string(q.group_size) + edge_dtype_name(q.int4_scales) + ".edge");
-  write_edge_file(path, c, encode_edge_tensors(table, flat.data(), q), "");
+  write_edge_model(path, c, encode_edge_tensors(table, flat.data(), q), "");
   return path;
 }
 
-std::vector<float> dequantized(const EdgeFile& f) {
-  const ParamTable table = param_table(f.config());
+std::vector<float> dequantized(const EdgeModel& m) {
+  const ParamTable table = param_table(m.config);
   std::vector<float> flat(table.total);
-  load_edge_weights(f, table, flat.data());
+  load_edge_weights(m.file, table, flat.data());
   return flat;
 }
 
@@ -134,7 +135,7 @@ void expect_in_place_matches_dequantized(const Preset& preset, EdgeDType dtype, 
   const ModelConfig c = odd_config(preset);
   EdgeQuant q;
   q.matrices = dtype, q.group_size = group, q.int4_scales = scales;
-  const EdgeFile file(export_model(tmp, c, q));
+  const EdgeModel file(export_model(tmp, c, q));
   const std::vector<float> flat = dequantized(file);
   const int T = 11, V = c.vocab;
   std::vector<int32_t> ids(T);
@@ -199,7 +200,7 @@ TEST(QuantizedDecoder, GreedyIdenticalInF16) {
     testing::TempDir tmp;
     ModelConfig c;
     c.preset = p, c.vocab = 97, c.dim = 64, c.layers = 2, c.heads = 4;
-    const EdgeFile file(export_model(tmp, c, EdgeQuant{}));
+    const EdgeModel file(export_model(tmp, c, EdgeQuant{}));
     const std::vector<float> flat = dequantized(file);
     auto greedy = [&](Decoder& d) {
       std::vector<int32_t> ids = {5, 17, 42, 7, 90};

@@ -15,7 +15,7 @@
 #include <memory>
 
 #include "core/error.h"
-#include "io/edge_format.h"
+#include "model/edge_model.h"
 #include "ops/vulkan/context.h"
 #include "ops/vulkan/ops.h"
 #include "model/params.h"
@@ -57,8 +57,8 @@ vk::ContextOptions context_options(const VulkanOptions& o) {
 }  // namespace
 
 struct VulkanDecoder::Impl {
-  EdgeFile file;  // the mapping outlives imported weights
-  ModelConfig cfg;
+  EdgeModel edge;  // the mapping outlives imported weights
+  const ModelConfig& cfg = edge.config;
   int max_tokens;
   vk::Context ctx;
   vk::Ops ops;
@@ -81,8 +81,8 @@ struct VulkanDecoder::Impl {
   vk::GpuTimes* step_times = nullptr;
 
   Impl(const std::string& path, const VulkanOptions& o, int max_tokens_)
-      : file(path), cfg(file.config()), max_tokens(max_tokens_), ctx(context_options(o)), ops(ctx),
-        weights(ctx, file, weight_path(o.weights)) {
+      : edge(path), max_tokens(max_tokens_), ctx(context_options(o)), ops(ctx),
+        weights(ctx, edge.file, weight_path(o.weights)) {
     PYLON_CHECK(max_tokens > 0, "context length must be positive");
     for (const ParamInfo& p : param_table(cfg).params) params.push_back(&weights.get(p.name));
     PYLON_CHECK(o.gemv == "auto" || o.gemv == "subgroup" || o.gemv == "rows", "Vulkan GEMV ", o.gemv,
@@ -371,7 +371,7 @@ VulkanDecoder::VulkanDecoder(const std::string& edge_path, const VulkanOptions& 
 VulkanDecoder::~VulkanDecoder() = default;
 const ModelConfig& VulkanDecoder::config() const { return impl_->cfg; }
 void VulkanDecoder::prepare(int prompt_tokens) { impl_->prepare(prompt_tokens); }
-std::string VulkanDecoder::tokenizer_model() const { return std::string(impl_->file.tokenizer()); }
+std::string VulkanDecoder::tokenizer_model() const { return std::string(impl_->edge.file.tokenizer()); }
 std::string VulkanDecoder::describe() const {
   const vk::DeviceInfo& i = impl_->ctx.info();
   return detail::concat("vulkan: ", i.name, " (", i.type_name(), "), ",
@@ -427,9 +427,5 @@ vk::LayerTimeline VulkanDecoder::layer_timeline() { return impl_->ops.read_timel
 void VulkanDecoder::time_dispatches(vk::GpuTimes* times) { impl_->times = times; }
 void VulkanDecoder::score(const int32_t* tokens, int n, float* logits) { impl_->score(tokens, n, logits); }
 
-EvalResult evaluate_vulkan(VulkanDecoder& model, const TokenFile& data, int batch, int seq, int64_t steps) {
-  return evaluate_rows([&model](const int32_t* t, int n, float* logits) { model.score(t, n, logits); },
-                       model.config().vocab, data, batch, seq, steps);
-}
 
 }  // namespace pylon

@@ -9,10 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "io/token_file.h"
 #include "model/config.h"
 #include "ops/vulkan/gpu_times.h"
-#include "train/evaluate.h"
 
 namespace pylon {
 
@@ -104,9 +102,5 @@ class VulkanDecoder {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-// Mean loss like train/evaluate.h, on the Vulkan decoder (each row scored from position 0).
-EvalResult evaluate_vulkan(VulkanDecoder& model, const TokenFile& data, int batch, int seq,
-                           int64_t steps);
 
 }  // namespace pylon

@@ -1,5 +1,5 @@
 // The optimizer step on the GPU: gradient-clipping coefficient and AdamW over one flat fp32 buffer
-// (PyTorch's torch.optim.AdamW semantics, identical to pylon::adamw_update in train/adamw.h).
+// (PyTorch's torch.optim.AdamW semantics, ops/adamw.h; identical to cpu::adamw_update).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -25,7 +25,7 @@ struct GradSumOfSquares {
 size_t grad_sumsq_workspace_bytes(int64_t n);
 
 // The constants of one AdamW step (1-based `step`), computed on the host exactly as
-// train/adamw.cpp does (bias corrections in fp64, rounded to fp32). adamw_update reads them from
+// ops/adamw.h says (bias corrections in fp64, rounded to fp32). adamw_update reads them from
 // device memory, so a captured graph replays the same kernel for every step.
 struct AdamWConstants {
   float beta1, beta2, eps;

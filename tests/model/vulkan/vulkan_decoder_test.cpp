@@ -13,6 +13,7 @@
 #include "io/atomic_file.h"
 #include "io/edge_format.h"
 #include "model/decoder.h"
+#include "model/edge_model.h"
 #include "model/edge_weights.h"
 #include "model/minillm.h"
 #include "model/params.h"
@@ -42,14 +43,14 @@ std::string export_model(const testing::TempDir& tmp, const ModelConfig& c, Edge
   quant.matrices = q;
   quant.group_size = group;
   const std::string path = tmp.file(std::string(c.preset.name) + edge_dtype_name(q) + ".edge");
-  write_edge_file(path, c, encode_edge_tensors(table, flat.data(), quant), "");
+  write_edge_model(path, c, encode_edge_tensors(table, flat.data(), quant), "");
   return path;
 }
 
 std::vector<float> dequantized(const std::string& path) {
-  const EdgeFile f(path);
-  std::vector<float> flat(param_table(f.config()).total);
-  load_edge_weights(f, param_table(f.config()), flat.data());
+  const EdgeModel f(path);
+  std::vector<float> flat(param_table(f.config).total);
+  load_edge_weights(f.file, param_table(f.config), flat.data());
   return flat;
 }
 
@@ -403,7 +404,8 @@ TEST(VulkanDecoder, EvalLossMatchesCpu) {
     MiniLLM model(c);
     const EvalResult ref = evaluate(model, flat.data(), data, 2, 24, 2);
     VulkanDecoder gpu(path, {}, 24);
-    const EvalResult got = evaluate_vulkan(gpu, data, 2, 24, 2);
+    const EvalResult got =
+        evaluate_rows([&gpu](const int32_t* t, int n, float* logits) { gpu.score(t, n, logits); }, c.vocab, data, 2, 24, 2);
     EXPECT_EQ(got.tokens, ref.tokens);
     EXPECT_NEAR(got.loss, ref.loss, 1e-5 * ref.loss) << p.name;  // fp32 summation order
     std::printf("[ vulkan ] eval %s: %.7f vs cpu %.7f\n", p.name, got.loss, ref.loss);

@@ -6,7 +6,7 @@
 #include "ops/cuda/adamw.h"
 #include "ops/cuda/reduce.h"
 #include "support/cuda_test_util.h"
-#include "train/adamw.h"
+#include "ops/cpu/adamw.h"
 
 namespace pylon::cuda {
 namespace {
@@ -36,7 +36,7 @@ void check_adamw(size_t n, size_t offset, int64_t step, bool scaled, bool bf16_c
 
   if (scaled)
     for (float& x : g) x *= grad_scale;
-  pylon::adamw_update(p.data() + offset, g.data() + offset, m.data() + offset, v.data() + offset, static_cast<int64_t>(n),
+  pylon::cpu::adamw_update(p.data() + offset, g.data() + offset, m.data() + offset, v.data() + offset, static_cast<int64_t>(n),
                c.lr, c, step);
   auto tail = [&](std::vector<float> x) { return std::vector<float>(x.begin() + static_cast<long>(offset), x.end()); };
   const std::string what = " n=" + std::to_string(n) + " step=" + std::to_string(step) + (offset ? " unaligned" : "");
@@ -69,7 +69,7 @@ TEST(CudaAdamW, SumOfSquares) {
       d_out.poison();
       sum_of_squares(d_out.get(), d_x.get() + offset, static_cast<int64_t>(n), ws.get(), nullptr);
       const std::vector<float> got = d_out.download();
-      const double ref = pylon::sum_of_squares(x.data() + offset, static_cast<int64_t>(n));
+      const double ref = pylon::cpu::sum_of_squares(x.data() + offset, static_cast<int64_t>(n));
       EXPECT_TRUE(all_close(got, std::vector<double>{ref}, kF32Tol,
                             "sum_of_squares n=" + std::to_string(n) + (offset ? " unaligned" : "")));
       sum_of_squares(d_out.get(), d_x.get() + offset, static_cast<int64_t>(n), ws.get(), nullptr);
@@ -78,7 +78,7 @@ TEST(CudaAdamW, SumOfSquares) {
     // accumulate: two buffers into one total.
     sum_of_squares(d_out.get(), d_x.get(), static_cast<int64_t>(n), ws.get(), nullptr);
     sum_of_squares(d_out.get(), d_x.get(), static_cast<int64_t>(n), ws.get(), nullptr, true);
-    const double ref2 = 2 * pylon::sum_of_squares(x.data(), static_cast<int64_t>(n));
+    const double ref2 = 2 * pylon::cpu::sum_of_squares(x.data(), static_cast<int64_t>(n));
     EXPECT_TRUE(all_close(d_out.download(), std::vector<double>{ref2}, kF32Tol, "sum_of_squares accumulate"));
   }
 }
@@ -111,7 +111,7 @@ void check_adamw_norm(size_t n, size_t offset, bool scaled, uint64_t seed) {
   EXPECT_TRUE(bitwise_equal(d_m.download(), d_m2.download())) << "m differs with the norm" << what;
   EXPECT_TRUE(bitwise_equal(d_v.download(), d_v2.download())) << "v differs with the norm" << what;
   EXPECT_TRUE(bitwise_equal(d_pb.download(), d_pb2.download())) << "bf16 copy differs with the norm" << what;
-  const double ref = pylon::sum_of_squares(g.data() + offset, ni);
+  const double ref = pylon::cpu::sum_of_squares(g.data() + offset, ni);
   const std::vector<float> got = d_sumsq.download();
   EXPECT_TRUE(all_close(got, std::vector<double>{1.5 + ref}, kF32Tol, "adamw sumsq" + what));
   const std::vector<float> sep = d_sep.download();

@@ -1,8 +1,8 @@
-#include "train/adamw.h"
+#include "ops/cpu/adamw.h"
 
 #include <cmath>
 
-namespace pylon {
+namespace pylon::cpu {
 
 void adamw_update(float* params, const float* grads, float* m, float* v, int64_t n, float lr,
                   const AdamWConfig& c, int64_t t) {
@@ -32,4 +32,4 @@ void scale_in_place(float* x, int64_t n, float s) {
   for (int64_t i = 0; i < n; ++i) x[i] *= s;
 }
 
-}  // namespace pylon
+}  // namespace pylon::cpu

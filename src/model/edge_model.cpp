@@ -1,0 +1,64 @@
+#include "model/edge_model.h"
+
+#include "core/error.h"
+#include "io/json_fields.h"
+#include "io/safetensors.h"
+#include "model/params.h"
+
+namespace pylon {
+namespace {
+
+ModelConfig read_config(const EdgeFile& file) {
+  const JsonFields h(file.path());
+  const nlohmann::json& c = file.config();
+  ModelConfig config;
+  const std::string preset = h.text(c, "preset", "config");
+  try {
+    config.preset = find_preset(preset);
+  } catch (const Error& e) {
+    h.fail("config.preset: ", e.what());
+  }
+  config.vocab = h.positive_int(c, "vocab", "config");
+  config.dim = h.positive_int(c, "dim", "config");
+  config.layers = h.positive_int(c, "layers", "config");
+  config.heads = h.positive_int(c, "heads", "config");
+  config.norm_eps = h.number(c, "norm_eps", "config");
+  config.rope_theta = h.number(c, "rope_theta", "config");
+  try {
+    config.validate();
+  } catch (const Error& e) {
+    h.fail("config: ", e.what());
+  }
+  return config;
+}
+
+// Exactly the tensors of the config's model, with their shapes.
+void check_tensors(const EdgeFile& file, const ModelConfig& config) {
+  const JsonFields h(file.path());
+  const ParamTable table = param_table(config);
+  for (const ParamInfo& info : table.params) {
+    const EdgeTensor* t = file.find(info.name);
+    if (!t) h.fail("tensor ", info.name, " is missing");
+    if (t->shape != info.shape)
+      h.fail("tensor ", info.name, " has shape ", shape_text(t->shape), ", expected ", shape_text(info.shape));
+  }
+  if (file.tensors().size() != table.params.size())
+    h.fail(file.tensors().size(), " tensors, but the config's model has ", table.params.size());
+}
+
+}  // namespace
+
+EdgeModel::EdgeModel(const std::string& path) : file(path), config(read_config(file)) {
+  check_tensors(file, config);
+}
+
+void write_edge_model(const std::string& path, const ModelConfig& config,
+                      const std::vector<EdgeTensorToWrite>& tensors, std::string_view tokenizer) {
+  const nlohmann::json header = {{"preset", config.preset.name}, {"vocab", config.vocab},
+                                 {"dim", config.dim},            {"layers", config.layers},
+                                 {"heads", config.heads},        {"norm_eps", config.norm_eps},
+                                 {"rope_theta", config.rope_theta}};
+  write_edge_file(path, header, tensors, tokenizer);
+}
+
+}  // namespace pylon

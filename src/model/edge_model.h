@@ -1,0 +1,26 @@
+// An edge file read as a model: the file mapped and validated (io/edge_format.h), its header's
+// config read into a ModelConfig, and its tensors checked to be exactly that model's parameters
+// with their shapes. The header's config: {preset, vocab, dim, layers, heads, norm_eps, rope_theta}.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "io/edge_format.h"
+#include "model/config.h"
+
+namespace pylon {
+
+struct EdgeModel {
+  // Throws pylon::Error with one line naming the file (and the field or tensor) for anything that
+  // is not such a model.
+  explicit EdgeModel(const std::string& path);
+  EdgeFile file;
+  ModelConfig config;
+};
+
+// Writes the edge file of `config` (atomically; tokenizer: SentencePiece model bytes, or empty).
+void write_edge_model(const std::string& path, const ModelConfig& config,
+                      const std::vector<EdgeTensorToWrite>& tensors, std::string_view tokenizer);
+
+}  // namespace pylon
