@@ -468,7 +468,7 @@ constexpr const char* kUsage =
     "                          [--attention-chunk K] [--phase-split 0|1] [--timeline 0|1] [--timeline-csv DIR]\n"
     "                          [--warmup-ms MS]\n"
     "                          [--buffer-cap-mb N] [--read-patterns 0|1] [--coopmat2-tiles MxNxK[/S],...]\n"
-    "                          [--dequant-tokens N]\n"
+    "                          [--dequant-tokens N] [--matmul-head 0|1]\n"
     "Decode and prefill of a random seed-size model on a Vulkan device, next to its measured bandwidth\n"
     "bound (bench/vulkan_edge_bench.cpp's header says what each flag does).\n";
 
@@ -480,6 +480,7 @@ int run(int argc, char** argv) {
   uint32_t gemv_rows = 0;  // rows per subgroup of the decode GEMVs (0: chosen per matrix)
   uint32_t attention_chunk = 0;
   int dequant_tokens = -1;  // --dequant-tokens (-1: the library's default)
+  int matmul_head = 0;      // --matmul-head 1: the decode head on matmul's GEMV, not the persistent kernel's
   uint64_t buffer_cap = 0;  // --buffer-cap-mb: the storage-binding cap (a buffer per tensor below the model's size)
   for (int i = 1; i < argc; i += 2) {
     const std::string k = argv[i];
@@ -510,6 +511,7 @@ int run(int argc, char** argv) {
     else if (k == "--buffer-cap-mb") buffer_cap = std::stoull(v) << 20;
     else if (k == "--coopmat2-tiles") coopmat2_tiles = v;
     else if (k == "--dequant-tokens") dequant_tokens = std::stoi(v);
+    else if (k == "--matmul-head") matmul_head = std::stoi(v);
     else PYLON_CHECK(false, "unknown flag ", k, " (--help lists the flags)");
   }
   if (read_patterns_only) {
@@ -569,6 +571,7 @@ int run(int argc, char** argv) {
     o.device_index = device;
     o.gemv_rows = gemv_rows;
     o.max_buffer_bytes = buffer_cap;
+    o.matmul_head = matmul_head != 0;
     VulkanDecoder d(path, o, prefill + decode);
     if (dequant_tokens >= 0) d.set_coopmat2_dequant_tokens(static_cast<uint32_t>(dequant_tokens));
     std::printf("\n[%s] %s (model ready in %.1f s)\n", q.c_str(), d.describe().c_str(), since(t0));

@@ -1,9 +1,11 @@
-// Incremental inference on the CPU, for generation and eval. Causal preset: a KV cache, so each
-// new token costs one row of work. Seed preset (bidirectional, no positions): every earlier position
-// changes when a token is appended, so each step recomputes the whole sequence (no cache is valid).
-// The weights are read through WeightViews, either from a flat fp32 buffer (checkpoints,
-// safetensors) or in place from a mapped edge file in its stored precision (f16 / int8 / int4):
-// the matrices and the embedding table are never copied (embedding rows are converted as they are
+// Incremental inference for generation and eval, on any backend of the inference op interface
+// (ops/inference.h) running the one block recipe (model/recipe.h). A causal mask means a KV cache,
+// so each new token costs one row of work; a bidirectional one (no cache is valid: every earlier
+// position changes when a token is appended) recomputes the whole sequence for each step.
+//
+// On the CPU the weights are read through WeightViews, either from a flat fp32 buffer (checkpoints,
+// safetensors) or in place from a mapped edge file in its stored precision (f16 / int8 / int4): the
+// matrices and the embedding table are never copied (embedding rows are converted as they are
 // looked up); only the 1-D tensors (norms, biases: 6·D per block) are decoded to fp32.
 #pragma once
 
@@ -11,47 +13,48 @@
 #include <memory>
 #include <vector>
 
-#include "model/edge_model.h"
 #include "model/config.h"
-#include "model/params.h"
-#include "model/weight_view.h"
+#include "model/edge_model.h"
+#include "ops/inference.h"
 
 namespace pylon {
 
 class Decoder {
  public:
-  // params: flat buffer (table order) that outlives the decoder; max_tokens bounds the context.
+  // ops: a backend built for this config (its weights in table order, inference_spec(config,
+  // max_tokens)).
+  Decoder(const ModelConfig& config, std::unique_ptr<InferenceOps> ops, int max_tokens);
+  // The CPU over a flat fp32 buffer (table order) that outlives the decoder.
   Decoder(const ModelConfig& config, const float* params, int max_tokens);
-  // model: an edge file that outlives the decoder; its tensors are read in place.
+  // The CPU over an edge file that outlives the decoder; its tensors are read in place.
   Decoder(const EdgeModel& model, int max_tokens);
+  ~Decoder();
 
   // Appends n tokens (prefill when n > 1) and returns the logits (V) after the last one.
   const float* feed(const int32_t* tokens, int n);
   // Logits (n, V) of a whole row from position 0, for eval; leaves the context empty.
   void score(const int32_t* tokens, int n, float* logits);
+  // Builds what a prompt of `prompt_tokens` and then one-token steps use, without running them
+  // (a backend that records its commands compiles its kernels here, so that later feeds time
+  // their work alone); a no-op on the CPU. Optional: feed builds what is missing.
+  void prepare(int prompt_tokens);
   void reset();  // empties the context (position 0)
   int position() const { return pos_; }
   int max_tokens() const { return max_tokens_; }
   const ModelConfig& config() const { return config_; }
+  InferenceOps& ops() { return *ops_; }
 
  private:
-  void init(int max_tokens);
   void check_tokens(const int32_t* tokens, int n) const;
-  const float* vec(size_t param) const { return static_cast<const float*>(w_[param].values); }
-  void embed(const int32_t* tokens, int n, float* x) const;  // x (n, D)
-  // The blocks over x (n, D) in place, the tokens at positions pos0..: causal appends their keys
-  // and values to the cache and attends to everything before; seed attends over all n.
-  void blocks(float* x, int n, int pos0);
+  // The forward of n tokens at pos0.., then the head over rows [first, first + rows) into out.
+  void forward(const int32_t* tokens, int n, int pos0, int first, int rows, float* out);
+  bool cached() const { return config_.preset.mask == Mask::causal; }
 
   ModelConfig config_;
-  ParamTable table_;
-  std::vector<WeightView> w_;  // one per parameter, table order; 1-D ones are f32
-  std::vector<float> small_;   // edge file: its 1-D tensors decoded to fp32
+  std::vector<float> small_;  // edge file: its 1-D tensors decoded to fp32 (before ops_, which views them)
+  std::unique_ptr<InferenceOps> ops_;
   int max_tokens_ = 0, pos_ = 0;
-  // (L, max_tokens, D) each, k after RoPE; left uninitialised, so pages are touched only as
-  // positions fill.
-  std::unique_ptr<float[]> k_cache_, v_cache_;
-  std::vector<int32_t> history_;  // seed preset: all tokens so far
+  std::vector<int32_t> history_;  // bidirectional: all tokens so far
   std::vector<float> logits_;     // (V)
 };
 

@@ -8,7 +8,7 @@
 
 #include "io/edge_format.h"
 #include "model/params.h"
-#include "model/weight_view.h"
+#include "ops/cpu/weight_view.h"
 
 namespace pylon {
 

@@ -1,6 +1,6 @@
-// MiniLLM inference on a Vulkan device from an edge file: the weights stay in their file encoding
-// (f16 / int8 / int4) on the device, activations are fp32. The same contract as model/decoder.h
-// (causal: KV cache; seed: whole-sequence recompute), plus whole-row scoring for eval.
+// Inference on a Vulkan device from an edge file: model/decoder.h's Decoder (the one block recipe)
+// over the Vulkan inference ops (ops/vulkan/inference.h), whose weights stay in their file encoding
+// (f16 / int8 / int4) on the device, activations fp32; plus the Vulkan backend's knobs and reports.
 // No Vulkan header here: the CLI includes this in any build with PYLON_HAVE_VULKAN.
 #pragma once
 
@@ -10,40 +10,14 @@
 #include <vector>
 
 #include "model/config.h"
-#include "ops/vulkan/gpu_times.h"
+#include "model/decoder.h"
+#include "model/edge_model.h"
+#include "ops/vulkan/inference.h"
 
 namespace pylon {
 
-struct VulkanOptions {
-  int device_index = -1;           // --device vulkan:N; -1 = the first GPU, else the first device
-  bool allow_coopmat = true;       // false: the plain kernels (tiled GEMM, fp32 attention) even where coopmat runs
-  uint64_t max_buffer_bytes = 0;   // test hook: a smaller storage-binding cap (0 = the device's)
-  std::string weights = "auto";    // auto | import | upload
-  // Test hook: the one-token GEMV, "auto" (the device type's), "subgroup" (the GPU decode path:
-  // fused RMSNorm, RoPE and KV append) or "rows" (the CPU devices' path).
-  std::string gemv = "auto";
-  // A causal token's blocks: "auto" (the persistent kernel, decode_layer: all blocks in one
-  // dispatch where the weights are in one buffer, else a dispatch per block, on GPUs
-  // that report their SM count, where it runs; else op by op), "persistent" (that on any device,
-  // an error where it cannot run) or "ops". persistent_grid / persistent_threads: its
-  // workgroups and their size (0: the first of Ops::persistent_grid's candidates that the device
-  // runs at once).
-  std::string decode = "auto";
-  uint32_t persistent_grid = 0, persistent_threads = 0;
-  // Blocks per persistent dispatch at most (0: every run of blocks whose weights share buffers,
-  // all of them with the one-buffer upload; 1: a dispatch per block, as with a buffer per tensor).
-  uint32_t persistent_blocks = 0;
-  // Test hook: the subgroup GEMVs' shape (Ops::set_gemv_shape): rows per subgroup, subgroups per
-  // row set (a power of two for the persistent kernel). 0: chosen per matrix.
-  uint32_t gemv_rows = 0, gemv_split = 0;
-  // Test hook: the persistent kernel's keys per attention item (a multiple of 32); 0: chosen.
-  uint32_t attention_chunk = 0;
-  bool allow_float_atomics = true;  // test hook: false, a device without them (no persistent kernel)
-  bool allow_int64_atomics = true;  // test hook: the same for 64-bit buffer atomics
-  // Benchmarks: the persistent kernel's variant that marks its clock at points of every block
-  // (layer_timeline()); needs the persistent kernel and a shader clock, else an error.
-  bool timeline = false;
-};
+// Vulkan's knobs (ops/vulkan/inference.h).
+using VulkanOptions = vk::InferenceOptions;
 
 // The options of --device vulkan|vulkan:N (throws pylon::Error for another spelling), --no-coopmat
 // (allow_coopmat false) and --weights-path.
@@ -55,7 +29,6 @@ class VulkanDecoder {
   // Maps and validates the edge file (anything else, a checkpoint say, is refused with a line
   // saying so), opens the device, places the weights. Throws pylon::Error.
   VulkanDecoder(const std::string& edge_path, const VulkanOptions& options, int max_tokens);
-  ~VulkanDecoder();
   VulkanDecoder(const VulkanDecoder&) = delete;
   VulkanDecoder& operator=(const VulkanDecoder&) = delete;
 
@@ -69,7 +42,7 @@ class VulkanDecoder {
   // Builds the pipelines that a prefill of `prompt_tokens` and then one-token decode steps use
   // (a cold driver compiles them for seconds), by recording those commands without running them,
   // so that the feeds after it time their work alone. Optional: feed builds what is missing.
-  void prepare(int prompt_tokens);
+  void prepare(int prompt_tokens) { decoder_.prepare(prompt_tokens); }
   int position() const;
   int max_tokens() const;
   void reset();  // empties the context (position 0)
@@ -87,7 +60,8 @@ class VulkanDecoder {
   // Benchmarks: device time of every later command added to *times (nullptr: stop timing).
   void time_dispatches(vk::GpuTimes* times);
   // Logits (n, V) of a whole row from position 0 (the cache is reset): for eval.
-  void score(const int32_t* tokens, int n, float* logits);
+  void score(const int32_t* tokens, int n, float* logits) { decoder_.score(tokens, n, logits); }
+  Decoder& decoder() { return decoder_; }
   // Workgroups of the persistent decode kernel, 0 when decoding runs op by op.
   uint32_t persistent_grid() const;
   // Its dispatches a token (runs of blocks whose weights share buffers), 0 when op by op.
@@ -99,8 +73,9 @@ class VulkanDecoder {
   vk::LayerTimeline layer_timeline();
 
  private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  EdgeModel edge_;            // the mapping outlives imported weights
+  vk::VulkanInference* ops_;  // decoder_'s backend
+  Decoder decoder_;
 };
 
 }  // namespace pylon

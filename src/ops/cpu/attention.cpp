@@ -41,6 +41,38 @@ void attention_forward(T* out, T* probs, const T* qkv, int B, int Tn, int D, int
 }
 
 template <typename T>
+void attention_cached(T* out, const T* qkv, const T* k_cache, const T* v_cache, int n, int pos0, int D, int H) {
+  PYLON_RANGE_SHAPES("op", "attention_cached", {n, 3 * D}, {pos0, H});
+  const int hd = D / H;
+  const T scale = T(1) / std::sqrt(T(hd));
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int i = 0; i < n; ++i) {
+    for (int h = 0; h < H; ++h) {
+      const int keys = pos0 + i + 1;  // causal: itself and everything before
+      const T* q = qkv + static_cast<int64_t>(i) * 3 * D + static_cast<int64_t>(h) * hd;
+      std::vector<T> s(static_cast<size_t>(keys));
+      T mx = -std::numeric_limits<T>::infinity();
+      for (int j = 0; j < keys; ++j) {
+        const T* k = k_cache + static_cast<int64_t>(j) * D + static_cast<int64_t>(h) * hd;
+        T dot = 0;
+        for (int c = 0; c < hd; ++c) dot += q[c] * k[c];
+        s[j] = dot * scale;
+        mx = std::max(mx, s[j]);
+      }
+      T sum = 0;
+      for (auto& e : s) sum += (e = std::exp(e - mx));
+      T* o = out + static_cast<int64_t>(i) * D + static_cast<int64_t>(h) * hd;
+      std::fill(o, o + hd, T(0));
+      for (int j = 0; j < keys; ++j) {
+        const T* v = v_cache + static_cast<int64_t>(j) * D + static_cast<int64_t>(h) * hd;
+        const T p = s[j] / sum;
+        for (int c = 0; c < hd; ++c) o[c] += p * v[c];
+      }
+    }
+  }
+}
+
+template <typename T>
 void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* probs, int B, int Tn, int D,
                         int H) {
   PYLON_RANGE_SHAPES("op", "attention_backward", {B, Tn, 3 * D}, {H});
@@ -72,6 +104,7 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* probs, in
 
 #define PYLON_INSTANTIATE(T)                                                                    \
   template void attention_forward<T>(T*, T*, const T*, int, int, int, int, bool);               \
+  template void attention_cached<T>(T*, const T*, const T*, const T*, int, int, int, int);      \
   template void attention_backward<T>(T*, const T*, const T*, const T*, int, int, int, int);
 PYLON_INSTANTIATE(float)
 PYLON_INSTANTIATE(double)

@@ -49,6 +49,11 @@ void rope_backward(T* dqkv, int B, int Tn, int D, int H, T theta, int pos0 = 0);
 // probs (B, H, T, T) keeps the softmax for backward.
 template <typename T>
 void attention_forward(T* out, T* probs, const T* qkv, int B, int Tn, int D, int H, bool causal);
+// Decoding: n queries at positions pos0 .. pos0 + n - 1 against a KV cache, query i seeing keys
+// 0 .. pos0 + i (causal). q: the first third of qkv (n, 3*D); k_cache, v_cache (pos0 + n, D) with
+// rows pos0 .. already appended; out (n, D), heads of hd = D/H, scores scaled by 1/sqrt(hd).
+template <typename T>
+void attention_cached(T* out, const T* qkv, const T* k_cache, const T* v_cache, int n, int pos0, int D, int H);
 // dqkv (B, T, 3*D) = gradient of out w.r.t. qkv, given dout (B, T, D).
 template <typename T>
 void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* probs, int B, int Tn, int D,

@@ -1,8 +1,7 @@
-// linear() and weight_rows() over the encodings of a WeightView.
-#include "model/weight_view.h"
+// The AVX2 GEMVs of gemv_avx2.h: x86 only (compiled for its instructions, used where the CPU has them).
+#include "ops/cpu/gemv_avx2.h"
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -11,53 +10,13 @@
 
 #include "core/error.h"
 #include "core/half.h"
-#include "ops/cpu/gemm.h"
-#include "ops/cpu/ops.h"
 #include "ops/cpu/quantized.h"
 
 namespace pylon {
 
-WeightView f32_view(const float* w, int64_t rows, int64_t cols) {
-  WeightView v;
-  v.dtype = EdgeDType::f32, v.rows = rows, v.cols = cols, v.values = w;
-  return v;
-}
-
+#if defined(__x86_64__) && defined(__GNUC__)
 namespace {
 
-// Every fp16 bit pattern as fp32 (256 KiB): a table lookup converts f16 weights several times
-// faster than half_to_float's branches, with the same values.
-const float* half_table() {
-  static const std::vector<float> table = [] {
-    std::vector<float> t(65536);
-    for (uint32_t h = 0; h < 65536; ++h) t[h] = half_to_float(static_cast<uint16_t>(h));
-    return t;
-  }();
-  return table.data();
-}
-
-#if defined(__x86_64__) && defined(__GNUC__)
-// fp16 -> fp32 eight at a time with the F16C instruction (exact, the same values as the table).
-__attribute__((target("avx,f16c"))) void halves_to_floats_f16c(const uint16_t* v, int64_t n, float* out) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + i))));
-  const float* table = half_table();
-  for (; i < n; ++i) out[i] = table[v[i]];
-}
-#endif
-
-// out (n) = the fp16 values v (n) as fp32: F16C where the CPU has it, else the table.
-void halves_to_floats(const uint16_t* v, int64_t n, float* out) {
-#if defined(__x86_64__) && defined(__GNUC__)
-  static const bool f16c = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
-  if (f16c) return halves_to_floats_f16c(v, n, out);
-#endif
-  const float* table = half_table();
-  for (int64_t i = 0; i < n; ++i) out[i] = table[v[i]];
-}
-
-#if defined(__x86_64__) && defined(__GNUC__)
 #define PYLON_GEMV_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 PYLON_GEMV_AVX2 float sum8(__m256 v) {
@@ -220,14 +179,6 @@ PYLON_GEMV_AVX2 float row_dot_avx2(const WeightView& w, int64_t r, const float* 
   }
 }
 
-// One token: y (W.rows) = x (W.cols) · Wᵀ, each weight read once in its encoding (no fp32 tile),
-// rows over the OpenMP threads. int4 needs groups of a multiple of 16 columns (whole runs).
-PYLON_GEMV_AVX2 void gemv_avx2(float* y, const float* x, const WeightView& w) {
-  const Int4Columns xc = w.dtype == EdgeDType::int4 ? Int4Columns(x, w) : Int4Columns{};
-#pragma omp parallel for schedule(static) if (w.rows * w.cols >= (1 << 16))
-  for (int64_t r = 0; r < w.rows; ++r) y[r] = row_dot_avx2(w, r, x, xc);
-}
-
 // Row r of W times NT tokens' x (token t at x + t·cols; int4: xc[t]) into out[t], each 16-column
 // step of the row decoded once for all of them; the columns past the last whole step through the
 // scalar decoding. (One token takes row_dot_avx2, whose two sums a row keep its FMAs independent.)
@@ -264,6 +215,16 @@ PYLON_GEMV_AVX2 void row_dots_tokens_avx2(const WeightView& w, int64_t r, const 
   for (int t = 0; t < NT; ++t) out[t] = (sum8(acc[t]) + tail[t]) * scale;
 }
 
+}  // namespace
+
+// One token: y (W.rows) = x (W.cols) · Wᵀ, each weight read once in its encoding (no fp32 tile),
+// rows over the OpenMP threads. int4 needs groups of a multiple of 16 columns (whole runs).
+PYLON_GEMV_AVX2 void gemv_avx2(float* y, const float* x, const WeightView& w) {
+  const Int4Columns xc = w.dtype == EdgeDType::int4 ? Int4Columns(x, w) : Int4Columns{};
+#pragma omp parallel for schedule(static) if (w.rows * w.cols >= (1 << 16))
+  for (int64_t r = 0; r < w.rows; ++r) y[r] = row_dot_avx2(w, r, x, xc);
+}
+
 // A few tokens: y (n, W.rows) = x (n, W.cols) · Wᵀ, up to 4 tokens a pass over W (each weight
 // decoded once a pass), rows over the OpenMP threads. Where gemv_avx2_serves(W).
 PYLON_GEMV_AVX2 void gemv_tokens_avx2(float* y, const float* x, int64_t n, const WeightView& w) {
@@ -286,6 +247,12 @@ PYLON_GEMV_AVX2 void gemv_tokens_avx2(float* y, const float* x, int64_t n, const
     }
   }
 }
+#else
+// Not x86: gemv_avx2_serves is false, so these are never called.
+void gemv_avx2(float*, const float*, const WeightView&) { PYLON_ASSERT(false, "no AVX2 GEMV on this CPU"); }
+void gemv_tokens_avx2(float*, const float*, int64_t, const WeightView&) {
+  PYLON_ASSERT(false, "no AVX2 GEMV on this CPU");
+}
 #endif
 
 // Whether gemv_avx2 serves W: an x86 CPU with AVX2, FMA and F16C; f16, int8, or int4 in groups of 16k.
@@ -299,78 +266,6 @@ bool gemv_avx2_serves(const WeightView& w) {
   (void)w;
   return false;
 #endif
-}
-
-// y (n, W.rows) = x (n, W.cols) · Wᵀ, W converted kLinearTileRows rows at a time for the BLAS GEMM.
-// The tiles go over the OpenMP threads, each converting its own and running the GEMM on it alone
-// (the BLAS runs one thread inside a parallel region): the conversion is parallel too, and a short
-// prompt's many small GEMMs pay no thread hand-off each (this machine, 2026-12-02: bench/vulkan_notes.md, CPU).
-void gemm_tiled(float* y, const float* x, int64_t n, const WeightView& w) {
-  const int rows = static_cast<int>(w.rows), cols = static_cast<int>(w.cols), tile_rows = static_cast<int>(kLinearTileRows);
-  const int tiles = (rows + tile_rows - 1) / tile_rows;
-#pragma omp parallel if (tiles > 1)
-  {
-    std::vector<float> tile(static_cast<size_t>(std::min(kLinearTileRows, w.rows) * w.cols));
-#pragma omp for schedule(dynamic)
-    for (int t = 0; t < tiles; ++t) {
-      const int r0 = t * tile_rows, count = std::min(tile_rows, rows - r0);
-      weight_rows(w, r0, count, tile.data());  // (count, cols)
-      // y[:, r0 : r0 + count] (n, count) = x (n, cols) · tileᵀ
-      cpu::gemm<float>(false, true, static_cast<int>(n), count, cols, 1.0f, x, cols, tile.data(), cols, 0.0f,
-                       y + r0, rows);
-    }
-  }
-}
-
-}  // namespace
-
-void linear(float* y, const float* x, int64_t n, const WeightView& w, const float* bias) {
-  if (w.dtype == EdgeDType::f32) {
-    cpu::linear_forward(y, x, static_cast<const float*>(w.values), bias, static_cast<int>(n),
-                        static_cast<int>(w.cols), static_cast<int>(w.rows));
-    return;
-  }
-#if defined(__x86_64__) && defined(__GNUC__)
-  if (n == 1 && gemv_avx2_serves(w))
-    gemv_avx2(y, x, w);
-  else if (n <= kLinearGemvTokens && gemv_avx2_serves(w))
-    gemv_tokens_avx2(y, x, n, w);
-  else
-#endif
-    gemm_tiled(y, x, n, w);
-  if (!bias) return;
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t r = 0; r < w.rows; ++r) y[i * w.rows + r] += bias[r];
-}
-
-void weight_rows(const WeightView& w, int64_t first, int64_t count, float* out) {
-  PYLON_ASSERT(first >= 0 && count >= 0 && first + count <= w.rows, "weight rows [", first, ", ",
-               first + count, ") outside ", w.rows);
-  const int64_t cols = w.cols, n = count * cols;
-  switch (w.dtype) {
-    case EdgeDType::f32:
-      std::memcpy(out, static_cast<const float*>(w.values) + first * cols, sizeof(float) * n);
-      return;
-    case EdgeDType::f16: {
-      halves_to_floats(static_cast<const uint16_t*>(w.values) + first * cols, n, out);
-      return;
-    }
-    case EdgeDType::int8:
-      dequantize_int8_rows(static_cast<const int8_t*>(w.values) + first * cols,
-                           static_cast<const float*>(w.scales) + first, count, cols, out);
-      return;
-    case EdgeDType::int4: {
-      const int64_t groups = int4_groups(cols, w.group_size);
-      std::vector<float> scales(static_cast<size_t>(count * groups));
-      for (int64_t i = 0; i < count * groups; ++i)
-        scales[i] = w.scale_dtype == EdgeDType::f16
-                        ? half_to_float(static_cast<const uint16_t*>(w.scales)[first * groups + i])
-                        : static_cast<const float*>(w.scales)[first * groups + i];
-      dequantize_int4_groups(static_cast<const uint8_t*>(w.values) + first * int4_row_bytes(cols),
-                             scales.data(), count, cols, w.group_size, out);
-      return;
-    }
-  }
 }
 
 }  // namespace pylon
