@@ -5,10 +5,12 @@
 #include <cmath>
 #include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/ops.h"
+#include "support/op_check.h"
 
 namespace pylon::cpu {
 namespace {
@@ -28,11 +30,12 @@ double dot(const Vec& a, const Vec& b) {
   return s;
 }
 
-// Compares analytic[i] with (f(x+h) − f(x−h)) / 2h for every element of x.
+// Compares analytic[i] with (f(x+h) − f(x−h)) / 2h for every element of x, by the op checker.
 // fp64 central differences with h = 1e-6 are accurate to about 1e-8 relative here.
-void expect_gradient(const std::function<double()>& f, Vec& x, const Vec& analytic, const char* what) {
+void expect_gradient(const std::function<double()>& f, Vec& x, const Vec& analytic, const std::string& op, const char* what) {
   ASSERT_EQ(x.size(), analytic.size());
   const double h = 1e-6;
+  Vec numeric(x.size());
   for (size_t i = 0; i < x.size(); ++i) {
     const double saved = x[i];
     x[i] = saved + h;
@@ -40,9 +43,11 @@ void expect_gradient(const std::function<double()>& f, Vec& x, const Vec& analyt
     x[i] = saved - h;
     const double down = f();
     x[i] = saved;
-    const double numeric = (up - down) / (2 * h);
-    ASSERT_NEAR(analytic[i], numeric, 1e-6 + 1e-5 * std::fabs(numeric)) << what << " element " << i;
+    numeric[i] = (up - down) / (2 * h);
   }
+  const pylon::testing::CheckLabel label{op, "cpu", "f64", std::to_string(x.size()) + " values", "finite differences", what};
+  EXPECT_TRUE(all_close(label, analytic, numeric, pylon::testing::DType::f64,
+                        pylon::testing::Tolerance{.rtol = 1e-5, .atol = 1e-6}));
 }
 
 TEST(GradCheck, Linear) {
@@ -53,9 +58,9 @@ TEST(GradCheck, Linear) {
   auto f = [&] { linear_forward(out.data(), x.data(), W.data(), b.data(), N, I, O); return dot(out, R); };
   Vec dx(N * I), dW(O * I, 0.0), db(O, 0.0);
   linear_backward(dx.data(), dW.data(), db.data(), R.data(), x.data(), W.data(), N, I, O);
-  expect_gradient(f, x, dx, "dx");
-  expect_gradient(f, W, dW, "dW");
-  expect_gradient(f, b, db, "db");
+  expect_gradient(f, x, dx, "linear_backward", "dx");
+  expect_gradient(f, W, dW, "linear_backward", "dW");
+  expect_gradient(f, b, db, "linear_backward", "db");
 }
 
 TEST(GradCheck, RmsNorm) {
@@ -67,8 +72,8 @@ TEST(GradCheck, RmsNorm) {
   f();
   Vec dx(N * C), dw(C, 0.0);
   rmsnorm_backward(dx.data(), dw.data(), R.data(), x.data(), w.data(), rstd.data(), N, C);
-  expect_gradient(f, x, dx, "dx");
-  expect_gradient(f, w, dw, "dw");
+  expect_gradient(f, x, dx, "rmsnorm_backward", "dx");
+  expect_gradient(f, w, dw, "rmsnorm_backward", "dw");
 }
 
 void check_attention(bool causal, bool rope) {
@@ -86,7 +91,7 @@ void check_attention(bool causal, bool rope) {
   Vec dqkv(qkv.size());
   attention_backward(dqkv.data(), R.data(), rotated.data(), probs.data(), B, T, D, H);
   if (rope) rope_backward(dqkv.data(), B, T, D, H, 10000.0, 0);
-  expect_gradient(f, qkv, dqkv, "dqkv");
+  expect_gradient(f, qkv, dqkv, std::string(rope ? "rope_backward of attention_backward" : "attention_backward") + (causal ? " causal" : ""), "dqkv");
 }
 
 TEST(GradCheck, AttentionBidirectional) { check_attention(false, false); }
@@ -100,7 +105,7 @@ TEST(GradCheck, Silu) {
   auto f = [&] { silu_forward(out.data(), x.data(), n); return dot(out, R); };
   Vec dx(n);
   silu_backward(dx.data(), R.data(), x.data(), n);
-  expect_gradient(f, x, dx, "dx");
+  expect_gradient(f, x, dx, "silu_backward", "dx");
 }
 
 TEST(GradCheck, CrossEntropy) {
@@ -115,7 +120,7 @@ TEST(GradCheck, CrossEntropy) {
   cross_entropy_backward(dz.data(), probs.data(), targets.data(), N, V, 1.0);
   for (int n = 0; n < N; ++n)
     for (int v = 0; v < V; ++v) dz[n * V + v] *= R[n];
-  expect_gradient(f, z, dz, "dlogits");
+  expect_gradient(f, z, dz, "cross_entropy_backward", "dlogits");
 }
 
 TEST(GradCheck, Embedding) {
@@ -126,7 +131,7 @@ TEST(GradCheck, Embedding) {
   auto f = [&] { embedding_forward(out.data(), ids.data(), table.data(), N, C); return dot(out, R); };
   Vec dt(V * C, 0.0);
   embedding_backward(dt.data(), R.data(), ids.data(), N, C);
-  expect_gradient(f, table, dt, "dtable");
+  expect_gradient(f, table, dt, "embedding_backward", "dtable");
 }
 
 TEST(Rope, IsARotationAndPositionZeroIsIdentity) {
@@ -134,10 +139,18 @@ TEST(Rope, IsARotationAndPositionZeroIsIdentity) {
   const int B = 1, T = 4, H = 2, D = 8;
   Vec qkv = random_vec(B * T * 3 * D, g), r = qkv;
   rope_forward(r.data(), B, T, D, H, 10000.0, 0);
-  for (int c = 0; c < 3 * D; ++c) EXPECT_DOUBLE_EQ(r[c], qkv[c]) << "position 0 moved";
-  for (int c = 2 * D; c < 3 * D; ++c) EXPECT_DOUBLE_EQ(r[3 * D + c], qkv[3 * D + c]) << "v rotated";
+  using pylon::testing::CheckLabel, pylon::testing::DType, pylon::testing::kExact, pylon::testing::Tolerance;
+  const std::string shape = "B=1 T=4 D=8 H=2";
+  const Vec first(r.begin(), r.begin() + 3 * D), first_in(qkv.begin(), qkv.begin() + 3 * D);
+  EXPECT_TRUE(all_close(CheckLabel{"rope_forward", "cpu", "f64", shape, "position 0", "qkv"}, first, first_in,
+                        DType::f64, kExact));
+  Vec v, v_in;
+  for (int t = 0; t < T; ++t)
+    for (int c = 2 * D; c < 3 * D; ++c) v.push_back(r[t * 3 * D + c]), v_in.push_back(qkv[t * 3 * D + c]);
+  EXPECT_TRUE(all_close(CheckLabel{"rope_forward", "cpu", "f64", shape, "", "v"}, v, v_in, DType::f64, kExact));
   rope_backward(r.data(), B, T, D, H, 10000.0, 0);  // inverse rotation
-  for (size_t i = 0; i < r.size(); ++i) EXPECT_NEAR(r[i], qkv[i], 1e-12);
+  EXPECT_TRUE(all_close(CheckLabel{"rope_backward", "cpu", "f64", shape, "of rope_forward", "qkv"}, r, qkv, DType::f64,
+                        Tolerance{.rtol = 0, .atol = 1e-12}));
 }
 
 TEST(Gemm, BlasMatchesReferenceLoops) {
@@ -154,7 +167,11 @@ TEST(Gemm, BlasMatchesReferenceLoops) {
       gemm<float>(ta, tb, M, N, K, 0.5f, A.data(), lda, B.data(), ldb, 2.f, C1.data(), N);
       gemm_reference<float>(ta, tb, M, N, K, 0.5f, A.data(), lda, B.data(), ldb, 2.f, C2.data(), N);
       // fp32, K = 19 terms: rtol 1e-5 covers the different summation orders.
-      for (size_t i = 0; i < C1.size(); ++i) EXPECT_NEAR(C1[i], C2[i], 1e-5f + 1e-5f * std::fabs(C2[i]));
+      const pylon::testing::CheckLabel label{"gemm", "cpu", "f32", "M=13 N=7 K=19",
+                                             std::string(ta ? "T" : "N") + (tb ? "T" : "N") + " BLAS against the loops",
+                                             "C"};
+      EXPECT_TRUE(all_close(label, C1, C2, pylon::testing::DType::f32,
+                            pylon::testing::Tolerance{.rtol = 1e-5, .atol = 1e-5}));
     }
 }
 

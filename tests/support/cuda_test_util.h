@@ -1,6 +1,5 @@
 // Helpers for the CUDA op tests: typed device arrays (upload, download, NaN poisoning), bf16
-// rounding on the host, fresh random inputs, and the element-wise closeness check
-// |out − ref| <= atol + rtol·|ref| that reports the worst element.
+// rounding on the host and fresh random inputs. Outputs are compared by support/op_check.h.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -8,9 +7,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
-#include <cstring>
-#include <string>
 #include <vector>
 
 #include "core/rng.h"
@@ -22,13 +18,6 @@ using bf16 = __nv_bfloat16;
 
 #define PYLON_SKIP_WITHOUT_CUDA() \
   if (::pylon::cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device"
-
-// torch.testing defaults.
-struct Tolerance {
-  double rtol, atol;
-};
-inline constexpr Tolerance kBf16Tol{1.6e-2, 1e-5};
-inline constexpr Tolerance kF32Tol{1.3e-6, 1e-5};
 
 inline float round_bf16(float f) { return __bfloat162float(__float2bfloat16(f)); }
 
@@ -93,40 +82,6 @@ class DeviceArray {
   DeviceBuffer buf_;
 };
 
-inline double as_double(float x) { return x; }
-inline double as_double(double x) { return x; }
 inline double as_double(bf16 x) { return __bfloat162float(x); }
-
-// Every element within atol + rtol·|ref| (+ slack[i] when given) (NaN fails); prints the largest
-// errors for the record.
-template <typename Out, typename Ref>
-::testing::AssertionResult all_close(const std::vector<Out>& out, const std::vector<Ref>& ref, Tolerance tol,
-                                     const std::string& what, const std::vector<double>* slack = nullptr) {
-  if (out.size() != ref.size())
-    return ::testing::AssertionFailure() << what << ": " << out.size() << " values, expected " << ref.size();
-  size_t bad = 0, first_bad = 0;
-  double max_abs = 0, max_rel = 0;
-  for (size_t i = 0; i < out.size(); ++i) {
-    const double o = as_double(out[i]), r = as_double(ref[i]), err = std::fabs(o - r);
-    const double allowed = tol.atol + tol.rtol * std::fabs(r) + (slack ? (*slack)[i] : 0.0);
-    if (!(err <= allowed)) {
-      if (bad++ == 0) first_bad = i;
-    }
-    if (!(err <= max_abs)) max_abs = err;
-    if (std::fabs(r) > 0 && !(err / std::fabs(r) <= max_rel)) max_rel = err / std::fabs(r);
-  }
-  std::printf("[ max err  ] %s: abs %.3g rel %.3g over %zu values\n", what.c_str(), max_abs, max_rel, out.size());
-  if (bad == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << what << ": " << bad << " of " << out.size()
-                                       << " values outside atol " << tol.atol << " + rtol " << tol.rtol
-                                       << "; first at " << first_bad << ": got " << as_double(out[first_bad])
-                                       << ", expected " << as_double(ref[first_bad]);
-}
-
-// Bitwise equality (determinism checks).
-template <typename T>
-bool bitwise_equal(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
 
 }  // namespace pylon::cuda::testing
