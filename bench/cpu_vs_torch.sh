@@ -25,7 +25,7 @@ for r in $(seq "$rounds"); do  # alternate, so both see the same machine load
   python3 - "$tmp/m.jsonl" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])][2:]  # skip 2 warm-up steps
-med = statistics.median(r["step_s"] for r in rows)
+med = statistics.median(r["step_ms"] for r in rows) / 1e3
 print(json.dumps({"framework": "pylon cpu", "threads": 2, "step_s_median": med,
                   "tokens_per_s": 4 * 256 / med, "peak_rss_bytes": rows[-1]["peak_mem_bytes"]}))
 PY

@@ -10,8 +10,8 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 python3 -c "import random,struct,sys; random.seed(0); open(sys.argv[1],'wb').write(struct.pack('<200000H',*(random.randrange(97) for _ in range(200000))))" "$TMP/tokens.bin"
 
-median_step_s() {  # median of step_s over the steps after the first 2 (warm-up), from metrics JSONL
-  python3 -c "import json,statistics,sys; r=[json.loads(l)['step_s'] for l in open(sys.argv[1])][2:]; print(statistics.median(r))" "$1"
+median_step_s() {  # median of step_ms / 1e3 over the steps after the first 2 (warm-up), from metrics JSONL
+  python3 -c "import json,statistics,sys; r=[json.loads(l)['step_ms'] / 1e3 for l in open(sys.argv[1])][2:]; print(statistics.median(r))" "$1"
 }
 
 run() {  # name, model flags, mode (off|on), round, steps

@@ -117,14 +117,27 @@ class Event {
 template <typename T>
 class PinnedArray {
  public:
-  explicit PinnedArray(size_t n) { PYLON_CUDA_CHECK(cudaMallocHost(&p_, n * sizeof(T))); }
-  ~PinnedArray() { cudaFreeHost(p_); }
+  PinnedArray() = default;
+  explicit PinnedArray(size_t n) : n_(n) {
+    if (n) PYLON_CUDA_CHECK(cudaMallocHost(&p_, n * sizeof(T)));
+  }
+  ~PinnedArray() {
+    if (p_) cudaFreeHost(p_);
+  }
+  PinnedArray(PinnedArray&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  PinnedArray& operator=(PinnedArray&& o) noexcept {
+    std::swap(p_, o.p_);
+    std::swap(n_, o.n_);
+    return *this;
+  }
   PinnedArray(const PinnedArray&) = delete;
   PinnedArray& operator=(const PinnedArray&) = delete;
   T* data() const { return p_; }
+  size_t size() const { return n_; }
 
  private:
   T* p_ = nullptr;
+  size_t n_ = 0;
 };
 
 // The work enqueued on one stream (and the streams it forks and joins back) between

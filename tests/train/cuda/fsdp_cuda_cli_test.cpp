@@ -24,6 +24,7 @@
 
 #include "io/token_file.h"
 #include "ops/cuda/runtime.h"
+#include "support/metrics_check.h"
 #include "support/run_command.h"
 #include "support/temp_dir.h"
 
@@ -168,6 +169,8 @@ TEST_F(CudaFsdp, CudaGraphReplayEqualsEager) {
       EXPECT_EQ(rows[1][i][2], i > 0 ? 1.0 : 0.0) << "clip " << clip << " step " << i + 1 << " as a graph";
     }
     EXPECT_GE(rows[1][3][1], 0) << "no validation after step 4";
+    for (const char* f : {"eager.jsonl", "graph.jsonl"})  // one metrics schema (train/metrics.h)
+      testing::expect_rows_follow_schema(testing::read_metrics(tmp_.file(f)), 2, true, {4, 8, 10});
   }
 }
 

@@ -11,6 +11,7 @@
 
 #include "io/token_file.h"
 #include "ops/cuda/runtime.h"
+#include "support/metrics_check.h"
 #include "support/temp_dir.h"
 #include "train/trainer.h"
 
@@ -224,6 +225,10 @@ TEST(CudaTrainer, ValidationLossMatchesCpu) {
   EXPECT_NE(gpu[7], gpu[3]);  // the second evaluation saw the updated weights
   EXPECT_NEAR(gpu_result.final_val_loss, cpu_result.final_val_loss, 0.02 * cpu_result.final_val_loss);
   EXPECT_EQ(column(tmp.file("cuda.jsonl"), "loss"), column(tmp.file("cuda_no_eval.jsonl"), "loss"));
+  // One metrics schema on both devices (train/metrics.h).
+  testing::expect_rows_follow_schema(testing::read_metrics(tmp.file("cpu.jsonl")), 1, false, {4, 8});
+  testing::expect_rows_follow_schema(testing::read_metrics(tmp.file("cuda.jsonl")), 1, true, {4, 8});
+  testing::expect_rows_follow_schema(testing::read_metrics(tmp.file("cuda_no_eval.jsonl")), 1, true, {});
 }
 
 // The split root on one GPU: the head's AdamW runs as soon as the head's backward ends (during the

@@ -1,0 +1,65 @@
+// The training loop, one for every device and world size: what is not device-specific (the data
+// order, the schedule, evaluation and checkpoint cadence, the metrics, the progress line,
+// checkpoints and their metadata, resume checks) is here; a device plugs in as a TrainStep (the
+// CPU ranks' in train/trainer.cpp, the GPUs' in train/cuda/trainer_cuda.cpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "dist/communicator.h"
+#include "dist/fsdp.h"
+#include "io/token_file.h"
+#include "profile/session.h"
+#include "train/checkpoint.h"
+#include "train/trainer.h"
+
+namespace pylon {
+
+// One optimizer step's results on this rank.
+struct StepResult {
+  double loss = 0;          // mean over the global batch (every rank's micro-steps)
+  double grad_norm = 0;     // global, before clipping
+  double ms = 0;            // the step's time: wall clock on the CPU, device events on GPUs
+  int64_t peak_mem_bytes = 0;  // this rank's peak so far: the process's resident set on the CPU,
+                               // device memory in use on a GPU
+};
+
+// A device's training step. The loop calls, for each step t (1-based): tokens(t), which it fills,
+// then run(t); and result(s) for every step in order, at most lag() steps behind run().
+class TrainStep {
+ public:
+  virtual ~TrainStep() = default;
+  // The device's part of the run's description line ("on 2 GPUs (bf16 compute, ...)").
+  virtual std::string describe() const = 0;
+  // 0: run(t) finishes step t. 1: it enqueues step t, whose results are read while t + 1 runs.
+  virtual int lag() const = 0;
+  // Step t's tokens, grad_accum x [inputs (B, T), targets (B, T)], to be written by the caller
+  // before run(t) (waits until the buffer's previous step has finished with it).
+  virtual int32_t* tokens(int64_t t) = 0;
+  // Optimizer step t on tokens(t): forward and backward over the micro-steps with the units'
+  // gathers and reduce-scatters, clipping, AdamW at learning rate lr.
+  virtual void run(int64_t t, float lr) = 0;
+  // Step t's results (waits for it). Called once per step, in order.
+  virtual StepResult result(int64_t t) = 0;
+  // Fields of step t's metrics row that only this device has (after result(t)).
+  virtual void add_metrics(int64_t /*t*/, nlohmann::json& /*row*/) {}
+  // Mean loss over `steps` micro-batches of `data` in the training order, each rank scoring its
+  // share of the rows, with the weights after the last step run. Collective.
+  virtual double evaluate(const TokenFile& data, int64_t steps) = 0;
+  // The shards on the host with the values after the last step run, for a checkpoint.
+  virtual FsdpModel& checkpoint_shards() = 0;
+};
+
+// The shards' starting values: a --resume checkpoint's, --init-from's, or initialised from --seed.
+void init_shards(const TrainOptions& o, const CheckpointInfo& resume, FsdpModel& fsdp);
+
+// Collective: every rank of comm runs the same loop. `profile`: this device's profiling options.
+// Only rank 0 prints and writes metrics. Throws pylon::Error (data, checkpoints, divergence, a
+// failed peer).
+TrainResult run_training(const TrainOptions& o, const CheckpointInfo& resume, Communicator& comm,
+                         TrainStep& step, const profile::ProfileOptions& profile);
+
+}  // namespace pylon
