@@ -21,11 +21,10 @@
 // buffers, persistent:N on a grid of N workgroups, persistent:NxT of N workgroups of T threads,
 // any of them /B: at most B blocks a dispatch), a decoder each, in turn in one run.
 // --attention-chunk K: the persistent kernel's keys per attention item (a multiple of 32; 0: its
-// own choice, >= 128). --phase-split 1: the persistent kernel's µs a block with only its first
-// 0, 1, ... 4 phases run (PYLON_VK_LAYER_PHASES; timing only, the results are wrong), a decoder
-// each, and each phase's increment; then all phases with every weight read from a cache (the
-// kernel's time without weight traffic). PYLON_VK_PIPELINE_STATS=1 prints each pipeline's compiler
-// statistics (registers, spills; VK_KHR_pipeline_executable_properties). --timeline 1: where a
+// own choice, >= 128). --layer-loads N, --head-loads N, --head-rows R, --head-groups G: the
+// persistent kernel's tuning (vk::InferenceOptions; 0: its measured choices). --matmul-head 1: the
+// decode head on matmul's GEMV. --pipeline-stats 1 prints each pipeline's compiler statistics
+// (registers, spills; VK_KHR_pipeline_executable_properties). --timeline 1: where a
 // block's time goes, step by step and workgroup by workgroup, from the kernel's own clock marks
 // (print_timeline); --timeline-csv DIR as well, and every mark of the last 8 tokens into
 // DIR/timeline_<quant>.csv. --buffer-cap-mb N caps every storage binding at N MiB (the
@@ -41,7 +40,7 @@
 //   pylon_bench_vulkan [--dim 2048 --layers 12 --heads 16 --vocab 32000] [--quant f16,int8,int4]
 //                      [--prefill 128] [--decode 32] [--dir /tmp] [--device N] [--gemv-sweep 0|1]
 //                      [--decode-paths auto|ops|persistent[:N[xT]][/B],...] [--gemv-rows R]
-//                      [--attention-chunk K] [--phase-split 0|1] [--timeline 0|1] [--timeline-csv DIR]
+//                      [--attention-chunk K] [--timeline 0|1] [--timeline-csv DIR]
 //                      [--warmup-ms MS]
 //                      [--buffer-cap-mb N] [--read-patterns 0|1] [--coopmat2-tiles MxNxK[/S],...]
 //                      [--dequant-tokens N]
@@ -465,7 +464,9 @@ constexpr const char* kUsage =
     "usage: pylon_bench_vulkan [--dim 2048 --layers 12 --heads 16 --vocab 32000] [--quant f16,int8,int4]\n"
     "                          [--prefill 128] [--decode 32] [--dir /tmp] [--device N] [--gemv-sweep 0|1]\n"
     "                          [--decode-paths auto|ops|persistent[:N[xT]][/B],...] [--gemv-rows R]\n"
-    "                          [--attention-chunk K] [--phase-split 0|1] [--timeline 0|1] [--timeline-csv DIR]\n"
+    "                          [--attention-chunk K] [--timeline 0|1] [--timeline-csv DIR]\n"
+    "                          [--layer-loads N] [--head-loads N] [--head-rows R] [--head-groups G]\n"
+    "                          [--pipeline-stats 0|1]\n"
     "                          [--warmup-ms MS]\n"
     "                          [--buffer-cap-mb N] [--read-patterns 0|1] [--coopmat2-tiles MxNxK[/S],...]\n"
     "                          [--dequant-tokens N] [--matmul-head 0|1]\n"
@@ -475,7 +476,8 @@ constexpr const char* kUsage =
 int run(int argc, char** argv) {
   ModelConfig c = ModelConfig::with_preset("causal");  // seed size: V 32000, D 2048, L 12, H 16
   std::string quants = "f16,int8,int4", dir = "/tmp", decodes = "auto", timeline_csv, coopmat2_tiles = "0x0x0";
-  int prefill = 128, decode = 32, device = -1, sweep = 0, phase_split = 0, timeline = 0, read_patterns_only = 0;
+  int prefill = 128, decode = 32, device = -1, sweep = 0, timeline = 0, read_patterns_only = 0, pipeline_stats = 0;
+  uint32_t layer_loads = 0, head_loads = 0, head_rows = 0, head_groups = 0;  // 0: the kernel's choices
   double warmup_ms = 1000;
   uint32_t gemv_rows = 0;  // rows per subgroup of the decode GEMVs (0: chosen per matrix)
   uint32_t attention_chunk = 0;
@@ -504,7 +506,11 @@ int run(int argc, char** argv) {
     else if (k == "--decode-paths") decodes = v;
     else if (k == "--gemv-rows") gemv_rows = static_cast<uint32_t>(std::stoul(v));
     else if (k == "--attention-chunk") attention_chunk = static_cast<uint32_t>(std::stoul(v));
-    else if (k == "--phase-split") phase_split = std::stoi(v);
+    else if (k == "--layer-loads") layer_loads = static_cast<uint32_t>(std::stoul(v));
+    else if (k == "--head-loads") head_loads = static_cast<uint32_t>(std::stoul(v));
+    else if (k == "--head-rows") head_rows = static_cast<uint32_t>(std::stoul(v));
+    else if (k == "--head-groups") head_groups = static_cast<uint32_t>(std::stoul(v));
+    else if (k == "--pipeline-stats") pipeline_stats = std::stoi(v);
     else if (k == "--timeline") timeline = std::stoi(v);
     else if (k == "--warmup-ms") warmup_ms = std::stod(v);
     else if (k == "--timeline-csv") timeline_csv = v, timeline = 1;
@@ -572,6 +578,8 @@ int run(int argc, char** argv) {
     o.gemv_rows = gemv_rows;
     o.max_buffer_bytes = buffer_cap;
     o.matmul_head = matmul_head != 0;
+    o.layer_loads = layer_loads, o.head_loads = head_loads, o.head_rows = head_rows, o.head_groups = head_groups;
+    o.pipeline_stats = pipeline_stats != 0;
     VulkanDecoder d(path, o, prefill + decode);
     if (dequant_tokens >= 0) d.set_coopmat2_dequant_tokens(static_cast<uint32_t>(dequant_tokens));
     std::printf("\n[%s] %s (model ready in %.1f s)\n", q.c_str(), d.describe().c_str(), since(t0));
@@ -700,35 +708,6 @@ int run(int argc, char** argv) {
       const uint64_t bw_bytes = std::min<uint64_t>(1ull << 30, ctx.info().max_allocation / 2);
       std::printf("  read bandwidth after these decodes: %.1f GB/s (%.1f at the start)\n",
                   shader_read_bandwidth(ctx, bw_bytes) / 1e9, read_bw / 1e9);
-    }
-    if (phase_split) {  // decode_layer.comp's phases: 1 qkv, 2 attention, 3 out_proj, 4 the FFN
-      // Then all of them with every weight read from a cache (mask bit 4): the kernel's floor were
-      // memory free.
-      const char* names[] = {"dispatch, barriers, prefetches", "+ qkv", "+ attention", "+ out_proj", "+ FFN",
-                             "all, weights from cache"};
-      double last = 0;
-      for (int n = 0; n <= 5; ++n) {
-        setenv("PYLON_VK_LAYER_PHASES", std::to_string(n == 5 ? 31 : (1 << n) - 1).c_str(), 1);
-        VulkanOptions od = o;
-        od.decode = "persistent", od.attention_chunk = attention_chunk;
-        try {
-          VulkanDecoder dd(path, od, prefill + decode);
-          dd.feed(tokens.data(), prefill);
-          vk::GpuTimes times;
-          dd.time_dispatches(&times);
-          for (int i = 0; i < decode; ++i) dd.feed(&tokens[static_cast<size_t>(prefill + i)], 1);
-          dd.time_dispatches(nullptr);
-          double us = 0;  // a block's share of the decode_layer dispatches
-          for (const auto& [name, e] : times.by_kernel)
-            if (name.rfind("decode_layer", 0) == 0) us = e.seconds / (double(decode) * dd.config().layers) * 1e6;
-          std::printf("  phase split, %-31s %7.2f us a block (%+.2f)\n", names[n], us, us - last);
-          last = us;
-        } catch (const Error& e) {
-          std::printf("  phase split: %s\n", e.what());
-          n = 6;
-        }
-      }
-      unsetenv("PYLON_VK_LAYER_PHASES");
     }
     if (timeline) {
       VulkanOptions ot = o;

@@ -58,7 +58,7 @@ int run_eval(int argc, char** argv) {
   PYLON_CHECK(batch > 0 && seq > 0 && steps > 0, "--batch, --seq and --steps must be positive");
   if (device.rfind("vulkan", 0) == 0) {
 #if PYLON_HAVE_VULKAN
-    const VulkanOptions options = parse_vulkan_options(device, !no_coopmat, weights_path);
+    const VulkanOptions options = vulkan_options_from_flags(device, no_coopmat, weights_path);
     const TokenFile data(data_path);
     VulkanDecoder model(model_path, options, seq);
     data.check_vocab(model.config().vocab);

@@ -67,7 +67,7 @@ int run_generate(int argc, char** argv) {
   const bool vulkan = device.rfind("vulkan", 0) == 0;
   if (vulkan) {
 #if PYLON_HAVE_VULKAN
-    VulkanOptions options = parse_vulkan_options(device, !no_coopmat, weights_path);
+    VulkanOptions options = vulkan_options_from_flags(device, no_coopmat, weights_path);
     options.decode = vulkan_decode;
     auto gpu = std::make_shared<VulkanDecoder>(model_path, options, context);
     std::fprintf(stderr, "%s\n", gpu->describe().c_str());

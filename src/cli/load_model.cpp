@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "core/env.h"
 #include "io/edge_format.h"
 #include "io/safetensors.h"
 #include "model/edge_model.h"
@@ -37,5 +38,13 @@ LoadedModel load_model(const std::string& arg, const ModelConfig& fallback, bool
   load_weights(file, table, m.params.data());
   return m;
 }
+
+#if PYLON_HAVE_VULKAN
+VulkanOptions vulkan_options_from_flags(const std::string& device, bool no_coopmat, const std::string& weights) {
+  VulkanOptions o = parse_vulkan_options(device, !no_coopmat, weights);
+  o.fail_allocation = env_int("PYLON_TEST_VK_FAIL_ALLOC", 0, 0, 1 << 30);
+  return o;
+}
+#endif
 
 }  // namespace pylon

@@ -6,6 +6,9 @@
 #include <vector>
 
 #include "model/config.h"
+#if PYLON_HAVE_VULKAN
+#include "model/vulkan/vulkan_decoder.h"
+#endif
 
 namespace pylon {
 
@@ -24,5 +27,11 @@ bool is_edge_file(const std::string& arg);
 // fallback carries --preset/--heads for files without pylon.* metadata (PyTorch exports).
 LoadedModel load_model(const std::string& arg, const ModelConfig& fallback, bool preset_given,
                        bool heads_given);
+
+#if PYLON_HAVE_VULKAN
+// The Vulkan decoder's options from --device vulkan[:N], --no-coopmat and --weights-path, and the
+// test hook PYLON_TEST_VK_FAIL_ALLOC=N (the N-th device allocation fails; docs/environment.md).
+VulkanOptions vulkan_options_from_flags(const std::string& device, bool no_coopmat, const std::string& weights);
+#endif
 
 }  // namespace pylon

@@ -7,6 +7,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "core/timer.h"
 #include "dist/gloo_communicator.h"
@@ -151,6 +152,10 @@ int run_train(int argc, char** argv) {
   o.seed = static_cast<uint64_t>(seed);
   o.reshard_after_forward = !no_reshard;
   o.prefetch = !no_prefetch;
+  o.faults.crash_rank = static_cast<int>(env_int("PYLON_TEST_CRASH_RANK", -1, -1, 1 << 20));
+  o.faults.crash_step = env_int("PYLON_TEST_CRASH_STEP", 1, 1, int64_t{1} << 40);
+  o.faults.hang_rank = static_cast<int>(env_int("PYLON_TEST_HANG_RANK", -1, -1, 1 << 20));
+  o.faults.hang_step = env_int("PYLON_TEST_HANG_STEP", 1, 1, int64_t{1} << 40);
 
   if (nproc > 1 || nnodes > 1) {  // the launcher: the ranks re-run this command line
     check_train_options(o);        // bad input: one error here rather than one per rank

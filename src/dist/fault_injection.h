@@ -1,14 +1,20 @@
-// Test hooks for the fault-tolerance tests, compiled in always and inert unless set:
-//   PYLON_TEST_CRASH_RANK=r [PYLON_TEST_CRASH_STEP=k]  rank r calls std::abort() as it starts
-//                                                     optimizer step k (1-based, default 1)
-//   PYLON_TEST_HANG_RANK=r  [PYLON_TEST_HANG_STEP=k]   rank r sleeps there until it is killed
-// They stand in for a rank that dies (segfault, OOM kill) or hangs (deadlocked driver, stuck I/O).
+// Test hooks for the fault-tolerance tests, inert unless set: a rank that dies (segfault, OOM kill)
+// or hangs (deadlocked driver, stuck I/O) at a chosen step. `pylon train` reads them from
+// PYLON_TEST_CRASH_RANK / PYLON_TEST_CRASH_STEP and PYLON_TEST_HANG_RANK / PYLON_TEST_HANG_STEP
+// (docs/environment.md).
 #pragma once
 
 #include <cstdint>
 
 namespace pylon {
 
-void inject_test_faults(int rank, int64_t step);
+struct TestFaults {
+  int crash_rank = -1;      // this rank calls std::abort() as it starts optimizer step crash_step
+  int64_t crash_step = 1;   // 1-based
+  int hang_rank = -1;       // this rank sleeps there until it is killed
+  int64_t hang_step = 1;
+};
+
+void inject_test_faults(const TestFaults& faults, int rank, int64_t step);
 
 }  // namespace pylon

@@ -26,6 +26,7 @@
 #include <cblas.h>
 #endif
 
+#include "core/env.h"
 #include "core/error.h"
 #include "dist/rendezvous.h"
 #include "dist/socket.h"
@@ -182,9 +183,9 @@ std::vector<char*> c_strings(std::vector<std::string>& v) {
 void share_cores_among_local_ranks(int local_world) {
   if (local_world <= 1) return;
   const int share = std::max(1, cpu_count() / local_world);
-  if (!std::getenv("OMP_NUM_THREADS")) omp_set_num_threads(share);
+  if (!env_text("OMP_NUM_THREADS")) omp_set_num_threads(share);
 #ifdef PYLON_HAVE_BLAS
-  if (!std::getenv("OPENBLAS_NUM_THREADS")) openblas_set_num_threads(share);
+  if (!env_text("OPENBLAS_NUM_THREADS")) openblas_set_num_threads(share);
 #endif
 }
 
@@ -213,14 +214,12 @@ int launch_ranks(const LaunchOptions& o) {
   PYLON_CHECK(o.nnodes >= 1, "--nnodes must be >= 1, got ", o.nnodes);
   PYLON_CHECK(o.node_rank >= 0 && o.node_rank < o.nnodes, "--node-rank ", o.node_rank,
               " is outside 0..", o.nnodes - 1);
-  PYLON_CHECK(!std::getenv("RANK") && !std::getenv("WORLD_SIZE"),
+  PYLON_CHECK(!env_text("RANK") && !env_text("WORLD_SIZE"),
               "--nproc-per-node/--nnodes in a process that already has RANK/WORLD_SIZE: started by "
               "another launcher? (drop one of them)");
-  const char* env_addr = std::getenv("MASTER_ADDR");
-  const char* env_port = std::getenv("MASTER_PORT");
-  std::string addr = o.master_addr.empty() ? (env_addr && *env_addr ? env_addr : "") : o.master_addr;
+  std::string addr = o.master_addr.empty() ? env_text("MASTER_ADDR").value_or("") : o.master_addr;
   int port = o.master_port;
-  if (port == 0 && env_port && *env_port) port = std::atoi(env_port);
+  if (port == 0) port = static_cast<int>(env_int("MASTER_PORT", 0, 1, 65535));
   if (o.nnodes > 1) {
     PYLON_CHECK(!addr.empty() && port > 0, "--nnodes ", o.nnodes, " needs --master-addr and "
                 "--master-port (or MASTER_ADDR/MASTER_PORT): node 0's address and a port open on it");
@@ -245,7 +244,7 @@ int launch_ranks(const LaunchOptions& o) {
         {"GROUP_RANK", std::to_string(o.node_rank)}, {"MASTER_ADDR", addr},
         {"MASTER_PORT", std::to_string(port)}};
     for (const char* v : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"})
-      if (!std::getenv(v)) vars.emplace_back(v, threads);
+      if (!env_text(v)) vars.emplace_back(v, threads);
     std::vector<std::string> env = rank_environment(vars);
     std::vector<std::string> args{"pylon"};
     args.insert(args.end(), o.args.begin(), o.args.end());

@@ -22,26 +22,19 @@
 #include <map>
 #include <thread>
 
+#include "core/env.h"
 #include "core/error.h"
 #include "dist/socket.h"
 
 namespace pylon {
 namespace {
 
-const char* env(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v ? v : nullptr;
-}
+bool env(const char* name) { return env_text(name).has_value(); }
 
+// A launcher's variable that is set (env(name)): an integer from min_value to 2^24.
 int env_int(const char* name, int min_value) {
-  const char* text = env(name);
-  PYLON_ASSERT(text);
-  char* end = nullptr;
-  errno = 0;
-  const long v = std::strtol(text, &end, 10);
-  PYLON_CHECK(end && *end == '\0' && errno == 0 && v >= min_value && v <= (1 << 24), name, "='",
-              text, "': expected an integer >= ", min_value);
-  return static_cast<int>(v);
+  PYLON_ASSERT(env(name));
+  return static_cast<int>(pylon::env_int(name, min_value, min_value, 1 << 24));
 }
 
 constexpr uint32_t kMaxMessage = 64u << 20;  // a corrupt length must not allocate the world
@@ -98,7 +91,7 @@ DistEnv dist_env_from_environment(const std::string& addr_flag, int port_flag) {
   if (!addr_flag.empty()) {
     e.master_addr = addr_flag;
   } else if (env("MASTER_ADDR")) {
-    e.master_addr = env("MASTER_ADDR");
+    e.master_addr = *env_text("MASTER_ADDR");
   } else {
     PYLON_CHECK(e.one_node, e.source, " describes ", e.world,
                 " ranks, not known to share one node: set MASTER_ADDR (or --master-addr) to rank 0's host");

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "core/env.h"
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/token_file.h"
@@ -114,13 +115,11 @@ void build(const fs::path& fortune_dir, const fs::path& tmp, int vocab_size) {
 }  // namespace
 
 std::string default_data_cache_root() {
-  const char* dir = std::getenv("PYLON_DATA_DIR");
-  if (dir && *dir) return dir;
-  dir = std::getenv("XDG_CACHE_HOME");
-  if (dir && *dir) return (fs::path(dir) / "pylon").string();
-  dir = std::getenv("HOME");
-  PYLON_CHECK(dir && *dir, "no folder for the data cache: set PYLON_DATA_DIR (or HOME)");
-  return (fs::path(dir) / ".cache" / "pylon").string();
+  if (const auto dir = env_text("PYLON_DATA_DIR")) return *dir;
+  if (const auto dir = env_text("XDG_CACHE_HOME")) return (fs::path(*dir) / "pylon").string();
+  const auto home = env_text("HOME");
+  PYLON_CHECK(home, "no folder for the data cache: set PYLON_DATA_DIR (or HOME)");
+  return (fs::path(*home) / ".cache" / "pylon").string();
 }
 
 DefaultData ensure_fortunes_data(const std::string& fortune_dir, const std::string& cache_root,

@@ -188,7 +188,7 @@ TrainResult run_training(const TrainOptions& o, const CheckpointInfo& resume, Co
     profiler.step(t - 1 - start_step);
     profile::Range step_range("step", "train_step");
     if (step_range.on()) step_range.set_int("step", t);
-    inject_test_faults(rank, t);
+    inject_test_faults(o.faults, rank, t);
     int32_t* tokens = step.tokens(t);
     {
       PYLON_RANGE("data", "data_load");

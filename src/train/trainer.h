@@ -8,6 +8,7 @@
 #include <string>
 
 #include "dist/communicator.h"
+#include "dist/fault_injection.h"
 #include "model/config.h"
 #include "model/recompute.h"
 #include "profile/session.h"
@@ -41,6 +42,7 @@ struct TrainOptions {
   Recompute recompute = Recompute::selective;  // cuda: activations kept vs recomputed (model/recompute.h)
   bool cuda_graph = false;            // cuda: replay a captured step as a CUDA graph (train/cuda/trainer_cuda.cpp)
   profile::ProfileOptions profile;    // --profile DIR and its step schedule (CPU ranges)
+  TestFaults faults;                  // tests: a rank that dies or hangs (dist/fault_injection.h)
 };
 
 struct TrainResult {

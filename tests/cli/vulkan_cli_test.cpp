@@ -121,9 +121,7 @@ TEST(VulkanCli, NoDeviceBadFilesAndAllocationFailuresGiveOneLine) {
     expect_clear_error(run_pylon(eval + tmp.file("cut.edge") + " --device vulkan"), "cut.edge");
     expect_clear_error(run_pylon("generate --prompt hi --device vulkan --model " + tmp.file("cut.edge")), "cut.edge");
   }
-  setenv("PYLON_VK_FAIL_ALLOC", "4", 1);
-  const auto oom = run_pylon(eval + edge + " --device vulkan --weights-path upload");
-  unsetenv("PYLON_VK_FAIL_ALLOC");
+  const auto oom = run_pylon(eval + edge + " --device vulkan --weights-path upload", "PYLON_TEST_VK_FAIL_ALLOC=4");
   expect_clear_error(oom, "VK_ERROR_OUT_OF_DEVICE_MEMORY");
 }
 

@@ -62,6 +62,7 @@ class VulkanDecoder {
   // Logits (n, V) of a whole row from position 0 (the cache is reset): for eval.
   void score(const int32_t* tokens, int n, float* logits) { decoder_.score(tokens, n, logits); }
   Decoder& decoder() { return decoder_; }
+  vk::VulkanInference& backend() { return *ops_; }
   // Workgroups of the persistent decode kernel, 0 when decoding runs op by op.
   uint32_t persistent_grid() const;
   // Its dispatches a token (runs of blocks whose weights share buffers), 0 when op by op.

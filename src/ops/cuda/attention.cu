@@ -1,8 +1,6 @@
 // Host API of the fused attention: argument checks, tile-shape choice, and the order of the passes.
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <initializer_list>
 #include <utility>
 
@@ -32,25 +30,6 @@ int check_attention_args(const char* op, int B, int T, int D, int H, std::initia
 
 namespace detail {
 namespace {
-
-// PYLON_ATTENTION_FORWARD and PYLON_ATTENTION_BACKWARD: unset or "" (the measured choice per head dim),
-// "ws" or "wgmma" (force one kernel family for that direction). Read once each.
-enum class KernelChoice { kMeasured, kWs, kWgmma };
-KernelChoice choice_from_env(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || v[0] == '\0') return KernelChoice::kMeasured;
-  if (std::strcmp(v, "ws") == 0) return KernelChoice::kWs;
-  PYLON_CHECK(std::strcmp(v, "wgmma") == 0, name, "=", v, ": expected ws or wgmma");
-  return KernelChoice::kWgmma;
-}
-KernelChoice forward_requested() {
-  static const KernelChoice choice = choice_from_env("PYLON_ATTENTION_FORWARD");
-  return choice;
-}
-KernelChoice backward_requested() {
-  static const KernelChoice choice = choice_from_env("PYLON_ATTENTION_BACKWARD");
-  return choice;
-}
 
 // The warp-specialised dk/dv pass with `stages` query tiles in flight; 3 by default (hd 128, B8 T1024:
 // 0.531 ms for the whole backward against 0.548 with 2 stages; H200, 2026-11-30). dq_ws is set apart.
@@ -95,11 +74,9 @@ AttentionTiles default_attention_tiles(int head_dim) {
   // The backward's dk/dv pass likewise: at hd 128 the warp-specialised one takes the whole backward from
   // 0.577 to 0.531 ms full and 0.397 to 0.370 causal; at hd 64 it is level full (0.661 / 0.658 ms) and
   // slower causal (0.409 / 0.415).
-  const KernelChoice fwd = forward_requested(), bwd = backward_requested();
-  if (tiles.wgmma && (fwd == KernelChoice::kWs || (fwd == KernelChoice::kMeasured && head_dim == 128)))
-    use_forward_ws(tiles);
+  if (tiles.wgmma && head_dim == 128) use_forward_ws(tiles);
   // The dq pass too: with both passes warp-specialised the backward takes 0.507 ms full and 0.357 causal.
-  if (tiles.wgmma && (bwd == KernelChoice::kWs || (bwd == KernelChoice::kMeasured && head_dim == 128))) {
+  if (tiles.wgmma && head_dim == 128) {
     use_backward_ws(tiles);
     tiles.dq_ws = true;
   }

@@ -46,7 +46,7 @@ struct AttentionTiles {
   int fwd_stages = 3;
   // Backward dk/dv pass by the warp-specialised kernel (attention_backward_ws.cu; needs wgmma): 2 consumer
   // warpgroups of 64 keys and a producer warp, query tiles of 64 in a ring of bwd_stages stages. The
-  // default at hd 128 on Hopper; PYLON_ATTENTION_BACKWARD=ws|wgmma forces it on or off.
+  // default at hd 128 on Hopper (default_attention_tiles).
   bool bwd_ws = false;
   int bwd_stages = 3;
   // The dq pass warp-specialised the same way (128 query rows per block, key tiles through the ring of
@@ -54,8 +54,8 @@ struct AttentionTiles {
   bool dq_ws = false;
 };
 // The fastest measured shapes for this head dim on the current device (wgmma on compute capability 9.x;
-// the warp-specialised forward at hd 128). The environment variable PYLON_ATTENTION_FORWARD=ws|wgmma
-// (read once) forces one forward kernel on Hopper, PYLON_ATTENTION_BACKWARD=ws|wgmma one dk/dv pass.
+// the warp-specialised forward and backward at hd 128). Benchmarks and tests pass other tiles to the
+// launchers (warp_specialized_tiles, compiled_attention_tiles).
 AttentionTiles default_attention_tiles(int head_dim);
 // default_attention_tiles with the warp-specialised forward and dk/dv pass on (wgmma devices only: callers
 // check .wgmma).

@@ -1,6 +1,6 @@
 // Flash-attention forward on Hopper, warp-specialised (FlashAttention-3 style; bench/attention_notes.md).
-// Chosen by AttentionTiles::fwd_ws: the default at hd 128 (1.41x the wgmma forward on the H200),
-// PYLON_ATTENTION_FORWARD=ws elsewhere; same outputs as attention_forward_wgmma.cu.
+// Chosen by AttentionTiles::fwd_ws: the default at hd 128 (bench/attention_notes.md), other head dims
+// through warp_specialized_tiles; same outputs as attention_forward_wgmma.cu.
 //
 // A block owns 128 query rows of one (b, h) and has 3 warpgroups. Warpgroup 0 is the producer: it gives
 // registers back (setmaxnreg 24) and its thread 0 loads q once and k, v tiles of kBlockN keys into a ring

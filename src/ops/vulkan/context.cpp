@@ -171,7 +171,7 @@ static VkInstance process_instance() {
 }
 
 Context::Context(const ContextOptions& options) {
-  if (const char* f = std::getenv("PYLON_VK_FAIL_ALLOC")) fail_allocation_ = std::atol(f);
+  fail_allocation_ = options.fail_allocation;
   instance_ = process_instance();
 
   try {
@@ -374,7 +374,7 @@ Context::Context(const ContextOptions& options) {
     // Compiler statistics of pipelines (a diagnostic, on request).
     VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR exec_props{
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
-    if (std::getenv("PYLON_VK_PIPELINE_STATS") &&
+    if (options.pipeline_stats &&
         has_extension(dev_ext, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
       info_.pipeline_stats = true;
       dev_enable.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);

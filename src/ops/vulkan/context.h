@@ -65,6 +65,11 @@ struct ContextOptions {
   // The compiled pipelines' file (pipeline_cache.h: pipeline_cache_path): "" the default
   // ($PYLON_VK_PIPELINE_CACHE, else in the cache folder), "off" none, else this file.
   std::string pipeline_cache;
+  // Test hook: the N-th device allocation (1-based) fails as out of device memory; 0: none.
+  long fail_allocation = 0;
+  // Benchmarks: print each pipeline's compiler statistics (registers, spills, shared memory) to
+  // stderr where the driver has VK_KHR_pipeline_executable_properties.
+  bool pipeline_stats = false;
 };
 
 struct DeviceInfo {
@@ -162,7 +167,7 @@ class Context {
   VkPhysicalDeviceMemoryProperties memory_{};
   PFN_vkGetMemoryHostPointerPropertiesEXT get_host_pointer_properties_ = nullptr;
   DeviceInfo info_;
-  long allocations_ = 0, fail_allocation_ = -1;
+  long allocations_ = 0, fail_allocation_ = 0;
   Buffer staging_;
 };
 

@@ -3,7 +3,6 @@
 // flag that says a grid barrier gave up (the host then redoes the token op by op).
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -20,17 +19,14 @@ constexpr uint32_t kTableWords = 16;  // per block: decode_layer.comp's Table
 // (f16 8, int8 4, int4 2). H200, seed size, ms a token alternated in one call (2026-12-01,
 // bench/vulkan_notes.md): f16 0.550-0.554 at 8, 0.609-0.639 at 4, 0.601-0.604 at 6; int8
 // 0.482-0.513 at 4, 0.573-0.631 at 8, 0.531 at 2; int4 0.529-0.536 at 2, 0.541-0.544 at 4.
-// layer_kernel raises it to the rows a subgroup takes. PYLON_VK_LAYER_LOADS overrides (a
-// benchmark's diagnostic).
-uint32_t layer_loads(EdgeDType d) {
-  const char* env = std::getenv("PYLON_VK_LAYER_LOADS");
+// layer_kernel raises it to the rows a subgroup takes. DecodeTuning::layer_loads overrides (benchmarks).
+uint32_t layer_loads(EdgeDType d, const Ops::DecodeTuning& t) {
   const uint32_t loads = d == EdgeDType::int4 ? 2 : d == EdgeDType::int8 ? 4 : 8;
-  return std::clamp<uint32_t>(env ? static_cast<uint32_t>(std::stoul(env)) : loads, 2, 16);
+  return std::clamp<uint32_t>(t.layer_loads ? t.layer_loads : loads, 2, 16);
 }
-// The head's (decode_head): the blocks' unless PYLON_VK_HEAD_LOADS says (a benchmark's diagnostic).
-uint32_t head_loads(EdgeDType d) {
-  const char* env = std::getenv("PYLON_VK_HEAD_LOADS");
-  return env ? std::clamp<uint32_t>(static_cast<uint32_t>(std::stoul(env)), 2, 16) : layer_loads(d);
+// The head's (decode_head): the blocks' unless DecodeTuning::head_loads says.
+uint32_t head_loads(EdgeDType d, const Ops::DecodeTuning& t) {
+  return t.head_loads ? std::clamp<uint32_t>(t.head_loads, 2, 16) : layer_loads(d, t);
 }
 
 // decode_layer.comp's shared memory for workgroups of `threads` staging rows of up to `xs` floats,
@@ -49,7 +45,7 @@ int64_t block_xs(int64_t dim) { return std::max<int64_t>(dim, 512); }
 struct LayerPush {  // decode_layer.comp
   uint32_t dim, heads, max_keys, group, scale_f16, bias_f16, norm_f16;
   float eps, attn_scale;
-  uint32_t spin_limit, probe, split, phases, chunk, head_rows, blocks, first_row, embed;
+  uint32_t spin_limit, probe, split, chunk, head_rows, blocks, first_row, embed;
 };
 
 // A block's bindings 4-15 (weights, scales, biases, norms) and 18 (its KV cache rows; V at the
@@ -103,7 +99,7 @@ std::string Ops::decode_layer_unsupported(const DecodeLayerArgs& a) const {
     if (!v || v->chunks.size() != 1 || (v->dtype != EdgeDType::f32 && v->dtype != EdgeDType::f16))
       return "a bias or norm weight missing, split or not f32/f16";
   if (a.qkv_bias->dtype != a.out_bias->dtype || a.norm1->dtype != a.norm2->dtype) return "mixed bias or norm encodings";
-  if (shared_bytes(block_xs(D), 256, layer_loads(a.qkv->dtype)) > info.max_shared_bytes) return "the staged row exceeds shared memory";
+  if (shared_bytes(block_xs(D), 256, layer_loads(a.qkv->dtype, tuning_)) > info.max_shared_bytes) return "the staged row exceeds shared memory";
   return "";
 }
 
@@ -142,7 +138,7 @@ void Ops::dispatch_layers(Recorder& r, const DecodeLayerArgs* first, uint32_t co
               "decode_layer: blocks ", first_row, "..", first_row + count, " on ", grid.groups,
               " workgroups do not fit the timeline of ", timeline_blocks_, " blocks on ", timeline_groups_);
   const Kernel& k = layer_kernel(a.qkv->dtype, block_xs(a.out->cols), grid.threads, count > 1,
-                                 layer_loads(a.qkv->dtype), 0, timeline);
+                                 layer_loads(a.qkv->dtype, tuning_), 0, timeline);
   const uint32_t D = static_cast<uint32_t>(a.out->cols);
   LayerPush p{};
   p.dim = D;
@@ -158,13 +154,9 @@ void Ops::dispatch_layers(Recorder& r, const DecodeLayerArgs* first, uint32_t co
   // device's a few ns, and its workgroups share a few threads with the rest of the machine. The
   // probe gives up sooner: a grid that is not resident fails it at once.
   p.spin_limit = is_cpu(ctx_.info()) ? (probe ? 1u << 22 : 1u << 28) : (probe ? 1u << 14 : 1u << 22);
-  if (!probe && std::getenv("PYLON_VK_FAIL_BARRIERS")) p.spin_limit = 0;  // tests: every barrier gives up
+  if (!probe && fail_barriers_) p.spin_limit = 0;  // tests: every barrier gives up
   p.probe = probe ? 1 : 0;
   p.split = gemv_shape_.split;  // 0 unless forced (tests): a power of two
-  // Benchmark diagnostics (bench/vulkan_notes.md): PYLON_VK_LAYER_PHASES=mask runs only those
-  // phases, and with bit 4 (16) reads every matrix from its first 64 KB (wrong results: timing only).
-  const char* phases = std::getenv("PYLON_VK_LAYER_PHASES");
-  p.phases = phases ? static_cast<uint32_t>(std::strtoul(phases, nullptr, 0)) : 15;
   p.chunk = attention_chunk_;
   p.blocks = count;
   p.first_row = first_row;
@@ -247,7 +239,7 @@ std::string Ops::decode_head_unsupported(const DeviceMatrix& w) const {
   if (w.chunks.size() != 1) return "a head in several chunks";
   if (w.cols % 4 != 0 || row_bytes(w.dtype, w.cols) % 16 != 0 || (w.dtype == EdgeDType::int4 && w.group % 32 != 0))
     return "head rows that are not whole 16-byte words";
-  if (shared_bytes(w.cols, 256, head_loads(w.dtype)) > info.max_shared_bytes) return "a row of dim floats exceeds shared memory";
+  if (shared_bytes(w.cols, 256, head_loads(w.dtype, tuning_)) > info.max_shared_bytes) return "a row of dim floats exceeds shared memory";
   return "";
 }
 
@@ -263,18 +255,15 @@ void Ops::decode_head(Recorder& r, const BufferView& y, const BufferView& x, con
   // (bench/vulkan_notes.md, 20:11-20:14 UTC).
   // Rows per subgroup: int4's head takes one (H200, µs: 48.9 at one, 60.4-61.3 at the blocks' two,
   // 65.7 at four; bench/vulkan_notes.md), the others the blocks' choice; set_gemv_shape's rows
-  // (tests) and PYLON_VK_HEAD_ROWS=R (a benchmark's diagnostic) override it.
-  const char* head_rows = std::getenv("PYLON_VK_HEAD_ROWS");
-  uint32_t rows = head_rows ? static_cast<uint32_t>(std::stoul(head_rows)) : 0;
+  // (tests) and DecodeTuning::head_rows (benchmarks) override it.
+  uint32_t rows = tuning_.head_rows;
   if (!rows && !gemv_shape_.rows && w.dtype == EdgeDType::int4) rows = 1;
-  PYLON_CHECK(shared_bytes(w.cols, grid.threads, head_loads(w.dtype)) <= ctx_.info().max_shared_bytes,
-              "Vulkan: decode_head's shared memory at ", grid.threads, " threads and ", head_loads(w.dtype),
+  PYLON_CHECK(shared_bytes(w.cols, grid.threads, head_loads(w.dtype, tuning_)) <= ctx_.info().max_shared_bytes,
+              "Vulkan: decode_head's shared memory at ", grid.threads, " threads and ", head_loads(w.dtype, tuning_),
               " words in flight exceeds the device's ", ctx_.info().max_shared_bytes, " bytes");
-  const Kernel& k = layer_kernel(w.dtype, w.cols, grid.threads, false, head_loads(w.dtype), rows, false, true);
-  // PYLON_VK_HEAD_GROUPS=N: N workgroups per SM instead (a benchmark's diagnostic).
-  const char* per_sm = std::getenv("PYLON_VK_HEAD_GROUPS");
-  const uint32_t groups = (per_sm ? std::max(1u, static_cast<uint32_t>(std::stoul(per_sm)))
-                                  : w.dtype == EdgeDType::int8 ? 1 : 4) * grid.groups;
+  const Kernel& k = layer_kernel(w.dtype, w.cols, grid.threads, false, head_loads(w.dtype, tuning_), rows, false, true);
+  // DecodeTuning::head_groups: that many workgroups per SM instead (benchmarks).
+  const uint32_t groups = (tuning_.head_groups ? tuning_.head_groups : w.dtype == EdgeDType::int8 ? 1 : 4) * grid.groups;
   LayerPush p{};
   p.dim = static_cast<uint32_t>(w.cols);
   p.heads = 1;
@@ -304,7 +293,7 @@ Ops::LayerGrid Ops::persistent_grid(const DecodeLayerArgs& a, LayerGrid want) {
   else if (is_cpu(ctx_.info())) candidates = {{1, 256}};  // (above)
   else candidates = {{32, 256}, {16, 256}, {8, 256}, {4, 256}, {2, 256}, {1, 256}};
   for (const LayerGrid& g : candidates) {
-    if (shared_bytes(block_xs(a.out->cols), g.threads, layer_loads(a.qkv->dtype)) > ctx_.info().max_shared_bytes) continue;
+    if (shared_bytes(block_xs(a.out->cols), g.threads, layer_loads(a.qkv->dtype, tuning_)) > ctx_.info().max_shared_bytes) continue;
     Recorder r(ctx_);
     dispatch_layers(r, &a, 1, {&zero_, 0, 64}, 0, g, true, nullptr);
     r.run();

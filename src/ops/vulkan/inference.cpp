@@ -26,6 +26,8 @@ ContextOptions context_options(const InferenceOptions& o) {
   c.allow_coopmat = o.allow_coopmat;
   c.allow_float_atomics = o.allow_float_atomics;
   c.allow_int64_atomics = o.allow_int64_atomics;
+  c.fail_allocation = o.fail_allocation;
+  c.pipeline_stats = o.pipeline_stats;
   return c;
 }
 
@@ -72,6 +74,7 @@ struct VulkanInference::Impl {
     ops.set_gemv_shape({o.gemv_rows, o.gemv_split});
     PYLON_CHECK(o.attention_chunk % 32 == 0, "attention chunk ", o.attention_chunk, " is not a multiple of 32");
     ops.set_attention_chunk(o.attention_chunk);
+    ops.set_decode_tuning({o.layer_loads, o.head_loads, o.head_rows, o.head_groups});
     const uint64_t T = static_cast<uint64_t>(spec.max_tokens), D = static_cast<uint64_t>(spec.dim);
     const uint64_t V = static_cast<uint64_t>(spec.vocab), H = static_cast<uint64_t>(spec.heads);
     tokens = make(T, MemoryKind::host, "token");
@@ -425,5 +428,6 @@ uint32_t VulkanInference::persistent_dispatches() const {
 }
 int VulkanInference::persistent_gave_up_at() const { return impl_->gave_up_at; }
 LayerTimeline VulkanInference::layer_timeline() { return impl_->ops.read_timeline(); }
+void VulkanInference::set_fail_barriers(bool on) { impl_->ops.set_fail_barriers(on); }
 
 }  // namespace pylon::vk

@@ -50,6 +50,14 @@ struct InferenceOptions {
   // Benchmarks: the decode head through Ops::matmul's GEMV even where the persistent kernel's
   // GEMV would serve.
   bool matmul_head = false;
+  // Benchmarks: the persistent kernel's tuning (Ops::DecodeTuning; zeros: the measured choices):
+  // 16-byte words in flight per lane in the blocks and the head, the head's rows per subgroup and
+  // workgroups per SM.
+  uint32_t layer_loads = 0, head_loads = 0, head_rows = 0, head_groups = 0;
+  // Benchmarks: print each pipeline's compiler statistics (ContextOptions::pipeline_stats).
+  bool pipeline_stats = false;
+  // Test hook: the N-th device allocation fails (0: none).
+  long fail_allocation = 0;
 };
 
 class VulkanInference final : public InferenceOps {
@@ -89,6 +97,8 @@ class VulkanInference final : public InferenceOps {
   // rest then ran op by op), -1 if it never did.
   int persistent_gave_up_at() const;
   LayerTimeline layer_timeline();  // InferenceOptions::timeline: the last token's clock marks
+  // Test hook: every grid barrier of the persistent kernel gives up (the op-by-op fallback runs).
+  void set_fail_barriers(bool on);
 
  protected:
   bool try_norm_linear(Act y, Act x, int n, Weight norm, Weight w, Weight bias, Epilogue e) override;

@@ -214,13 +214,10 @@ void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint
   if (subgroup_gemv) spec = {shape.rows, shape.split};
   if (name == "gemm_rows_texel") spec = {shader_wtype(w.dtype)};
   if (name == "gemm_coopmat") {
-    // Benchmark diagnostic (bench/vulkan_notes.md): PYLON_VK_GEMM_PARTS=mask runs only those parts
-    // of the coopmat GEMM's K step (gemm_coopmat.comp's PARTS; timing only, the results are wrong).
-    const char* parts = std::getenv("PYLON_VK_GEMM_PARTS");
     // FAST (1 + its type): X in whole vec4s and W in whole words at every K step of 32 columns.
     const bool fast = x_off % 4 == 0 && w.cols % 32 == 0 && w.dtype != EdgeDType::f32 &&
                       (w.dtype != EdgeDType::int4 || w.group % 16 == 0);
-    spec = {parts ? static_cast<uint32_t>(std::atoi(parts)) : 7u, fast ? 1 + shader_wtype(w.dtype) : 0u};
+    spec = {fast ? 1 + shader_wtype(w.dtype) : 0u};
   }
   if (name == "gemm_coopmat2") {
     coopmat2_matmul(r, y, ldy, x, x_off, n, w, bias, accumulate, silu);

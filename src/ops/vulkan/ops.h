@@ -226,9 +226,17 @@ class Ops {
   void enable_timeline(uint32_t blocks, uint32_t groups);
   LayerTimeline read_timeline();
   // Whether a decode_layer barrier gave up waiting since the last call (then its results are
-  // wrong: the caller redoes the work on the per-op path). Clears the flag. Env
-  // PYLON_VK_FAIL_BARRIERS=1 makes every barrier of decode_layer (not of the probe) give up: tests.
+  // wrong: the caller redoes the work on the per-op path). Clears the flag.
   bool persistent_failed();
+  // Test hook: every barrier of decode_layer (not of the probe) gives up.
+  void set_fail_barriers(bool on) { fail_barriers_ = on; }
+  // The persistent kernel's tuning: 16-byte words in flight per lane in the blocks and in the head,
+  // the head's rows per subgroup and workgroups per SM. Zeros: the measured choices
+  // (decode_layer.cpp); benchmarks move them (pylon_bench_vulkan's flags).
+  struct DecodeTuning {
+    uint32_t layer_loads = 0, head_loads = 0, head_rows = 0, head_groups = 0;
+  };
+  void set_decode_tuning(DecodeTuning t) { tuning_ = t; }
 
  private:
   void matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint32_t ldy,
@@ -249,6 +257,8 @@ class Ops {
   bool gemv_rows_, gemv_texel_;
   GemvShape gemv_shape_;
   uint32_t attention_chunk_ = 0;
+  DecodeTuning tuning_;
+  bool fail_barriers_ = false;
   Buffer dummy_;  // bound where a shader's optional buffer is absent
   // gemm_coopmat2's fp16 activations, its int8 / int4 weights' fp16 pieces and its split K's
   // partial sums, each list's last the largest; earlier ones kept alive because recorded commands

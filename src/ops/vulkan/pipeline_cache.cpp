@@ -11,6 +11,7 @@
 #include <iterator>
 #include <vector>
 
+#include "core/env.h"
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/default_data.h"
@@ -32,8 +33,7 @@ bool pipeline_cache_data_is_for(const void* data, size_t size, const VkPhysicalD
 
 std::string pipeline_cache_path(const std::string& requested, uint32_t vendor_id, uint32_t device_id) {
   std::string path = requested;
-  if (path.empty())
-    if (const char* env = std::getenv("PYLON_VK_PIPELINE_CACHE")) path = env;
+  if (path.empty()) path = env_text("PYLON_VK_PIPELINE_CACHE").value_or("");
   if (path == "off") return "";
   if (!path.empty()) return path;
   try {

@@ -375,13 +375,9 @@ TEST(VulkanDecoder, PersistentDecodeFallsBackWhenBarriersFail) {
   const float* a = ref.feed(&t, 1);
   const std::vector<float> want(a, a + c.vocab);
   const float* b = nullptr;
-  {
-    struct FailBarriers {  // set for this scope only, also when feed throws
-      FailBarriers() { setenv("PYLON_VK_FAIL_BARRIERS", "1", 1); }
-      ~FailBarriers() { unsetenv("PYLON_VK_FAIL_BARRIERS"); }
-    } fail;
-    b = gpu.feed(&t, 1);
-  }
+  gpu.backend().set_fail_barriers(true);  // every grid barrier gives up
+  b = gpu.feed(&t, 1);
+  gpu.backend().set_fail_barriers(false);
   EXPECT_EQ(gpu.persistent_grid(), 0u);
   EXPECT_EQ(gpu.persistent_gave_up_at(), 3);
   EXPECT_NE(gpu.describe().find("op by op since position 3"), std::string::npos) << gpu.describe();
@@ -494,7 +490,7 @@ TEST(VulkanDecoder, BadDeviceFileAndAllocationFailuresGiveErrors) {
   upload.weights = "upload";
   int failures = 0;
   for (int n = 1; n < 200; ++n) {
-    setenv("PYLON_VK_FAIL_ALLOC", std::to_string(n).c_str(), 1);
+    upload.fail_allocation = n;
     try {
       VulkanDecoder d(path, upload, 16);
       const int32_t t = 3;
@@ -505,7 +501,6 @@ TEST(VulkanDecoder, BadDeviceFileAndAllocationFailuresGiveErrors) {
       EXPECT_NE(std::string(e.what()).find("VK_ERROR_OUT_OF_DEVICE_MEMORY"), std::string::npos) << e.what();
     }
   }
-  unsetenv("PYLON_VK_FAIL_ALLOC");
   EXPECT_GT(failures, 10);
 }
 

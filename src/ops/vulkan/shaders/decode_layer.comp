@@ -104,8 +104,6 @@ layout(push_constant) uniform Push {
   uint spin_limit;  // reads of the barrier count before giving up
   uint probe;       // 1: the residency probe (two barriers, nothing else)
   uint split;       // subgroups per row set in every GEMV phase (a power of two); 0: split_for's
-  uint phases;      // bit i < 4: run phase i + 1 (all 15; else a benchmark's diagnostic: wrong results);
-                    // bit 4: weights read from their first 64 KB only (wrap: timing only)
   uint chunk;       // keys per attention item (a multiple of 32); 0: chosen (attention_phase)
   uint head_rows;   // HEAD: the head's rows, logits (head_rows) = h · Wᵀ (W in Wqkv's binding), no barrier
   uint blocks;      // blocks in this dispatch: Table rows first_row .. first_row + blocks - 1
@@ -280,11 +278,7 @@ void finish() {  // the last workgroup out resets the counts for the next dispat
 }
 
 // ---- the matrices: m = 0 qkv, 1 out_proj, 2 ffn.0, 3 ffn.2; 4 the head (in qkv's bindings) ----
-// pc.phases bit 4: word i of a matrix read as word i mod 4096, its first 64 KB, so that every read
-// hits a cache: the kernel's time if weights cost no memory traffic (timing only: wrong results).
-uint wrap(uint i) { return (pc.phases & 16u) != 0u ? i & 4095u : i; }
 uvec4 w_word(uint m, uint i) {  // m 0, 2 or 4 (Wo: out_word; W2: w2_load_one)
-  i = wrap(i);
   if (m == 0u || m == 4u) return w_qkv[o_w.x + i];
   return w_1[o_w.z + i];
 }
@@ -343,19 +337,19 @@ uvec2 tagged_read(uint r) {  // (value bits, tag): relaxed 64-bit atomics, so a 
 // Pair r's value, read again from `got` (a first read) until it carries this block's tag (where
 // `wait`: else a benchmark's diagnostic that skipped the phase storing it). Bounded as wait_for
 // is; giving up sets failed[0].
-float tagged_settle(uint r, uvec2 got, bool wait) {
+float tagged_settle(uint r, uvec2 got) {
   const uint tag = qk_tag();
-  for (uint outer = 0u; wait && got.y != tag && outer < max(pc.spin_limit >> 10u, 1u); ++outer) {
+  for (uint outer = 0u; got.y != tag && outer < max(pc.spin_limit >> 10u, 1u); ++outer) {
     for (uint spins = 0u; got.y != tag && spins < min(pc.spin_limit, 1024u); ++spins) got = tagged_read(r);
     if (got.y != tag && sync_read(2u) != 0u) break;  // another workgroup gave up
   }
-  if (wait && (got.y != tag || pc.spin_limit == 0u)) {  // 0: a failure injected by tests
+  if (got.y != tag || pc.spin_limit == 0u) {  // 0: a failure injected by tests
     atomicOr(sync_[2], 1u);
     failed[0] = 1u;
   }
   return uintBitsToFloat(got.x);
 }
-float tagged_wait(uint r, bool wait) { return tagged_settle(r, tagged_read(r), wait); }
+float tagged_wait(uint r) { return tagged_settle(r, tagged_read(r)); }
 
 // xs4 = the input row (src 0: h, 3: the token's embedding row, each workgroup writing its share of
 // it to h; cols floats), times g (norm 1: g1, 2: g2; 0: none).
@@ -410,20 +404,18 @@ void main() {
   for (uint b = 0u; b < (MULTI != 0u ? pc.blocks : 1u); ++b) {  // barriers 2b + 1 in block b, 2b + 2 after it
     mark(0u);
     const uint src = b == 0u && pc.embed != 0u ? 3u : 0u;
-    const float rstd = (pc.phases & 1u) != 0u ? stage(src, D, 1u) : 1.0;
+    const float rstd = stage(src, D, 1u);
     count_staged(3u, src == 3u);  // out_proj may add into h once every workgroup has counted in
     mark(1u);
-    if ((pc.phases & 1u) != 0u) gemv(0u, 3u * D, D, QKV_ROWS, rstd, pre);
+    gemv(0u, 3u * D, D, QKV_ROWS, rstd, pre);
     mark(2u);
     // out_proj's first words, held through the attention phase in `pre`, whose qkv words are done
     // with (an array of their own would leave both live through the attention: `pre` is read again
     // only where pre_loaded, which the compiler cannot tie to the write that `first` skips).
     out_proj_prefetch(pre);
-    if ((pc.phases & 2u) != 0u) attention_phase();  // no grid barrier: q and k polled by tag
-    else mark(3u), mark(4u), mark(5u);
+    attention_phase();  // no grid barrier: q and k polled by tag
     mark(6u);
-    if ((pc.phases & 4u) != 0u) out_proj_phase(pre);  // no grid barrier: att polled by tag
-    else mark(7u);
+    out_proj_phase(pre);  // no grid barrier: att polled by tag
     mark(8u);
     grid_arrive();
     // Between arriving and waiting, the next phase's first words; not in the subgroup that polls
@@ -434,8 +426,7 @@ void main() {
     if (pre_loaded) ffn_prefetch(pre);
     grid_wait(2u * b + 1u);
     mark(9u);
-    if ((pc.phases & 8u) != 0u) ffn_phase(pre);
-    else mark(10u), mark(11u);
+    ffn_phase(pre);
     mark(12u);
     if (MULTI == 0u || b + 1u == pc.blocks) break;
     grid_arrive();  // the FFN's sums in h before the next block stages it

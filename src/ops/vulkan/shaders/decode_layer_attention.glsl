@@ -32,10 +32,9 @@ float block_sum(float v) {
 // 2·hd elements): the attention's wait for phase 1, with no fence or count on either side.
 void stage_qk(uint hh) {
   const uint hd = pc.dim / pc.heads;
-  const bool wait = (pc.phases & 1u) != 0u;  // else a diagnostic without phase 1 (timing only)
   for (uint e = tid; e < 2u * hd; e += THREADS) {
     const uint r = e < hd ? hh * hd + e : pc.dim + hh * hd + e - hd;
-    const float x = tagged_wait(r, wait);
+    const float x = tagged_wait(r);
     if (e < hd) qs[e] = x;
     else kps[e - hd] = x;
   }

@@ -23,7 +23,7 @@ void w2_load_one(uint s, uint c0, uint k, out uvec4 q, out float fq) {
   const uint groups2 = (4u * D + pc.group - 1u) / pc.group;
   const uint r = c0 + k * RPR + tid / WS, v = s * WS + w;
   const bool ok = r < D && v < per_row2;
-  q = ok ? w_2[o_w.w + wrap(r * per_row2 + v)] : uvec4(0u);
+  q = ok ? w_2[o_w.w + r * per_row2 + v] : uvec4(0u);
   fq = !ok                 ? 0.0
        : WTYPE == WT_INT8  ? scale_at(3u, r)
        : WTYPE == WT_INT4  ? scale_at(3u, r * groups2 + v * 32u / pc.group)

@@ -16,7 +16,7 @@ const uint WS = SL / (4u * F), RPR = THREADS / WS, CR = RPR * LOADS;
 // the row's, int4: its group's).
 uvec4 out_word(uint s, uint c0, uint end, uint k) {
   const uint per_row = row_words(pc.dim), r = c0 + k * RPR + tid / WS, v = s * WS + tid % WS;
-  return r < end && v < per_row ? w_o[o_w.y + wrap(r * per_row + v)] : uvec4(0u);
+  return r < end && v < per_row ? w_o[o_w.y + r * per_row + v] : uvec4(0u);
 }
 float out_scale(uint s, uint c0, uint end, uint k) {
   const uint per_row = row_words(pc.dim), groups = (pc.dim + pc.group - 1u) / pc.group;
@@ -82,7 +82,6 @@ void out_proj_prefetch(out uvec4 q[LOADS]) {
 void out_proj_phase(inout uvec4 q[LOADS]) {
   const uint D = pc.dim, G = gl_NumWorkGroups.x, R = out_rows();
   const uint tiles = (D + SL - 1u) / SL * ((D + R - 1u) / R);
-  const bool wait = (pc.phases & 2u) != 0u;  // else a diagnostic without the attention (timing only)
   // This workgroup's own attention stores before its polls: the waits depend on other workgroups
   // only (see attention_phase).
   barrier();
@@ -102,8 +101,7 @@ void out_proj_phase(inout uvec4 q[LOADS]) {
     if (tid >= THREADS - SL) {
       const uint j = tid - (THREADS - SL), c = min(s * SL + j, D - 1u), hh = c / (D / pc.heads);
       const uvec2 a = tagged_read(3u * D + c), v = tagged_read(2u * D + c), w = tagged_read(4u * D + hh);
-      const float x = tagged_settle(3u * D + c, a, wait) +
-                      tagged_settle(4u * D + hh, w, wait) * tagged_settle(2u * D + c, v, (pc.phases & 1u) != 0u);
+      const float x = tagged_settle(3u * D + c, a) + tagged_settle(4u * D + hh, w) * tagged_settle(2u * D + c, v);
       f1s4[j >> 2u][j & 3u] = s * SL + j < D ? x : 0.0;
     }
     if (first && tid == 0u) wait_count(3u, G * (blk + 1u));
