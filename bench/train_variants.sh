@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # On the GPU machine, with Pylon built: the seed preset at its default size (bench/h200_train.sh's
-# command) run ROUNDS times per variant, the variants alternated so drift in clocks and power hits
-# each alike; prints each run's median step time (steps 6..STEPS) and loss, then per variant the
-# median over its runs.
+# command; PRESET=causal for the causal preset, SEQ/BATCH for other shapes) run ROUNDS times per
+# variant, the variants alternated so drift in clocks and power hits each alike; prints each run's
+# median step time (steps 6..STEPS), loss and peak memory, then per variant the median over its runs.
 # usage: bench/train_variants.sh BUILD_DIR TOKENS OUT_DIR NPROC "VARIANT FLAGS" ["VARIANT FLAGS" ...]
-#   a variant is a name and Pylon flags in one word list, e.g. "graph --cuda-graph" or "eager"
-#   (ROUNDS=2, STEPS=30 by default)
+#   a variant is a name and Pylon flags in one word list, e.g. "graph --cuda-graph" or "eager";
+#   NAME=DIR as the name runs DIR's build instead of BUILD_DIR's (two builds A/B, e.g. "before=/tmp/old/build")
+#   (ROUNDS=2, STEPS=30, PRESET=seed, BATCH=8, SEQ=1024 by default)
 set -euo pipefail
 build=$1 tokens=$2 out=$3 nproc=$4
 shift 4
@@ -13,9 +14,11 @@ mkdir -p "$out"
 for round in $(seq "${ROUNDS:-2}"); do
   for variant in "$@"; do
     read -r name flags <<<"$variant"
+    bin=$build
+    [[ $name == *=* ]] && bin=${name#*=} name=${name%%=*}
     log="$out/${name}_r$round"
-    timeout 180 "$build/src/pylon" train --preset seed --vocab 32000 --dim 2048 --layers 12 --heads 16 \
-      --batch 8 --seq 1024 --steps "${STEPS:-30}" --lr 3e-4 --weight-decay 0.01 --lr-schedule constant \
+    timeout 180 "$bin/src/pylon" train --preset "${PRESET:-seed}" --vocab 32000 --dim 2048 --layers 12 --heads 16 \
+      --batch "${BATCH:-8}" --seq "${SEQ:-1024}" --steps "${STEPS:-30}" --lr 3e-4 --weight-decay 0.01 --lr-schedule constant \
       --grad-clip 0 --device cuda --dtype bf16 --nproc-per-node "$nproc" --data "$tokens" \
       --metrics "$log.jsonl" --log-every 0 $flags >"$log.log" 2>&1 || { tail -5 "$log.log"; continue; }
     python3 - "$log.jsonl" "$name" "$round" <<'PY'
