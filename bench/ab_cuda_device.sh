@@ -30,7 +30,7 @@ python3 -c "
 import numpy as np
 np.random.default_rng(1234).integers(0, 32000, 50_000_000, dtype=np.uint16).tofile('/tmp/ab_tokens.bin')"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv,noheader
-ROUNDS=${ROUNDS:-2} bench/train_variants.sh build /tmp/ab_tokens.bin "$out/seed" 1 "before=/tmp/ab_base/build" "after"
-PRESET=${PRESET_B:-causal} ROUNDS=${ROUNDS:-2} bench/train_variants.sh build /tmp/ab_tokens.bin "$out/${PRESET_B:-causal}" 1 \
+ROUNDS=${ROUNDS:-2} bash bench/train_variants.sh build /tmp/ab_tokens.bin "$out/seed" 1 "before=/tmp/ab_base/build" "after"
+PRESET=${PRESET_B:-causal} ROUNDS=${ROUNDS:-2} bash bench/train_variants.sh build /tmp/ab_tokens.bin "$out/${PRESET_B:-causal}" 1 \
   "before=/tmp/ab_base/build" "after"
 echo "done in $SECONDS s"

@@ -387,8 +387,9 @@ TEST(VulkanDecoder, PersistentDecodeFallsBackWhenBarriersFail) {
 // prepare() records the commands of a prefill and of the decode step without running them: the
 // logits that follow are those of a decoder that never prepared (the decode step's recording,
 // made before the prefill ran, replays the same), and a prompt that does not fit is an error.
-// Within 1e-5 relative, not to the bit: on GPUs the persistent kernel adds its FFN sums with float
-// atomics, whose order varies run to run.
+// Within 1e-5 of the row's largest logit, not to the bit: on GPUs the persistent kernel adds its FFN
+// sums with float atomics, whose order varies run to run, so a logit's error scales with the terms
+// summed (the residual stream's size), not with the logit itself (H200: 6e-8 on a logit of 2.4e-3).
 TEST(VulkanDecoder, PrepareLeavesTheLogitsAsTheyWere) {
   if (!testing::vulkan_available()) GTEST_SKIP() << "no Vulkan device";
   testing::TempDir tmp;
@@ -411,8 +412,12 @@ TEST(VulkanDecoder, PrepareLeavesTheLogitsAsTheyWere) {
     for (const int prompt : {1, 7}) {
       const std::vector<float> a = run(true, prompt), b = run(false, prompt);
       ASSERT_EQ(a.size(), b.size());
-      for (size_t i = 0; i < a.size(); ++i)
-        ASSERT_NEAR(a[i], b[i], 1e-5 * (1e-3 + std::fabs(b[i]))) << p.name << ", prompt " << prompt << ", " << i;
+      for (size_t row = 0; row < a.size(); row += 97) {
+        float scale = 0;
+        for (size_t i = row; i < row + 97; ++i) scale = std::max(scale, std::fabs(b[i]));
+        for (size_t i = row; i < row + 97; ++i)
+          ASSERT_NEAR(a[i], b[i], 1e-5 * scale) << p.name << ", prompt " << prompt << ", " << i;
+      }
     }
     VulkanDecoder gpu(path, VulkanOptions{}, 16);
     EXPECT_THROW(gpu.prepare(17), Error);
