@@ -35,6 +35,13 @@ import torch.nn.functional as F
 EPS_F32 = torch.finfo(torch.float32).eps  # 1.1920928955078125e-07, nn.RMSNorm's default in fp32
 ROPE_THETA = 10000.0
 
+# The presets' traits, as src/model/preset.cpp's table has them (the golden test checks the
+# expected.json of each case against that table): causal mask, rotary embeddings.
+PRESETS = {
+    "seed": dict(causal=False, rope=False),
+    "causal": dict(causal=True, rope=True),
+}
+
 CASES = [
     dict(case="seed_small", preset="seed", vocab=97, dim=32, layers=2, heads=4, batch=2, seq=16,
          steps=12, grad_accum=1, lr=1e-3, weight_decay=0.01, beta1=0.9, beta2=0.999, eps=1e-8,
@@ -107,7 +114,7 @@ def manual_attention(attn, h, causal, rope):
 class TransformerBlock(nn.Module):
     def __init__(self, dim, n_heads, preset):
         super().__init__()
-        self.preset = preset
+        self.traits = PRESETS[preset]
         self.norm1 = RMSNorm(dim)
         self.attn = nn.MultiheadAttention(dim, n_heads, batch_first=True)
         self.norm2 = RMSNorm(dim)
@@ -116,10 +123,10 @@ class TransformerBlock(nn.Module):
 
     def forward(self, x):
         h = self.norm1(x)
-        if self.preset == "seed":
+        if not self.traits["causal"] and not self.traits["rope"]:  # PyTorch's own module, as is
             a, _ = self.attn(h, h, h, need_weights=False)
         else:
-            a = manual_attention(self.attn, h, causal=True, rope=True)
+            a = manual_attention(self.attn, h, **self.traits)
         x = x + a
         return x + self.ffn(self.norm2(x))
 
@@ -384,15 +391,15 @@ def run_case(c, out_root):
         losses_fp64=losses64, grad_norms_fp64=norms64, eval_loss_fp64=eval_loss64,
         tokens_file="tokens.bin", tokens_len=tokens.numel(), tokens_dtype="uint16",
         data_seed=DATA_SEED, init_seed=INIT_SEED, rmsnorm_eps=EPS_F32,
-        causal=c["preset"] == "causal", rope=c["preset"] == "causal",
-        rope_theta=ROPE_THETA if c["preset"] == "causal" else None,
+        causal=PRESETS[c["preset"]]["causal"], rope=PRESETS[c["preset"]]["rope"],
+        rope_theta=ROPE_THETA if PRESETS[c["preset"]]["rope"] else None,
         params=sum(p.numel() for p in params),
-        # seed preset: the key bias gets a true gradient of exactly 0 (softmax is invariant to
+        # without rotary embeddings the key bias gets a true gradient of exactly 0 (softmax is invariant to
         # adding q.b_k to every score of a query), so these slices of grads_step0 hold only
         # rounding noise (~1e-9) and after_step0 there moves by up to lr*|g|/(|g|+eps) ~ 1e-4:
         # compare them with an absolute tolerance only. Losses do not depend on them.
         zero_grad_slices=[{"name": "layers.%d.attn.in_proj_bias" % i, "begin": D, "end": 2 * D}
-                          for i in range(L)] if c["preset"] == "seed" else [],
+                          for i in range(L)] if not PRESETS[c["preset"]]["rope"] else [],
         torch_version=torch.__version__)
     with open(os.path.join(out, "expected.json"), "w") as f:
         json.dump(exp, f, indent=1)

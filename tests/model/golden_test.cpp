@@ -40,6 +40,10 @@ Golden load_golden(const std::string& preset) {
   const auto& e = g.expected;
   g.config.preset = find_preset(e["preset"].get<std::string>());
   if (g.config.preset.name != preset) throw Error(g.dir + ": golden data of another preset");
+  // The traits PyTorch's reference ran with (make_golden.py's PRESETS) are the table's.
+  if (e["causal"].get<bool>() != (g.config.preset.mask == Mask::causal) ||
+      e["rope"].get<bool>() != (g.config.preset.positions == Positions::rope))
+    throw Error(g.dir + ": made with other traits than model/preset.cpp's " + preset + " (causal, rope)");
   g.config.vocab = e["vocab"], g.config.dim = e["dim"], g.config.layers = e["layers"];
   g.config.heads = e["heads"];
   TrainOptions& o = g.options;
