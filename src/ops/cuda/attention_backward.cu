@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "ops/cuda/attention_launch.h"
+#include "ops/cuda/attention_tiles.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/flash_softmax_backward.cuh"
 #include "ops/cuda/mma_sm80.cuh"
@@ -368,17 +369,12 @@ void launch_attention_backward_dsum(float* dsum, const bf16* dout, const bf16* o
 bool launch_attention_backward_dkdv(const detail::AttentionTiles& tiles, int head_dim, bf16* dqkv, const bf16* dout,
                                     const bf16* qkv, const float* lse, const float* dsum, int B, int T, int D, int H,
                                     bool causal, cudaStream_t stream) {
-#define PYLON_DKDV_CASE(HD, WARPS, BM)                                                    \
-  if (head_dim == HD && tiles.dkdv_warps == WARPS && tiles.dkdv_block_m == BM) {          \
-    launch_dkdv<HD, WARPS, BM>(dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream);   \
-    return true;                                                                          \
+#define PYLON_DKDV_CASE(HD, WARPS, BM)                                                  \
+  if (head_dim == HD && tiles.dkdv_warps == WARPS && tiles.dkdv_block_m == BM) {        \
+    launch_dkdv<HD, WARPS, BM>(dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream); \
+    return true;                                                                        \
   }
-  PYLON_DKDV_CASE(64, 4, 64)
-  PYLON_DKDV_CASE(64, 8, 64)
-  PYLON_DKDV_CASE(128, 4, 64)
-  PYLON_DKDV_CASE(128, 4, 32)
-  PYLON_DKDV_CASE(128, 8, 64)
-  PYLON_DKDV_CASE(128, 8, 32)
+  PYLON_ATTENTION_MMA_DKDV_TILES(PYLON_DKDV_CASE)
 #undef PYLON_DKDV_CASE
   return false;
 }
@@ -386,17 +382,12 @@ bool launch_attention_backward_dkdv(const detail::AttentionTiles& tiles, int hea
 bool launch_attention_backward_dq(const detail::AttentionTiles& tiles, int head_dim, bf16* dqkv, const bf16* dout,
                                   const bf16* qkv, const float* lse, const float* dsum, int B, int T, int D, int H,
                                   bool causal, cudaStream_t stream) {
-#define PYLON_DQ_CASE(HD, WARPS, BN)                                                    \
-  if (head_dim == HD && tiles.dq_warps == WARPS && tiles.dq_block_n == BN) {            \
-    launch_dq<HD, WARPS, BN>(dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream);   \
-    return true;                                                                        \
+#define PYLON_DQ_CASE(HD, WARPS, BN)                                                  \
+  if (head_dim == HD && tiles.dq_warps == WARPS && tiles.dq_block_n == BN) {          \
+    launch_dq<HD, WARPS, BN>(dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream); \
+    return true;                                                                      \
   }
-  PYLON_DQ_CASE(64, 4, 64)
-  PYLON_DQ_CASE(64, 8, 64)
-  PYLON_DQ_CASE(128, 4, 64)
-  PYLON_DQ_CASE(128, 4, 32)
-  PYLON_DQ_CASE(128, 8, 64)
-  PYLON_DQ_CASE(128, 8, 32)
+  PYLON_ATTENTION_MMA_DQ_TILES(PYLON_DQ_CASE)
 #undef PYLON_DQ_CASE
   return false;
 }

@@ -20,6 +20,7 @@
 
 #include "ops/cuda/attention_backward_wgmma.cuh"
 #include "ops/cuda/attention_launch.h"
+#include "ops/cuda/attention_tiles.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/flash_softmax_backward.cuh"
 #include "ops/cuda/mma_sm80.cuh"
@@ -296,35 +297,25 @@ void launch_dq_ws(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* ls
 bool launch_attention_backward_dkdv_ws(const detail::AttentionTiles& tiles, int head_dim, bf16* dqkv,
                                        const bf16* dout, const bf16* qkv, const float* lse, const float* dsum,
                                        int B, int T, int D, int H, bool causal, cudaStream_t stream) {
-#define PYLON_DKDV_WS_CASE(HD, STAGES)                                                       \
-  if (head_dim == HD && tiles.bwd_stages == STAGES) {                                        \
-    launch_dkdv_ws<HD, STAGES>(dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream);      \
-    return true;                                                                             \
+#define PYLON_DKDV_WS_CASE(HD, STAGES)                                                  \
+  if (head_dim == HD && tiles.bwd_stages == STAGES) {                                   \
+    launch_dkdv_ws<HD, STAGES>(dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream); \
+    return true;                                                                        \
   }
-  PYLON_DKDV_WS_CASE(64, 2)
-  PYLON_DKDV_WS_CASE(64, 3)
-  PYLON_DKDV_WS_CASE(128, 2)
-  PYLON_DKDV_WS_CASE(128, 3)
+  PYLON_ATTENTION_WS_BACKWARD_TILES(PYLON_DKDV_WS_CASE)
 #undef PYLON_DKDV_WS_CASE
   return false;
 }
 
-}  // namespace pylon::cuda
-
-namespace pylon::cuda {
-
 bool launch_attention_backward_dq_ws(const detail::AttentionTiles& tiles, int head_dim, bf16* dqkv,
                                      const bf16* dout, const bf16* qkv, const float* lse, const float* dsum, int B,
                                      int T, int D, int H, bool causal, cudaStream_t stream) {
-#define PYLON_DQ_WS_CASE(HD, STAGES)                                                       \
-  if (head_dim == HD && tiles.bwd_stages == STAGES) {                                      \
-    launch_dq_ws<HD, STAGES>(dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream);      \
-    return true;                                                                           \
+#define PYLON_DQ_WS_CASE(HD, STAGES)                                                  \
+  if (head_dim == HD && tiles.bwd_stages == STAGES) {                                 \
+    launch_dq_ws<HD, STAGES>(dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream); \
+    return true;                                                                      \
   }
-  PYLON_DQ_WS_CASE(64, 2)
-  PYLON_DQ_WS_CASE(64, 3)
-  PYLON_DQ_WS_CASE(128, 2)
-  PYLON_DQ_WS_CASE(128, 3)
+  PYLON_ATTENTION_WS_BACKWARD_TILES(PYLON_DQ_WS_CASE)
 #undef PYLON_DQ_WS_CASE
   return false;
 }
