@@ -133,7 +133,7 @@ __global__ void __launch_bounds__(kGroups * 128)
 
   const int row_base = q0 + warp * 16 + g;
   float row_lse[2], row_dsum[2];
-  load_row_stats(row_lse, row_dsum, lse, dsum, bh, row_base, T);
+  flash::load_row_stats(row_lse, row_dsum, lse, dsum, bh, row_base, T);
 
   float dq[kColBlocks][8][4] = {};
   for (int j = 0; j < n_tiles; ++j) {

@@ -2,7 +2,7 @@
 // s = q·kᵀ reads q and k from swizzled shared memory, o += p·v takes p from registers. Keys and values
 // stream through double-buffered cp.async tiles; online softmax and logsumexp as in the mma.sync kernel.
 // The softmax of one block overlaps the products of the other block resident on the multiprocessor
-// (overlapping within a warpgroup, FlashAttention-3 style, measured 13% slower here: see
+// (overlapping within a warpgroup, FlashAttention-3 style, was measured slower here: see
 // bench/attention_notes.md).
 #include <cmath>
 
