@@ -2,10 +2,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <span>
 #include <utility>
 
 #include "ops/cuda/attention.h"
 #include "ops/cuda/attention_launch.h"
+#include "ops/cuda/attention_tiles.h"
 #include "ops/cuda/check.h"
 
 namespace pylon::cuda {
@@ -31,15 +33,15 @@ int check_attention_args(const char* op, int B, int T, int D, int H, std::initia
 namespace detail {
 namespace {
 
-// The warp-specialised dk/dv pass with `stages` query tiles in flight; 3 by default (hd 128, B8 T1024:
-// 0.531 ms for the whole backward against 0.548 with 2 stages; H200, 2026-11-30). dq_ws is set apart.
+// The warp-specialised dk/dv pass with `stages` query tiles in flight, by default the fastest measured
+// count (bench/attention_notes.md, "Warp-specialised backward passes"). dq_ws is set apart.
 void use_backward_ws(AttentionTiles& tiles, int stages = 3) {
   tiles.bwd_ws = true;
   tiles.bwd_stages = stages;
 }
 
-// The warp-specialised forward, by default in its fastest measured shape: 128-key stages, 3 of them
-// (hd 128 full: 478 TFLOP/s against 418 with 2 stages and 415 with 64-key stages; H200, 2026-11-30).
+// The warp-specialised forward, by default in its fastest measured shape (bench/attention_notes.md,
+// "Warp-specialised forward").
 void use_forward_ws(AttentionTiles& tiles, int block_n = 128, int stages = 3) {
   tiles.fwd_ws = true;
   tiles.fwd_warps = 8;  // the consumers (for printing); the kernel adds a producer warpgroup
@@ -48,13 +50,13 @@ void use_forward_ws(AttentionTiles& tiles, int block_n = 128, int stages = 3) {
 }
 
 AttentionTiles measured_attention_tiles(int head_dim) {
-  AttentionTiles tiles;  // 4 warps and tiles of 64 won every other pass (bench --sweep on the H200)
+  AttentionTiles tiles;  // 4 warps and tiles of 64: the tile sweep's choice (bench --sweep) where not set below
 #if defined(PYLON_CUDA_SM90A)
   int device = 0, major = 0;
   PYLON_CUDA_CHECK(cudaGetDevice(&device));
   PYLON_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   tiles.wgmma = major == 9;
-  if (tiles.wgmma && head_dim == 128) {  // two warpgroups per backward block: 19% faster at hd 128
+  if (tiles.wgmma && head_dim == 128) {  // two warpgroups per backward block: faster at hd 128
     tiles.dkdv_warps = 8;
     tiles.dq_warps = 8;
   }
@@ -68,14 +70,10 @@ AttentionTiles measured_attention_tiles(int head_dim) {
 
 AttentionTiles default_attention_tiles(int head_dim) {
   AttentionTiles tiles = measured_attention_tiles(head_dim);
-  // Measured on the H200 (B8 T1024, bench/attention_notes.md): at hd 128 the warp-specialised forward
-  // takes 0.144 ms full / 0.105 causal against the wgmma kernel's 0.203 / 0.131; at hd 64 it is level
-  // full (0.208 both) and slower causal (0.139 vs 0.131), so the wgmma kernel stays there.
-  // The backward's dk/dv pass likewise: at hd 128 the warp-specialised one takes the whole backward from
-  // 0.577 to 0.531 ms full and 0.397 to 0.370 causal; at hd 64 it is level full (0.661 / 0.658 ms) and
-  // slower causal (0.409 / 0.415).
+  // The warp-specialised forward and backward passes where they were measured faster (hd 128); at hd 64
+  // they are level (full) or slower (causal) than the wgmma kernels, which stay there. The figures are in
+  // bench/attention_notes.md ("Warp-specialised forward", "Warp-specialised backward passes").
   if (tiles.wgmma && head_dim == 128) use_forward_ws(tiles);
-  // The dq pass too: with both passes warp-specialised the backward takes 0.507 ms full and 0.357 causal.
   if (tiles.wgmma && head_dim == 128) {
     use_backward_ws(tiles);
     tiles.dq_ws = true;
@@ -91,24 +89,73 @@ AttentionTiles warp_specialized_tiles(int head_dim) {
   return tiles;
 }
 
+namespace {
+
+// One entry of a list of attention_tiles.h: the head dim and the list's two other numbers (b = 0 for
+// the warp-specialised backward's one-number entries).
+struct CompiledShape {
+  int head_dim, a, b;
+};
+#define PYLON_SHAPE(HD, A, B) CompiledShape{HD, A, B},
+#define PYLON_STAGES(HD, STAGES) CompiledShape{HD, STAGES, 0},
+constexpr CompiledShape kMmaForward[] = {PYLON_ATTENTION_MMA_FORWARD_TILES(PYLON_SHAPE)};
+constexpr CompiledShape kMmaDkdv[] = {PYLON_ATTENTION_MMA_DKDV_TILES(PYLON_SHAPE)};
+constexpr CompiledShape kMmaDq[] = {PYLON_ATTENTION_MMA_DQ_TILES(PYLON_SHAPE)};
+constexpr CompiledShape kWgmmaForward[] = {PYLON_ATTENTION_WGMMA_FORWARD_TILES(PYLON_SHAPE)};
+constexpr CompiledShape kWgmmaDkdv[] = {PYLON_ATTENTION_WGMMA_DKDV_TILES(PYLON_SHAPE)};
+constexpr CompiledShape kWgmmaDq[] = {PYLON_ATTENTION_WGMMA_DQ_TILES(PYLON_SHAPE)};
+constexpr CompiledShape kWsForward[] = {PYLON_ATTENTION_WS_FORWARD_TILES(PYLON_SHAPE)};
+constexpr CompiledShape kWsBackward[] = {PYLON_ATTENTION_WS_BACKWARD_TILES(PYLON_STAGES)};
+#undef PYLON_SHAPE
+#undef PYLON_STAGES
+
+constexpr bool has_head_dim(std::span<const CompiledShape> list, int head_dim) {
+  for (const CompiledShape& s : list)
+    if (s.head_dim == head_dim) return true;
+  return false;
+}
+// Every head dim of `a` is in `b` and the other way round.
+constexpr bool same_head_dims(std::span<const CompiledShape> a, std::span<const CompiledShape> b) {
+  for (const CompiledShape& s : a)
+    if (!has_head_dim(b, s.head_dim)) return false;
+  for (const CompiledShape& s : b)
+    if (!has_head_dim(a, s.head_dim)) return false;
+  return true;
+}
+// compiled_attention_tiles runs each forward shape with a backward of its own family, and back.
+static_assert(same_head_dims(kMmaForward, kMmaDkdv) && same_head_dims(kMmaForward, kMmaDq),
+              "attention_tiles.h: each head dim of the mma.sync kernels needs a shape in every pass");
+static_assert(same_head_dims(kWgmmaForward, kWgmmaDkdv) && same_head_dims(kWgmmaForward, kWgmmaDq),
+              "attention_tiles.h: each head dim of the wgmma kernels needs a shape in every pass");
+
+// The (a, b) pairs of `list` at this head dim, in the list's order.
+std::vector<std::pair<int, int>> shapes_of(std::span<const CompiledShape> list, int head_dim) {
+  std::vector<std::pair<int, int>> pairs;
+  for (const CompiledShape& s : list)
+    if (s.head_dim == head_dim) pairs.emplace_back(s.a, s.b);
+  return pairs;
+}
+
+}  // namespace
+
 std::vector<AttentionTiles> compiled_attention_tiles(int head_dim) {
-  // (warps, block) pairs of each pass, as compiled in attention_{forward,backward}{,_wgmma}.cu.
+  // Each family's (warps, block) shapes zipped pass by pass, shorter lists repeating, so every shape
+  // of every pass runs at least once; then the warp-specialised shapes one at a time, the other passes
+  // at their measured default.
   using Pairs = std::vector<std::pair<int, int>>;
   struct Family {
     bool wgmma;
     Pairs fwd, dkdv, dq;
   };
-  std::vector<Family> families;
-  if (head_dim == 128)
-    families.push_back({false, {{4, 64}, {4, 32}, {8, 64}, {8, 32}}, {{4, 64}, {4, 32}, {8, 64}, {8, 32}},
-                        {{4, 64}, {4, 32}, {8, 64}, {8, 32}}});
-  else
-    families.push_back({false, {{4, 64}, {4, 128}, {8, 64}}, {{4, 64}, {8, 64}}, {{4, 64}, {8, 64}}});
+  std::vector<Family> families{
+      {false, shapes_of(kMmaForward, head_dim), shapes_of(kMmaDkdv, head_dim), shapes_of(kMmaDq, head_dim)}};
   const bool wgmma = measured_attention_tiles(head_dim).wgmma;
   if (wgmma)
-    families.push_back({true, {{4, 64}, {4, 128}, {8, 64}, {8, 128}}, {{4, 64}, {8, 64}}, {{4, 64}, {8, 64}}});
+    families.push_back({true, shapes_of(kWgmmaForward, head_dim), shapes_of(kWgmmaDkdv, head_dim),
+                        shapes_of(kWgmmaDq, head_dim)});
   std::vector<AttentionTiles> all;
   for (const Family& f : families) {
+    if (f.fwd.empty()) continue;  // no kernel of this family at this head dim (then no pass has one)
     const size_t n = std::max({f.fwd.size(), f.dkdv.size(), f.dq.size()});
     for (size_t i = 0; i < n; ++i) {
       const auto& [fw, fb] = f.fwd[i % f.fwd.size()];
@@ -117,20 +164,20 @@ std::vector<AttentionTiles> compiled_attention_tiles(int head_dim) {
       all.push_back({f.wgmma, fw, fb, kw, kb, qw, qb});
     }
   }
-  if (wgmma)  // the warp-specialised forward's (block_n, stages), as compiled in attention_forward_ws.cu
-    for (const auto& [block_n, stages] : Pairs{{64, 3}, {128, 2}, {128, 3}}) {
+  if (wgmma) {
+    for (const auto& [block_n, stages] : shapes_of(kWsForward, head_dim)) {
       AttentionTiles tiles = measured_attention_tiles(head_dim);
       use_forward_ws(tiles, block_n, stages);
       all.push_back(tiles);
     }
-  if (wgmma)  // the warp-specialised dk/dv pass's stages, as compiled in attention_backward_ws.cu
-    for (const bool dq_ws : {false, true})
-      for (const int stages : {2, 3}) {
+    for (const bool dq_ws : {false, true})  // the dk/dv pass alone, then both passes
+      for (const auto& stages : shapes_of(kWsBackward, head_dim)) {
         AttentionTiles tiles = measured_attention_tiles(head_dim);
-        use_backward_ws(tiles, stages);
+        use_backward_ws(tiles, stages.first);
         tiles.dq_ws = dq_ws;
         all.push_back(tiles);
       }
+  }
   return all;
 }
 

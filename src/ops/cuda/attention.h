@@ -60,8 +60,9 @@ AttentionTiles default_attention_tiles(int head_dim);
 // default_attention_tiles with the warp-specialised forward and dk/dv pass on (wgmma devices only: callers
 // check .wgmma).
 AttentionTiles warp_specialized_tiles(int head_dim);
-// Every compiled shape of this head dim's kernels, each at least once (for the tile sweep and its test);
-// wgmma and warp-specialised shapes only where default_attention_tiles picks wgmma.
+// Every compiled shape of this head dim's kernels (the lists of attention_tiles.h), each at least once (for
+// the tile sweep and its test); wgmma and warp-specialised shapes only where default_attention_tiles picks
+// wgmma.
 std::vector<AttentionTiles> compiled_attention_tiles(int head_dim);
 // Throws pylon::Error for a shape with no compiled kernel.
 void attention_forward_tiled(const AttentionTiles& tiles, __nv_bfloat16* out, float* lse,

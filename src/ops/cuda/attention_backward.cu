@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "ops/cuda/attention_launch.h"
+#include "ops/cuda/attention_tiles.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/flash_softmax_backward.cuh"
 #include "ops/cuda/mma_sm80.cuh"
@@ -45,6 +46,50 @@ __global__ void attention_backward_dsum(float* __restrict__ dsum, const bf16* __
   }
 }
 
+// The two passes' products, a warp's, in mma_sm80.cuh's fragment layouts; shared-memory tiles are
+// row-major with kHeadDim columns and a row stride of kHeadDim + 8.
+//
+// acc (16 rows, 8·kTiles columns) += a (the 16 rows at a_w) · bᵀ (the 8·kTiles rows at b_t), over the head
+// dim: the dk/dv pass's sᵀ = k·qᵀ and dpᵀ = v·doutᵀ, the dq pass's dp = dout·vᵀ.
+template <int kHeadDim, int kTiles>
+__device__ __forceinline__ void product_over_head_dim(float (&acc)[kTiles][4], const bf16* a_w, const bf16* b_t,
+                                                      int lane) {
+  constexpr int kStride = kHeadDim + 8;
+#pragma unroll
+  for (int ks = 0; ks < kHeadDim / 16; ++ks) {
+    uint32_t af[4];
+    ldmatrix_x4(af, ldsm_addr_rows(a_w, kStride, ks * 16, lane));
+#pragma unroll
+    for (int np = 0; np < kTiles / 2; ++np) {
+      uint32_t bf[4];
+      ldmatrix_x4(bf, ldsm_addr_cols(b_t + np * 16 * kStride, kStride, ks * 16, lane));
+      mma_bf16_16816(acc[2 * np], af, bf[0], bf[1]);
+      mma_bf16_16816(acc[2 * np + 1], af, bf[2], bf[3]);
+    }
+  }
+}
+
+// acc (16 rows, kHeadDim) += x (16 rows, 8·kTiles columns: accumulators, rounded to bf16) · the 8·kTiles
+// rows at tile, over the tile's rows: the dk/dv pass's dv += pᵀ·dout and dk += dsᵀ·q, the dq pass's
+// dq += ds·k.
+template <int kHeadDim, int kTiles>
+__device__ __forceinline__ void product_over_tile(float (&acc)[kHeadDim / 8][4], const float (&x)[kTiles][4],
+                                                  const bf16* tile, int lane) {
+  constexpr int kStride = kHeadDim + 8;
+#pragma unroll
+  for (int kk = 0; kk < kTiles / 2; ++kk) {
+    uint32_t xf[4];
+    accum_to_a(xf, x[2 * kk], x[2 * kk + 1]);
+#pragma unroll
+    for (int dp = 0; dp < kHeadDim / 16; ++dp) {
+      uint32_t f[4];
+      ldmatrix_x4_trans(f, ldsm_addr_rows(tile + kk * 16 * kStride, kStride, dp * 16, lane));
+      mma_bf16_16816(acc[2 * dp], xf, f[0], f[1]);
+      mma_bf16_16816(acc[2 * dp + 1], xf, f[2], f[3]);
+    }
+  }
+}
+
 // Each warp owns 16 keys of the block's kBlockN and sums their dk, dv over all query tiles.
 template <int kHeadDim, int kWarps, int kBlockM>
 __global__ void __launch_bounds__(kWarps * 32)
@@ -55,7 +100,7 @@ __global__ void __launch_bounds__(kWarps * 32)
                                       const float* __restrict__ dsum, // (B, H, T)
                                       int T, int D, int H, float scale, float scale_log2, bool causal) {
   constexpr int kBlockN = 16 * kWarps, kThreads = 32 * kWarps, kStride = kHeadDim + 8;
-  constexpr int kSteps = kHeadDim / 16, kTilesM = kBlockM / 8, kTilesD = kHeadDim / 8;
+  constexpr int kTilesM = kBlockM / 8, kTilesD = kHeadDim / 8;
   extern __shared__ __align__(16) unsigned char smem[];
   bf16* k_s = reinterpret_cast<bf16*>(smem);     // (kBlockN, kStride)
   bf16* v_s = k_s + kBlockN * kStride;           // (kBlockN, kStride)
@@ -106,20 +151,9 @@ __global__ void __launch_bounds__(kWarps * 32)
 
     // sᵀ (16 keys, kBlockM queries) = k · qᵀ, then pᵀ = exp(sᵀ - lse_query), 0 where masked.
     float st[kTilesM][4] = {};
-#pragma unroll
-    for (int ks = 0; ks < kSteps; ++ks) {
-      uint32_t kf[4];
-      ldmatrix_x4(kf, ldsm_addr_rows(k_w, kStride, ks * 16, lane));
-#pragma unroll
-      for (int np = 0; np < kTilesM / 2; ++np) {
-        uint32_t qf[4];
-        ldmatrix_x4(qf, ldsm_addr_cols(q_t + np * 16 * kStride, kStride, ks * 16, lane));
-        mma_bf16_16816(st[2 * np], kf, qf[0], qf[1]);
-        mma_bf16_16816(st[2 * np + 1], kf, qf[2], qf[3]);
-      }
-    }
+    product_over_head_dim<kHeadDim>(st, k_w, q_t, lane);
     const float* lse_t = lse_s + buf * kBlockM;
-    const bool need_mask = m0 + kBlockM > T || (causal && n0 + kBlockN - 1 > m0);
+    const bool need_mask = flash::tile_needs_mask(m0 + kBlockM, n0 + kBlockN - 1, m0, T, causal);
     flash::transposed_probabilities(st, lse_t, key_base, m0, t, T, causal, need_mask, scale_log2);
 
     if (has_next) cp_async_wait<1>();
@@ -133,49 +167,16 @@ __global__ void __launch_bounds__(kWarps * 32)
 
     // dpᵀ (16 keys, kBlockM queries) = v · doutᵀ.
     float dpt[kTilesM][4] = {};
-#pragma unroll
-    for (int ks = 0; ks < kSteps; ++ks) {
-      uint32_t vf[4];
-      ldmatrix_x4(vf, ldsm_addr_rows(v_w, kStride, ks * 16, lane));
-#pragma unroll
-      for (int np = 0; np < kTilesM / 2; ++np) {
-        uint32_t df[4];
-        ldmatrix_x4(df, ldsm_addr_cols(do_t + np * 16 * kStride, kStride, ks * 16, lane));
-        mma_bf16_16816(dpt[2 * np], vf, df[0], df[1]);
-        mma_bf16_16816(dpt[2 * np + 1], vf, df[2], df[3]);
-      }
-    }
+    product_over_head_dim<kHeadDim>(dpt, v_w, do_t, lane);
 
     // dv (16 keys, hd) += pᵀ · dout.
-#pragma unroll
-    for (int kk = 0; kk < kBlockM / 16; ++kk) {
-      uint32_t pf[4];
-      accum_to_a(pf, st[2 * kk], st[2 * kk + 1]);
-#pragma unroll
-      for (int dp = 0; dp < kTilesD / 2; ++dp) {
-        uint32_t f[4];
-        ldmatrix_x4_trans(f, ldsm_addr_rows(do_t + kk * 16 * kStride, kStride, dp * 16, lane));
-        mma_bf16_16816(dv[2 * dp], pf, f[0], f[1]);
-        mma_bf16_16816(dv[2 * dp + 1], pf, f[2], f[3]);
-      }
-    }
+    product_over_tile<kHeadDim>(dv, st, do_t, lane);
 
     // dsᵀ = pᵀ ∘ (dpᵀ - dsum_query), in place of dpᵀ.
     flash::transposed_score_grads(dpt, st, dsum_s + buf * kBlockM, t);
 
     // dk (16 keys, hd) += dsᵀ · q (the 1/sqrt(hd) factor is applied once at the end).
-#pragma unroll
-    for (int kk = 0; kk < kBlockM / 16; ++kk) {
-      uint32_t sf[4];
-      accum_to_a(sf, dpt[2 * kk], dpt[2 * kk + 1]);
-#pragma unroll
-      for (int dp = 0; dp < kTilesD / 2; ++dp) {
-        uint32_t f[4];
-        ldmatrix_x4_trans(f, ldsm_addr_rows(q_t + kk * 16 * kStride, kStride, dp * 16, lane));
-        mma_bf16_16816(dk[2 * dp], sf, f[0], f[1]);
-        mma_bf16_16816(dk[2 * dp + 1], sf, f[2], f[3]);
-      }
-    }
+    product_over_tile<kHeadDim>(dk, dpt, q_t, lane);
   }
 
 #pragma unroll
@@ -229,13 +230,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   cp_async_commit();
 
   const int row_base = q0 + warp * 16 + g;
-  float row_lse[2], row_dsum[2];  // rows g and g+8; rows past T compute garbage that is never stored
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = row_base + 8 * r;
-    row_lse[r] = row < T ? lse[static_cast<int64_t>(bh) * T + row] * kLog2e : 0.f;
-    row_dsum[r] = row < T ? dsum[static_cast<int64_t>(bh) * T + row] : 0.f;
-  }
+  float row_lse[2], row_dsum[2];  // rows g and g+8
+  flash::load_row_stats(row_lse, row_dsum, lse, dsum, bh, row_base, T);
 
   cp_async_wait<1>();  // q, dout and the first k tile
   __syncthreads();
@@ -271,7 +267,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         mma_bf16_16816(s[2 * np + 1], q_frag[ks], kf[2], kf[3]);
       }
     }
-    const bool need_mask = k0 + kBlockN > T || (causal && k0 + kBlockN - 1 > q0);
+    const bool need_mask = flash::tile_needs_mask(k0 + kBlockN, k0 + kBlockN - 1, q0, T, causal);
     flash::row_probabilities(s, row_lse, row_base, k0, t, T, causal, need_mask, scale_log2);
 
     if (has_next) cp_async_wait<1>();
@@ -284,33 +280,11 @@ __global__ void __launch_bounds__(kWarps * 32)
 
     // dp (16, kBlockN) = dout · vᵀ, then ds = p ∘ (dp - dsum_row) in place of dp.
     float dp[kTilesN][4] = {};
-#pragma unroll
-    for (int ks = 0; ks < kSteps; ++ks) {
-      uint32_t df[4];
-      ldmatrix_x4(df, ldsm_addr_rows(do_w, kStride, ks * 16, lane));
-#pragma unroll
-      for (int np = 0; np < kTilesN / 2; ++np) {
-        uint32_t vf[4];
-        ldmatrix_x4(vf, ldsm_addr_cols(v_t + np * 16 * kStride, kStride, ks * 16, lane));
-        mma_bf16_16816(dp[2 * np], df, vf[0], vf[1]);
-        mma_bf16_16816(dp[2 * np + 1], df, vf[2], vf[3]);
-      }
-    }
+    product_over_head_dim<kHeadDim>(dp, do_w, v_t, lane);
     flash::row_score_grads(dp, s, row_dsum);
 
     // dq (16, hd) += ds · k (the 1/sqrt(hd) factor is applied once at the end).
-#pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk) {
-      uint32_t sf[4];
-      accum_to_a(sf, dp[2 * kk], dp[2 * kk + 1]);
-#pragma unroll
-      for (int dp2 = 0; dp2 < kTilesD / 2; ++dp2) {
-        uint32_t f[4];
-        ldmatrix_x4_trans(f, ldsm_addr_rows(k_t + kk * 16 * kStride, kStride, dp2 * 16, lane));
-        mma_bf16_16816(dq[2 * dp2], sf, f[0], f[1]);
-        mma_bf16_16816(dq[2 * dp2 + 1], sf, f[2], f[3]);
-      }
-    }
+    product_over_tile<kHeadDim>(dq, dp, k_t, lane);
   }
 
 #pragma unroll
@@ -368,17 +342,12 @@ void launch_attention_backward_dsum(float* dsum, const bf16* dout, const bf16* o
 bool launch_attention_backward_dkdv(const detail::AttentionTiles& tiles, int head_dim, bf16* dqkv, const bf16* dout,
                                     const bf16* qkv, const float* lse, const float* dsum, int B, int T, int D, int H,
                                     bool causal, cudaStream_t stream) {
-#define PYLON_DKDV_CASE(HD, WARPS, BM)                                                    \
-  if (head_dim == HD && tiles.dkdv_warps == WARPS && tiles.dkdv_block_m == BM) {          \
-    launch_dkdv<HD, WARPS, BM>(dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream);   \
-    return true;                                                                          \
+#define PYLON_DKDV_CASE(HD, WARPS, BM)                                                  \
+  if (head_dim == HD && tiles.dkdv_warps == WARPS && tiles.dkdv_block_m == BM) {        \
+    launch_dkdv<HD, WARPS, BM>(dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream); \
+    return true;                                                                        \
   }
-  PYLON_DKDV_CASE(64, 4, 64)
-  PYLON_DKDV_CASE(64, 8, 64)
-  PYLON_DKDV_CASE(128, 4, 64)
-  PYLON_DKDV_CASE(128, 4, 32)
-  PYLON_DKDV_CASE(128, 8, 64)
-  PYLON_DKDV_CASE(128, 8, 32)
+  PYLON_ATTENTION_MMA_DKDV_TILES(PYLON_DKDV_CASE)
 #undef PYLON_DKDV_CASE
   return false;
 }
@@ -386,17 +355,12 @@ bool launch_attention_backward_dkdv(const detail::AttentionTiles& tiles, int hea
 bool launch_attention_backward_dq(const detail::AttentionTiles& tiles, int head_dim, bf16* dqkv, const bf16* dout,
                                   const bf16* qkv, const float* lse, const float* dsum, int B, int T, int D, int H,
                                   bool causal, cudaStream_t stream) {
-#define PYLON_DQ_CASE(HD, WARPS, BN)                                                    \
-  if (head_dim == HD && tiles.dq_warps == WARPS && tiles.dq_block_n == BN) {            \
-    launch_dq<HD, WARPS, BN>(dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream);   \
-    return true;                                                                        \
+#define PYLON_DQ_CASE(HD, WARPS, BN)                                                  \
+  if (head_dim == HD && tiles.dq_warps == WARPS && tiles.dq_block_n == BN) {          \
+    launch_dq<HD, WARPS, BN>(dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream); \
+    return true;                                                                      \
   }
-  PYLON_DQ_CASE(64, 4, 64)
-  PYLON_DQ_CASE(64, 8, 64)
-  PYLON_DQ_CASE(128, 4, 64)
-  PYLON_DQ_CASE(128, 4, 32)
-  PYLON_DQ_CASE(128, 8, 64)
-  PYLON_DQ_CASE(128, 8, 32)
+  PYLON_ATTENTION_MMA_DQ_TILES(PYLON_DQ_CASE)
 #undef PYLON_DQ_CASE
   return false;
 }

@@ -8,6 +8,7 @@
 
 #include "ops/cuda/attention_backward_wgmma.cuh"
 #include "ops/cuda/attention_launch.h"
+#include "ops/cuda/attention_tiles.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/flash_softmax_backward.cuh"
 #include "ops/cuda/mma_sm80.cuh"
@@ -132,7 +133,7 @@ __global__ void __launch_bounds__(kGroups * 128)
 
   const int row_base = q0 + warp * 16 + g;
   float row_lse[2], row_dsum[2];
-  load_row_stats(row_lse, row_dsum, lse, dsum, bh, row_base, T);
+  flash::load_row_stats(row_lse, row_dsum, lse, dsum, bh, row_base, T);
 
   float dq[kColBlocks][8][4] = {};
   for (int j = 0; j < n_tiles; ++j) {
@@ -181,16 +182,13 @@ void launch_dq_wgmma(bf16* dqkv, const bf16* dout, const bf16* qkv, const float*
 bool launch_attention_backward_dkdv_wgmma(const detail::AttentionTiles& tiles, int head_dim, bf16* dqkv,
                                           const bf16* dout, const bf16* qkv, const float* lse, const float* dsum,
                                           int B, int T, int D, int H, bool causal, cudaStream_t stream) {
-  if (tiles.dkdv_block_m != kTile) return false;
-#define PYLON_DKDV_CASE(HD, WARPS)                                                                   \
-  if (head_dim == HD && tiles.dkdv_warps == WARPS) {                                                 \
-    launch_dkdv_wgmma<HD, WARPS / 4>(dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream);        \
-    return true;                                                                                     \
+#define PYLON_DKDV_CASE(HD, WARPS, BM)                                                          \
+  if (head_dim == HD && tiles.dkdv_warps == WARPS && tiles.dkdv_block_m == BM) {                \
+    static_assert(WARPS % 4 == 0 && BM == kTile, "whole warpgroups, query tiles of kTile");      \
+    launch_dkdv_wgmma<HD, WARPS / 4>(dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream);    \
+    return true;                                                                                \
   }
-  PYLON_DKDV_CASE(64, 4)
-  PYLON_DKDV_CASE(64, 8)
-  PYLON_DKDV_CASE(128, 4)
-  PYLON_DKDV_CASE(128, 8)
+  PYLON_ATTENTION_WGMMA_DKDV_TILES(PYLON_DKDV_CASE)
 #undef PYLON_DKDV_CASE
   return false;
 }
@@ -198,16 +196,13 @@ bool launch_attention_backward_dkdv_wgmma(const detail::AttentionTiles& tiles, i
 bool launch_attention_backward_dq_wgmma(const detail::AttentionTiles& tiles, int head_dim, bf16* dqkv,
                                         const bf16* dout, const bf16* qkv, const float* lse, const float* dsum,
                                         int B, int T, int D, int H, bool causal, cudaStream_t stream) {
-  if (tiles.dq_block_n != kTile) return false;
-#define PYLON_DQ_CASE(HD, WARPS)                                                                   \
-  if (head_dim == HD && tiles.dq_warps == WARPS) {                                                 \
-    launch_dq_wgmma<HD, WARPS / 4>(dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream);        \
-    return true;                                                                                   \
+#define PYLON_DQ_CASE(HD, WARPS, BN)                                                          \
+  if (head_dim == HD && tiles.dq_warps == WARPS && tiles.dq_block_n == BN) {                  \
+    static_assert(WARPS % 4 == 0 && BN == kTile, "whole warpgroups, key tiles of kTile");      \
+    launch_dq_wgmma<HD, WARPS / 4>(dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream);    \
+    return true;                                                                              \
   }
-  PYLON_DQ_CASE(64, 4)
-  PYLON_DQ_CASE(64, 8)
-  PYLON_DQ_CASE(128, 4)
-  PYLON_DQ_CASE(128, 8)
+  PYLON_ATTENTION_WGMMA_DQ_TILES(PYLON_DQ_CASE)
 #undef PYLON_DQ_CASE
   return false;
 }

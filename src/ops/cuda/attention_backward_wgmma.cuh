@@ -65,7 +65,7 @@ __device__ __forceinline__ void dkdv_tile_step(float (&dk)[kHeadDim / 64][8][4],
   product_over_head_dim<kHeadDim, kKeyRows, kTile>(dpt, v_s, key_row0, do_t);
   wgmma::wait<1>();
   wgmma::fence_accumulators(st);
-  const bool need_mask = m0 + kTile > T || (causal && group_key0 + 63 > m0);
+  const bool need_mask = flash::tile_needs_mask(m0 + kTile, group_key0 + 63, m0, T, causal);
   flash::transposed_probabilities(st, lse_t, key_base, m0, t, T, causal, need_mask, scale_log2);
   wgmma::wait<0>();
   wgmma::fence_accumulators(dpt);
@@ -78,18 +78,6 @@ __device__ __forceinline__ void dkdv_tile_step(float (&dk)[kHeadDim / 64][8][4],
   for (int cb = 0; cb < kHeadDim / 64; ++cb) {
     wgmma::fence_accumulators(dv[cb]);
     wgmma::fence_accumulators(dk[cb]);
-  }
-}
-
-// The dq pass's per-row values for this lane's two rows (row_base, + 8) of head bh: lse times log2(e) and
-// dsum, both (B, H, T); rows past T get 0 (they compute values that are never stored).
-__device__ __forceinline__ void load_row_stats(float (&row_lse_log2)[2], float (&row_dsum)[2], const float* lse,
-                                               const float* dsum, int bh, int row_base, int T) {
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = row_base + 8 * r;
-    row_lse_log2[r] = row < T ? lse[static_cast<int64_t>(bh) * T + row] * flash::kLog2e : 0.f;
-    row_dsum[r] = row < T ? dsum[static_cast<int64_t>(bh) * T + row] : 0.f;
   }
 }
 
@@ -108,7 +96,7 @@ __device__ __forceinline__ void dq_tile_step(float (&dq)[kHeadDim / 64][8][4], u
   product_over_head_dim<kHeadDim, kRows, kTile>(dp, do_s, row0, v_t);
   wgmma::wait<1>();
   wgmma::fence_accumulators(s);
-  const bool need_mask = k0 + kTile > T || (causal && k0 + kTile - 1 > group_row0);
+  const bool need_mask = flash::tile_needs_mask(k0 + kTile, k0 + kTile - 1, group_row0, T, causal);
   flash::row_probabilities(s, row_lse_log2, row_base, k0, t, T, causal, need_mask, scale_log2);
   wgmma::wait<0>();
   wgmma::fence_accumulators(dp);

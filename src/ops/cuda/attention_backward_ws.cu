@@ -4,8 +4,8 @@
 // shared-memory stages; two consumer warpgroups of 64 keys each run the math of
 // attention_backward_wgmma.cu's dk/dv pass (unchanged: sᵀ and dpᵀ over the head dim, pᵀ and dsᵀ in
 // registers, dv += pᵀ·dout and dk += dsᵀ·q) with no block-wide barrier between tiles, so each
-// consumer runs as far ahead as the ring lets it. Chosen by AttentionTiles::bwd_ws (the default at hd 128:
-// the backward 0.577 -> 0.531 ms at B8 T1024 H16 on the H200); same outputs as
+// consumer runs as far ahead as the ring lets it. Chosen by AttentionTiles::bwd_ws (the default at hd 128,
+// where it was measured faster: bench/attention_notes.md); same outputs as
 // flash_attention_backward_dkdv_wgmma<hd, 2>. The dq pass in the same style follows (flash_attention_backward_dq_ws).
 //
 // Protocol (barriers in shared memory after the tiles):
@@ -20,6 +20,7 @@
 
 #include "ops/cuda/attention_backward_wgmma.cuh"
 #include "ops/cuda/attention_launch.h"
+#include "ops/cuda/attention_tiles.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/flash_softmax_backward.cuh"
 #include "ops/cuda/mma_sm80.cuh"
@@ -238,7 +239,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int group = warpgroup - 1, warp_in_block = (tid - 128) / 32, g = lane / 4, t = lane % 4;
   const int row_base = q0 + warp_in_block * 16 + g;
   float row_lse[2], row_dsum[2];
-  load_row_stats(row_lse, row_dsum, lse, dsum, bh, row_base, T);
+  flash::load_row_stats(row_lse, row_dsum, lse, dsum, bh, row_base, T);
   float dq[kColBlocks][8][4] = {};
   tma::mbar_wait(qd_full, 0);
   for (int j = 0; j < n_tiles; ++j) {
@@ -296,35 +297,25 @@ void launch_dq_ws(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* ls
 bool launch_attention_backward_dkdv_ws(const detail::AttentionTiles& tiles, int head_dim, bf16* dqkv,
                                        const bf16* dout, const bf16* qkv, const float* lse, const float* dsum,
                                        int B, int T, int D, int H, bool causal, cudaStream_t stream) {
-#define PYLON_DKDV_WS_CASE(HD, STAGES)                                                       \
-  if (head_dim == HD && tiles.bwd_stages == STAGES) {                                        \
-    launch_dkdv_ws<HD, STAGES>(dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream);      \
-    return true;                                                                             \
+#define PYLON_DKDV_WS_CASE(HD, STAGES)                                                  \
+  if (head_dim == HD && tiles.bwd_stages == STAGES) {                                   \
+    launch_dkdv_ws<HD, STAGES>(dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream); \
+    return true;                                                                        \
   }
-  PYLON_DKDV_WS_CASE(64, 2)
-  PYLON_DKDV_WS_CASE(64, 3)
-  PYLON_DKDV_WS_CASE(128, 2)
-  PYLON_DKDV_WS_CASE(128, 3)
+  PYLON_ATTENTION_WS_BACKWARD_TILES(PYLON_DKDV_WS_CASE)
 #undef PYLON_DKDV_WS_CASE
   return false;
 }
 
-}  // namespace pylon::cuda
-
-namespace pylon::cuda {
-
 bool launch_attention_backward_dq_ws(const detail::AttentionTiles& tiles, int head_dim, bf16* dqkv,
                                      const bf16* dout, const bf16* qkv, const float* lse, const float* dsum, int B,
                                      int T, int D, int H, bool causal, cudaStream_t stream) {
-#define PYLON_DQ_WS_CASE(HD, STAGES)                                                       \
-  if (head_dim == HD && tiles.bwd_stages == STAGES) {                                      \
-    launch_dq_ws<HD, STAGES>(dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream);      \
-    return true;                                                                           \
+#define PYLON_DQ_WS_CASE(HD, STAGES)                                                  \
+  if (head_dim == HD && tiles.bwd_stages == STAGES) {                                 \
+    launch_dq_ws<HD, STAGES>(dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream); \
+    return true;                                                                      \
   }
-  PYLON_DQ_WS_CASE(64, 2)
-  PYLON_DQ_WS_CASE(64, 3)
-  PYLON_DQ_WS_CASE(128, 2)
-  PYLON_DQ_WS_CASE(128, 3)
+  PYLON_ATTENTION_WS_BACKWARD_TILES(PYLON_DQ_WS_CASE)
 #undef PYLON_DQ_WS_CASE
   return false;
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "ops/cuda/attention_launch.h"
+#include "ops/cuda/attention_tiles.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/flash_softmax.cuh"
 #include "ops/cuda/mma_sm80.cuh"
@@ -155,18 +156,12 @@ void launch_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int D,
 
 bool launch_attention_forward(const detail::AttentionTiles& tiles, int head_dim, bf16* out, float* lse,
                               const bf16* qkv, int B, int T, int D, int H, bool causal, cudaStream_t stream) {
-#define PYLON_FORWARD_CASE(HD, WARPS, BN)                                                     \
-  if (head_dim == HD && tiles.fwd_warps == WARPS && tiles.fwd_block_n == BN) {                \
-    launch_forward<HD, WARPS, BN>(out, lse, qkv, B, T, D, H, causal, stream);                 \
-    return true;                                                                              \
+#define PYLON_FORWARD_CASE(HD, WARPS, BN)                                      \
+  if (head_dim == HD && tiles.fwd_warps == WARPS && tiles.fwd_block_n == BN) { \
+    launch_forward<HD, WARPS, BN>(out, lse, qkv, B, T, D, H, causal, stream);  \
+    return true;                                                               \
   }
-  PYLON_FORWARD_CASE(64, 4, 64)
-  PYLON_FORWARD_CASE(64, 4, 128)
-  PYLON_FORWARD_CASE(64, 8, 64)
-  PYLON_FORWARD_CASE(128, 4, 64)
-  PYLON_FORWARD_CASE(128, 4, 32)
-  PYLON_FORWARD_CASE(128, 8, 64)
-  PYLON_FORWARD_CASE(128, 8, 32)
+  PYLON_ATTENTION_MMA_FORWARD_TILES(PYLON_FORWARD_CASE)
 #undef PYLON_FORWARD_CASE
   return false;
 }

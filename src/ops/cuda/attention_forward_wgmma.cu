@@ -2,11 +2,12 @@
 // s = q·kᵀ reads q and k from swizzled shared memory, o += p·v takes p from registers. Keys and values
 // stream through double-buffered cp.async tiles; online softmax and logsumexp as in the mma.sync kernel.
 // The softmax of one block overlaps the products of the other block resident on the multiprocessor
-// (overlapping within a warpgroup, FlashAttention-3 style, measured 13% slower here: see
+// (overlapping within a warpgroup, FlashAttention-3 style, was measured slower here: see
 // bench/attention_notes.md).
 #include <cmath>
 
 #include "ops/cuda/attention_launch.h"
+#include "ops/cuda/attention_tiles.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/flash_softmax.cuh"
 #include "ops/cuda/mma_sm80.cuh"
@@ -150,19 +151,13 @@ void launch_forward_wgmma(bf16* out, float* lse, const bf16* qkv, int B, int T, 
 
 bool launch_attention_forward_wgmma(const detail::AttentionTiles& tiles, int head_dim, bf16* out, float* lse,
                                     const bf16* qkv, int B, int T, int D, int H, bool causal, cudaStream_t stream) {
-#define PYLON_FORWARD_CASE(HD, WARPS, BN)                                                       \
-  if (head_dim == HD && tiles.fwd_warps == WARPS && tiles.fwd_block_n == BN) {                  \
-    launch_forward_wgmma<HD, WARPS / 4, BN>(out, lse, qkv, B, T, D, H, causal, stream);         \
-    return true;                                                                                \
+#define PYLON_FORWARD_CASE(HD, WARPS, BN)                                              \
+  if (head_dim == HD && tiles.fwd_warps == WARPS && tiles.fwd_block_n == BN) {         \
+    static_assert(WARPS % 4 == 0, "whole warpgroups");                                 \
+    launch_forward_wgmma<HD, WARPS / 4, BN>(out, lse, qkv, B, T, D, H, causal, stream); \
+    return true;                                                                       \
   }
-  PYLON_FORWARD_CASE(64, 4, 64)
-  PYLON_FORWARD_CASE(64, 4, 128)
-  PYLON_FORWARD_CASE(64, 8, 64)
-  PYLON_FORWARD_CASE(64, 8, 128)
-  PYLON_FORWARD_CASE(128, 4, 64)
-  PYLON_FORWARD_CASE(128, 4, 128)
-  PYLON_FORWARD_CASE(128, 8, 64)
-  PYLON_FORWARD_CASE(128, 8, 128)
+  PYLON_ATTENTION_WGMMA_FORWARD_TILES(PYLON_FORWARD_CASE)
 #undef PYLON_FORWARD_CASE
   return false;
 }

@@ -27,6 +27,7 @@
 #include <cstdint>
 
 #include "ops/cuda/attention_launch.h"
+#include "ops/cuda/attention_tiles.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/flash_softmax.cuh"
 #include "ops/cuda/mma_sm80.cuh"
@@ -246,17 +247,12 @@ void launch_forward_ws(bf16* out, float* lse, const bf16* qkv, int B, int T, int
 
 bool launch_attention_forward_ws(const detail::AttentionTiles& tiles, int head_dim, bf16* out, float* lse,
                                  const bf16* qkv, int B, int T, int D, int H, bool causal, cudaStream_t stream) {
-#define PYLON_FORWARD_WS_CASE(HD, BN, STAGES)                                        \
-  if (head_dim == HD && tiles.fwd_block_n == BN && tiles.fwd_stages == STAGES) {     \
-    launch_forward_ws<HD, BN, STAGES>(out, lse, qkv, B, T, D, H, causal, stream);    \
-    return true;                                                                     \
+#define PYLON_FORWARD_WS_CASE(HD, BN, STAGES)                                     \
+  if (head_dim == HD && tiles.fwd_block_n == BN && tiles.fwd_stages == STAGES) {  \
+    launch_forward_ws<HD, BN, STAGES>(out, lse, qkv, B, T, D, H, causal, stream); \
+    return true;                                                                  \
   }
-  PYLON_FORWARD_WS_CASE(64, 64, 3)
-  PYLON_FORWARD_WS_CASE(64, 128, 2)
-  PYLON_FORWARD_WS_CASE(64, 128, 3)
-  PYLON_FORWARD_WS_CASE(128, 64, 3)
-  PYLON_FORWARD_WS_CASE(128, 128, 2)
-  PYLON_FORWARD_WS_CASE(128, 128, 3)
+  PYLON_ATTENTION_WS_FORWARD_TILES(PYLON_FORWARD_WS_CASE)
 #undef PYLON_FORWARD_WS_CASE
   return false;
 }

@@ -1,5 +1,6 @@
 // Internal: the tile-shape dispatchers of the attention kernels (attention_*.cu), called by attention.cu
-// after it has checked the arguments. Each returns false when no kernel was compiled for the shape.
+// after it has checked the arguments. Each dispatches the shapes of its list in attention_tiles.h and
+// returns false for any other.
 #pragma once
 
 #include <cuda_bf16.h>
