@@ -217,7 +217,7 @@ void Ops::matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint
     // FAST (1 + its type): X in whole vec4s and W in whole words at every K step of 32 columns.
     const bool fast = x_off % 4 == 0 && w.cols % 32 == 0 && w.dtype != EdgeDType::f32 &&
                       (w.dtype != EdgeDType::int4 || w.group % 16 == 0);
-    spec = {fast ? 1 + shader_wtype(w.dtype) : 0u};
+    spec = {7u, fast ? 1 + shader_wtype(w.dtype) : 0u};  // PARTS (every part), FAST
   }
   if (name == "gemm_coopmat2") {
     coopmat2_matmul(r, y, ldy, x, x_off, n, w, bias, accumulate, silu);

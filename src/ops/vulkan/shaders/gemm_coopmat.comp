@@ -26,10 +26,15 @@ layout(local_size_x = 256) in;
 #include "words.glsl"
 layout(std430, binding = 0) readonly buffer X4Buf { vec4 X4[]; };  // X as vec4
 
+// PARTS: the parts of a K step that run, bit 0 its global loads, bit 1 its shared-memory stores,
+// bit 2 its products. Ops::matmul always specializes it to 7 (every part): the constant stays only
+// because the NVIDIA driver compiles the int4 GEMM faster with it than with its tests removed
+// (bench/vulkan_notes.md, "The restructuring of issue 34").
+layout(constant_id = 0) const uint PARTS = 7u;
 // FAST 1 + WT_* (Ops::matmul, where x_off % 4, cols % TK and int4's group % 16 are 0): every K
 // step is whole vec4s of X and whole words of W of that type, with three steps' loads in flight
 // (fast_load); 0: any layout and type, one step's.
-layout(constant_id = 0) const uint FAST = 0u;
+layout(constant_id = 1) const uint FAST = 0u;
 const uint TM = 64u, TN = 128u, TK = 32u;
 const uint LDU = TK / 8u + 1u;      // a tile row's stride in uvec4s: TK halves + 8 (no bank conflicts)
 const uint A_SIZE = TM * LDU, B_SIZE = TN * LDU;
@@ -50,6 +55,10 @@ float wscale;    // int8 / int4 scale of those words
 bool x_vec, w_words, w_decoded;
 
 void load_step(uint k0) {
+  if ((PARTS & 1u) == 0u) {
+    w_decoded = true;
+    return;
+  }
   const uint m = gl_WorkGroupID.y * TM + x_row, cx = k0 + x_part * 8u;
   if (x_vec) {
     xa0 = m < pc.n && cx < pc.cols ? X4[(pc.x_off + m * pc.cols + cx) >> 2] : vec4(0.0);
@@ -94,6 +103,7 @@ uvec4 halves(vec4 a, vec4 b) {  // 8 values rounded to fp16, packed in order
 
 // The registers of load_step into shared buffer `buf`.
 void store_step(uint buf) {
+  if ((PARTS & 2u) == 0u) return;
   As[buf * A_SIZE + x_row * LDU + x_part] = halves(xa0, xa1);
   const uint b = buf * B_SIZE + w_row * LDU + w_half * 2u;
   if (w_decoded) {
@@ -119,6 +129,7 @@ struct Regs {
 Regs fast_load(uint k0) {
   const uint WT = FAST - 1u, m = gl_WorkGroupID.y * TM + x_row, cx = k0 + x_part * 8u;
   Regs g;
+  if ((PARTS & 1u) == 0u) return g;
   const bool mx = m < pc.n;
   g.x0 = mx ? X4[(pc.x_off + m * pc.cols + cx) >> 2] : vec4(0.0);
   g.x1 = mx ? X4[(pc.x_off + m * pc.cols + cx + 4u) >> 2] : vec4(0.0);
@@ -138,6 +149,7 @@ Regs fast_load(uint k0) {
 }
 
 void fast_store(uint buf, Regs g) {
+  if ((PARTS & 2u) == 0u) return;
   const uint WT = FAST - 1u;
   As[buf * A_SIZE + x_row * LDU + x_part] = halves(g.x0, g.x1);
   const uint b = buf * B_SIZE + w_row * LDU + w_half * 2u;
@@ -181,6 +193,7 @@ void main() {
   {                                                                                      \
     const uint a0 = (buf) * A_SIZE + tm * LDU, b0 = (buf) * B_SIZE + tn * LDU;          \
     [[unroll]] for (uint kk = 0u; kk < TK / 8u; kk += 2u) {                              \
+      if ((PARTS & 4u) == 0u) break;                                                     \
       MAT_A a0m, a1m;                                                                    \
       MAT_B b0m, b1m;                                                                    \
       coopMatLoad(a0m, As, a0 + kk, LDU, gl_CooperativeMatrixLayoutRowMajor);            \
