@@ -61,7 +61,7 @@ void halves_to_floats(const uint16_t* v, int64_t n, float* out) {
 // y (n, W.rows) = x (n, W.cols) · Wᵀ, W converted kLinearTileRows rows at a time for the BLAS GEMM.
 // The tiles go over the OpenMP threads, each converting its own and running the GEMM on it alone
 // (the BLAS runs one thread inside a parallel region): the conversion is parallel too, and a short
-// prompt's many small GEMMs pay no thread hand-off each (this machine, 2026-12-02: bench/vulkan_notes.md, CPU).
+// prompt's many small GEMMs pay no thread hand-off each (bench/vulkan_notes.md, "CPU").
 void gemm_tiled(float* y, const float* x, int64_t n, const WeightView& w) {
   const int rows = static_cast<int>(w.rows), cols = static_cast<int>(w.cols), tile_rows = static_cast<int>(kLinearTileRows);
   const int tiles = (rows + tile_rows - 1) / tile_rows;

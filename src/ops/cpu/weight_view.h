@@ -24,14 +24,15 @@ WeightView f32_view(const float* w, int64_t rows, int64_t cols);
 // y (n, W.rows) = x (n, W.cols) · Wᵀ + bias, bias (W.rows) fp32 or nullptr. f32 runs the BLAS GEMM
 // of cpu::linear_forward. One token (decode) of f16, int8 or int4 (groups of 16k columns) on an x86
 // CPU with AVX2, FMA and F16C: a GEMV straight from the encoding, 8-16 columns a step, rows over the
-// OpenMP threads, each weight read once (3-6x the tiles below: bench/vulkan_notes.md, CPU). Else
+// OpenMP threads, each weight read once (ops/cpu/gemv_avx2.h; measured against the tiles in
+// bench/vulkan_notes.md, "CPU"). Else
 // kLinearTileRows rows of W at a time are converted into an fp32 tile (the dequantize functions of
 // ops/cpu/quantized, f16 through F16C or a table) for the BLAS GEMM (GEMV for one token), the tiles
 // over the OpenMP threads: each weight converted once per call, no more than one tile
 // (kLinearTileRows x W.cols floats, in cache) a thread held in fp32.
 constexpr int64_t kLinearTileRows = 64;
-// Up to this many tokens (a short prompt) the AVX2 GEMV serves too, 4 tokens a pass over W. This
-// machine, 2 threads: 12-token prompts 1.2-1.5x the tiles, 50 the same, 201 the tiles 1.2-1.3x faster.
+// Up to this many tokens (a short prompt) the AVX2 GEMV serves too, 4 tokens a pass over W: the
+// crossover measured against the tiles (bench/vulkan_notes.md, "CPU").
 constexpr int64_t kLinearGemvTokens = 32;
 void linear(float* y, const float* x, int64_t n, const WeightView& w, const float* bias);
 
