@@ -30,6 +30,9 @@ int run_train(int argc, char** argv) {
   std::string preset = "causal", schedule = "cosine", device = "cpu", dtype = "fp32", recompute = "selective";
   std::string reduce_dtype = "fp32";
   int vocab = 32000, dim = 256, layers = 4, heads = 4, nproc = 1, nnodes = 1, node_rank = 0;
+  int kv_heads = 0, head_dim = 0, ffn_dim = 0;
+  float norm_eps = 0, rope_theta = 10000.0f;
+  bool qkv_bias = false, attention_bias = false, tie_embeddings = false;
   int master_port = 0;
   std::string master_addr;
   double dist_timeout = 300;
@@ -47,6 +50,14 @@ int run_train(int argc, char** argv) {
   args.add("dim", &dim, "model width D");
   args.add("layers", &layers, "transformer blocks L");
   args.add("heads", &heads, "attention heads H (D divisible by H)");
+  args.add("kv-heads", &kv_heads, "llama: key/value heads (grouped-query attention; divides H; 0 = H)");
+  args.add("head-dim", &head_dim, "llama: head size (0 = D / H)");
+  args.add("ffn-dim", &ffn_dim, "llama: the MLP's hidden width (0 = 4 D)");
+  args.add("norm-eps", &norm_eps, "RMSNorm eps (0 = the preset's: 1e-5 for llama, fp32 eps for seed and causal)");
+  args.add("rope-theta", &rope_theta, "rotary embeddings' theta");
+  args.add_switch("qkv-bias", &qkv_bias, "llama: biases on q, k and v (as Qwen2)");
+  args.add_switch("attention-bias", &attention_bias, "llama: biases on q, k, v and o (Llama's attention_bias)");
+  args.add_switch("tie-embeddings", &tie_embeddings, "llama: the head is the embedding table");
   args.add("batch", &o.batch, "rows per rank per micro-step B");
   args.add("seq", &o.seq, "tokens per row T");
   args.add("steps", &o.steps, "optimizer steps");
@@ -143,8 +154,21 @@ int run_train(int argc, char** argv) {
     if (o.tokenizer.empty()) o.tokenizer = d.tokenizer_model;
     if (!args.given("vocab")) vocab = Tokenizer::load(d.tokenizer_model).vocab_size();
   }
-  o.model.preset = find_preset(preset);
+  o.model.set_preset(find_preset(preset));
   o.model.vocab = vocab, o.model.dim = dim, o.model.layers = layers, o.model.heads = heads;
+  if (o.model.preset.naming == Naming::hugging_face) {  // Llama's per-model options
+    o.model.kv_heads = kv_heads, o.model.head_size = head_dim, o.model.ffn_dim = ffn_dim;
+    o.model.qkv_bias = qkv_bias || attention_bias, o.model.out_bias = attention_bias;
+    o.model.tied_head = tie_embeddings;
+    o.model.norm_eps = 1e-5f;
+  } else {
+    PYLON_CHECK(!args.given("kv-heads") && !args.given("head-dim") && !args.given("ffn-dim") && !qkv_bias &&
+                    !attention_bias && !tie_embeddings,
+                "--kv-heads, --head-dim, --ffn-dim, --qkv-bias, --attention-bias and --tie-embeddings are the llama ",
+                "preset's (the ", preset, " preset is nn.MultiheadAttention's model)");
+  }
+  if (norm_eps != 0) o.model.norm_eps = norm_eps;
+  o.model.rope_theta = rope_theta;
   o.model.validate();
   o.schedule.kind = parse_lr_schedule(schedule);
   o.schedule.lr = o.adamw.lr;

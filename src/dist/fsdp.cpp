@@ -13,6 +13,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "model/weights.h"
 #include "ops/cpu/adamw.h"
 #include "profile/tracer.h"
 
@@ -87,11 +88,7 @@ void FsdpModel::init_params(uint64_t seed) {
 
 void FsdpModel::load_params(const SafetensorsReader& file) {
   const ParamTable& table = layout_.table();
-  std::set<std::string> expected;
-  for (const auto& p : table.params) expected.insert(p.name);
-  for (const auto& t : file.tensors())
-    PYLON_CHECK(expected.count(t.name), file.path(), ": unexpected tensor ", t.name,
-                " (not a parameter of this MiniLLM)");
+  check_no_unexpected_tensors(file, table);
   const int r = comm_.rank();
   for (size_t i = 0; i < shards_.size(); ++i) {
     const ShardUnit& u = layout_.units()[i];
@@ -99,7 +96,7 @@ void FsdpModel::load_params(const SafetensorsReader& file) {
     std::fill(out, out + u.shard, 0.f);
     for_each_piece(u, r, [&](const UnitParam& p, int64_t b, int64_t e, int64_t at) {
       const ParamInfo& info = table.params[static_cast<size_t>(p.param)];
-      file.read_f32_range(info.name, info.shape, b, e, out + at);
+      read_param_range(file, info, b, e, out + at);
     });
   }
 }

@@ -1,5 +1,7 @@
 #include "model/config.h"
 
+#include <cstdio>
+
 #include "core/error.h"
 #include "model/params.h"
 
@@ -7,8 +9,13 @@ namespace pylon {
 
 ModelConfig ModelConfig::with_preset(std::string_view name) {
   ModelConfig c;
-  c.preset = find_preset(name);
+  c.set_preset(find_preset(name));
   return c;
+}
+
+void ModelConfig::set_preset(const Preset& p) {
+  preset = p;
+  qkv_bias = out_bias = p.attention_bias;
 }
 
 int64_t ModelConfig::num_params() const { return param_table(*this).total; }
@@ -18,39 +25,98 @@ void ModelConfig::validate() const {
   PYLON_CHECK(dim > 0, "dim must be positive, got ", dim);
   PYLON_CHECK(layers >= 0, "layers must be non-negative, got ", layers);
   PYLON_CHECK(heads > 0, "heads must be positive, got ", heads);
-  PYLON_CHECK(dim % heads == 0, "dim ", dim, " is not divisible by heads ", heads);
+  PYLON_CHECK(kv_heads >= 0 && head_size >= 0 && ffn_dim >= 0, "kv heads, head size and ffn dim must not be negative");
+  PYLON_CHECK(heads % kv_head_count() == 0, "heads ", heads, " is not a multiple of the kv heads ", kv_head_count());
+  PYLON_CHECK(head_size || dim % heads == 0, "dim ", dim, " is not divisible by heads ", heads);
   PYLON_CHECK(preset.positions != Positions::rope || head_dim() % 2 == 0,
-              "rotary embeddings need an even head size, got dim/heads = ", head_dim());
+              "rotary embeddings need an even head size, got ", head_dim());
   PYLON_CHECK(norm_eps > 0, "norm eps must be positive");
+  PYLON_CHECK(preset.positions != Positions::rope || rope_theta > 0, "rope theta must be positive");
+  if (preset.naming == Naming::torch)  // nn.MultiheadAttention's parameters
+    PYLON_CHECK(kv_head_count() == heads && head_dim() == dim / heads && ffn_hidden() == 4 * dim && qkv_bias &&
+                    out_bias && !tied_head && preset.ffn == Ffn::silu && !preset.final_norm,
+                "the ", preset.name, " preset is PyTorch's nn.MultiheadAttention model: no grouped-query heads, ",
+                "head size dim/heads, MLP width 4·dim, biases, no tied head (the llama preset has them)");
 }
 
 std::string ModelConfig::describe() const {
-  return detail::concat(preset.name, " V=", vocab, " D=", dim, " L=", layers, " H=", heads);
+  std::string s = detail::concat(preset.name, " V=", vocab, " D=", dim, " L=", layers, " H=", heads);
+  if (kv_head_count() != heads) s += detail::concat(" KV=", kv_head_count());
+  if (head_dim() != dim / heads) s += detail::concat(" hd=", head_dim());
+  if (ffn_hidden() != 4 * dim) s += detail::concat(" F=", ffn_hidden());
+  return s;
 }
 
+namespace {
+std::string float_text(float v) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.9g", static_cast<double>(v));
+  return text;
+}
+}  // namespace
+
 std::map<std::string, std::string> ModelConfig::to_metadata() const {
-  return {{"pylon.preset", preset.name}, {"pylon.vocab", std::to_string(vocab)},
-          {"pylon.dim", std::to_string(dim)},     {"pylon.layers", std::to_string(layers)},
-          {"pylon.heads", std::to_string(heads)}};
+  return {{"pylon.preset", preset.name},
+          {"pylon.vocab", std::to_string(vocab)},
+          {"pylon.dim", std::to_string(dim)},
+          {"pylon.layers", std::to_string(layers)},
+          {"pylon.heads", std::to_string(heads)},
+          {"pylon.kv_heads", std::to_string(kv_head_count())},
+          {"pylon.head_dim", std::to_string(head_dim())},
+          {"pylon.ffn_dim", std::to_string(ffn_hidden())},
+          {"pylon.qkv_bias", qkv_bias ? "1" : "0"},
+          {"pylon.out_bias", out_bias ? "1" : "0"},
+          {"pylon.tied_head", tied_head ? "1" : "0"},
+          {"pylon.norm_eps", float_text(norm_eps)},
+          {"pylon.rope_theta", float_text(rope_theta)}};
 }
 
 void ModelConfig::update_from_metadata(const std::map<std::string, std::string>& meta) {
-  auto get_int = [&](const char* key, int& field) {
+  auto text = [&](const char* key) -> const std::string* {
     auto it = meta.find(key);
-    if (it == meta.end()) return;
+    return it == meta.end() ? nullptr : &it->second;
+  };
+  auto get_int = [&](const char* key, int& field) {
+    const std::string* t = text(key);
+    if (!t) return;
     try {
       size_t used = 0;
-      field = std::stoi(it->second, &used);
-      PYLON_CHECK(used == it->second.size(), "");
+      field = std::stoi(*t, &used);
+      PYLON_CHECK(used == t->size(), "");
     } catch (const std::exception&) {
-      throw Error(std::string("model metadata ") + key + " is not an integer: '" + it->second + "'");
+      throw Error(std::string("model metadata ") + key + " is not an integer: '" + *t + "'");
     }
   };
-  if (auto it = meta.find("pylon.preset"); it != meta.end()) preset = find_preset(it->second);
+  auto get_bool = [&](const char* key, bool& field) {
+    const std::string* t = text(key);
+    if (!t) return;
+    PYLON_CHECK(*t == "0" || *t == "1", "model metadata ", key, " is not 0 or 1: '", *t, "'");
+    field = *t == "1";
+  };
+  auto get_float = [&](const char* key, float& field) {
+    const std::string* t = text(key);
+    if (!t) return;
+    try {
+      size_t used = 0;
+      field = std::stof(*t, &used);
+      PYLON_CHECK(used == t->size(), "");
+    } catch (const std::exception&) {
+      throw Error(std::string("model metadata ") + key + " is not a number: '" + *t + "'");
+    }
+  };
+  if (const std::string* p = text("pylon.preset")) set_preset(find_preset(*p));
   get_int("pylon.vocab", vocab);
   get_int("pylon.dim", dim);
   get_int("pylon.layers", layers);
   get_int("pylon.heads", heads);
+  get_int("pylon.kv_heads", kv_heads);
+  get_int("pylon.head_dim", head_size);
+  get_int("pylon.ffn_dim", ffn_dim);
+  get_bool("pylon.qkv_bias", qkv_bias);
+  get_bool("pylon.out_bias", out_bias);
+  get_bool("pylon.tied_head", tied_head);
+  get_float("pylon.norm_eps", norm_eps);
+  get_float("pylon.rope_theta", rope_theta);
 }
 
 }  // namespace pylon

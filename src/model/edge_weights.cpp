@@ -38,7 +38,9 @@ void decode_floats(const std::byte* p, int64_t n, EdgeDType dtype, float* out) {
 
 }  // namespace
 
-bool is_quantizable(const ParamInfo& p) { return p.shape.size() == 2 && p.name != "embed.weight"; }
+bool is_quantizable(const ParamTable& t, size_t i) {
+  return t.params[i].shape.size() == 2 && static_cast<int>(i) != t.embed;
+}
 
 std::vector<EdgeTensorToWrite> encode_edge_tensors(const ParamTable& table, const float* flat,
                                                    const EdgeQuant& quant) {
@@ -46,12 +48,13 @@ std::vector<EdgeTensorToWrite> encode_edge_tensors(const ParamTable& table, cons
               quant.group_size, " is not 32 or 64");
   const EdgeDType other = quant.matrices == EdgeDType::f32 ? EdgeDType::f32 : EdgeDType::f16;
   std::vector<EdgeTensorToWrite> out;
-  for (const ParamInfo& p : table.params) {
+  for (size_t i = 0; i < table.params.size(); ++i) {
+    const ParamInfo& p = table.params[i];
     EdgeTensorToWrite t;
     t.info.name = p.name;
     t.info.shape = p.shape;
     const float* w = flat + p.offset;
-    t.info.dtype = is_quantizable(p) ? quant.matrices : other;
+    t.info.dtype = is_quantizable(table, i) ? quant.matrices : other;
     if (t.info.dtype == EdgeDType::int8) {  // (out, in) int8, scales (out) f32
       const int64_t rows = p.shape[0], cols = p.shape[1];
       std::vector<int8_t> q(static_cast<size_t>(rows * cols));

@@ -21,7 +21,7 @@ struct EdgeQuant {
 };
 
 // True for the weights EdgeQuant::matrices applies to (all 2-D parameters but the embedding).
-bool is_quantizable(const ParamInfo& p);
+bool is_quantizable(const ParamTable& t, size_t param);
 
 std::vector<EdgeTensorToWrite> encode_edge_tensors(const ParamTable& table, const float* flat,
                                                    const EdgeQuant& quant);

@@ -1,5 +1,6 @@
-// MiniLLM forward and backward on the CPU in fp32 (DESIGN §1), reading parameters from and
-// accumulating gradients into flat buffers laid out by the parameter table.
+// The model's forward and backward on the CPU in fp32 (DESIGN §1), every preset as its traits say
+// (model/preset.h), reading parameters from and accumulating gradients into flat buffers laid out
+// by the parameter table.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +46,8 @@ class MiniLLM {
   struct Layer {  // one block's saved activations; N = B*T rows
     std::vector<float> rstd1, h1, qkv, probs, att, x_mid, rstd2, h2, f1, f1_act;
   };
+  // The head's input: the last block's output, or its final norm (x_final, rstd_final).
+  const float* head_input() const;
   void resize(int B, int T);
 
   ModelConfig config_;
@@ -53,10 +56,11 @@ class MiniLLM {
   bool has_targets_ = false;
   std::vector<int32_t> inputs_, targets_;
   std::vector<float> x_;  // (L + 1, N, D) residual stream entering each block, then the head
+  std::vector<float> x_final_, rstd_final_;  // final norm (N, D), (N): presets with one
   std::vector<Layer> layers_;
   std::vector<float> logits_;  // (N, V); becomes probabilities, then dlogits
   std::vector<float> losses_;  // (N)
-  std::vector<float> dx_, dh_, datt_, dqkv_, df_;  // backward scratch
+  std::vector<float> dx_, dh_, datt_, dqkv_, df_, dact_;  // backward scratch
 };
 
 }  // namespace pylon

@@ -7,9 +7,11 @@ namespace pylon {
 const std::vector<Preset>& presets() {
   static const std::vector<Preset> table = {
       {"seed", "the PyTorch FSDP2 benchmark model: bidirectional attention, no positions",
-       Mask::bidirectional, Positions::none},
+       Mask::bidirectional, Positions::none, Ffn::silu, false, Naming::torch, true},
       {"causal", "causal attention with rotary embeddings: next-token training and generation",
-       Mask::causal, Positions::rope},
+       Mask::causal, Positions::rope, Ffn::silu, false, Naming::torch, true},
+      {"llama", "the Llama family as Hugging Face computes it (grouped-query attention, SwiGLU, final norm)",
+       Mask::causal, Positions::rope, Ffn::swiglu, true, Naming::hugging_face, false},
   };
   return table;
 }
@@ -31,5 +33,6 @@ std::vector<std::string> preset_names() {
 
 const char* mask_name(Mask m) { return m == Mask::causal ? "causal" : "bidirectional"; }
 const char* positions_name(Positions p) { return p == Positions::rope ? "rope" : "none"; }
+const char* ffn_name(Ffn f) { return f == Ffn::swiglu ? "swiglu" : "silu"; }
 
 }  // namespace pylon

@@ -22,11 +22,27 @@ enum class Positions {
   rope,  // rotary embeddings on q and k, rotate-half form, theta = ModelConfig::rope_theta
 };
 
+// The block's MLP.
+enum class Ffn {
+  silu,    // W2 · SiLU(W1 · x), hidden ModelConfig::ffn_hidden()
+  swiglu,  // down(SiLU(gate · x) ∘ (up · x)), gate and up stored as one matrix [gate; up]
+};
+
+// The parameters' names in files (model/params.h).
+enum class Naming {
+  torch,         // PyTorch's nn.MultiheadAttention model: embed.weight, layers.{i}.attn.in_proj_weight, ...
+  hugging_face,  // Hugging Face's LlamaForCausalLM: model.embed_tokens.weight, model.layers.{i}.self_attn.q_proj.weight, ...
+};
+
 struct Preset {
   const char* name;     // --preset, and the preset key of checkpoints and edge files
   const char* summary;  // one line for --help and the docs
   Mask mask;
   Positions positions;
+  Ffn ffn;
+  bool final_norm;      // an RMSNorm before the head
+  Naming naming;
+  bool attention_bias;  // the default of ModelConfig::qkv_bias and out_bias
 
   bool operator==(const Preset& o) const { return std::string_view(name) == o.name; }
 };
@@ -40,5 +56,6 @@ std::vector<std::string> preset_names();
 
 const char* mask_name(Mask m);            // "bidirectional", "causal"
 const char* positions_name(Positions p);  // "none", "rope"
+const char* ffn_name(Ffn f);              // "silu", "swiglu"
 
 }  // namespace pylon

@@ -8,8 +8,12 @@
 
 namespace pylon {
 
+// Throws pylon::Error for a model the decoders cannot run yet (the llama preset's grouped-query
+// heads, SwiGLU and final norm).
+void check_decodable(const ModelConfig& config);
+
 // What the backends need for this model and context length: sizes, traits, the weights' places in
-// the parameter table (model/params.h).
+// the parameter table (model/params.h). check_decodable first.
 InferenceSpec inference_spec(const ModelConfig& config, int max_tokens);
 
 // The forward of n tokens begun on `ops` (InferenceOps::begin), up to the head.

@@ -12,6 +12,7 @@
 #include "io/safetensors.h"
 #include "io/token_file.h"
 #include "model/minillm.h"
+#include "model/weights.h"
 #include "profile/tracer.h"
 #include "train/checkpoint.h"
 #include "train/data_loader.h"
@@ -132,6 +133,8 @@ CheckpointInfo check_train_options(const TrainOptions& o) {
   PYLON_CHECK(!o.cuda_graph || o.profile.dir.empty(),
               "--cuda-graph and --profile exclude each other: a replayed step has no host ranges or launches to trace");
   PYLON_CHECK(!o.data.empty(), "no training data (--data FILE)");
+  PYLON_CHECK(o.device != "cuda" || o.model.preset.naming == Naming::torch, "--device cuda trains the seed and ",
+              "causal presets so far; the ", o.model.preset.name, " preset trains on the CPU");
   o.model.validate();
   const TokenFile data(o.data);  // exists and is a token file (the vocab scan comes with training)
   if (!o.val_data.empty()) {
@@ -158,7 +161,7 @@ CheckpointInfo check_train_options(const TrainOptions& o) {
   if (!o.init_from.empty()) {
     const SafetensorsReader file(o.init_from);
     const ParamTable table = param_table(o.model);
-    for (const auto& p : table.params) file.read_f32_range(p.name, p.shape, 0, 0, nullptr);  // names, shapes
+    for (const auto& p : table.params) read_param_range(file, p, 0, 0, nullptr);  // names, shapes
   }
   return resume;
 }

@@ -83,9 +83,11 @@ class FsdpCli : public ::testing::Test {
     for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<uint32_t>((i * i + 3 * i) % 53);
     write_token_file(tmp_.file("data.bin"), ids, TokenWidth::u16);
   }
-  // A run with 12 rows per optimizer step split as `world` ranks x `batch` rows x `accum`.
-  std::string train(int world, int batch, int steps, const std::string& extra) const {
-    return "train --preset seed --vocab 53 --dim 25 --layers 2 --heads 5 --seq 8 --steps " +
+  // A run with 12 rows per optimizer step split as `world` ranks x `batch` rows x `accum`, of the
+  // model `model` names (the seed preset above by default).
+  std::string train(int world, int batch, int steps, const std::string& extra,
+                    const std::string& model = "--preset seed --dim 25 --heads 5") const {
+    return "train " + model + " --vocab 53 --layers 2 --seq 8 --steps " +
            std::to_string(steps) + " --batch " + std::to_string(batch) +
            " --lr 3e-3 --lr-schedule cosine --warmup 2 --grad-clip 1 --weight-decay 0.1 --seed 5 "
            "--log-every 0 --data " + tmp_.file("data.bin") +
@@ -126,6 +128,22 @@ TEST_F(FsdpCli, WorldSizesOneToFourGiveTheOneRankCurve) {
     const auto rows = metrics(m);
     expect_same_curve(rows, one, 0, c.name);
     testing::expect_rows_follow_schema(rows, c.world, false, {});
+  }
+}
+
+// The llama preset over 1, 2 and 3 ranks: grouped-query heads, q/k/v biases and a tied head
+// (the embedding's gradient gathers the head's too), shards uneven over 3 ranks.
+TEST_F(FsdpCli, LlamaWorldSizesGiveTheOneRankCurve) {
+  const std::string llama = "--preset llama --dim 24 --heads 4 --kv-heads 2 --ffn-dim 40 --qkv-bias --tie-embeddings";
+  const Outcome first = run_pylon(train(1, 12, 6, "--metrics " + file("l1.jsonl"), llama));
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const auto one = metrics(file("l1.jsonl"));
+  ASSERT_EQ(one.size(), 6u);
+  for (const int world : {2, 3}) {
+    const std::string m = file("l" + std::to_string(world) + ".jsonl");
+    const Outcome r = run_pylon(train(world, 12 / world, 6, "--metrics " + m, llama));
+    ASSERT_EQ(r.exit_code, 0) << world << " ranks: " << r.err;
+    expect_same_curve(metrics(m), one, 0, "llama, " + std::to_string(world) + " ranks");
   }
 }
 

@@ -36,10 +36,12 @@ EPS_F32 = torch.finfo(torch.float32).eps  # 1.1920928955078125e-07, nn.RMSNorm's
 ROPE_THETA = 10000.0
 
 # The presets' traits, as src/model/preset.cpp's table has them (the golden test checks the
-# expected.json of each case against that table): causal mask, rotary embeddings.
+# expected.json of each case against that table): causal mask, rotary embeddings; `llama` marks
+# Hugging Face's LlamaForCausalLM (grouped-query attention, SwiGLU, final norm, HF names).
 PRESETS = {
-    "seed": dict(causal=False, rope=False),
-    "causal": dict(causal=True, rope=True),
+    "seed": dict(causal=False, rope=False, llama=False),
+    "causal": dict(causal=True, rope=True, llama=False),
+    "llama": dict(causal=True, rope=True, llama=True),
 }
 
 CASES = [
@@ -49,6 +51,25 @@ CASES = [
     dict(case="causal_small", preset="causal", vocab=89, dim=48, layers=2, heads=4, batch=3, seq=11,
          steps=10, grad_accum=2, lr=3e-3, weight_decay=0.1, beta1=0.9, beta2=0.999, eps=1e-8,
          grad_clip=0.5, lr_schedule="cosine", warmup=3, min_lr_frac=0.1, tokens_len=500),
+    # Llama: grouped-query heads (4 over 2), an MLP of odd width, no biases, its own head.
+    dict(case="llama_small", preset="llama", vocab=83, dim=32, layers=2, heads=4, kv_heads=2,
+         head_dim=8, ffn_dim=72, qkv_bias=False, out_bias=False, tied_head=False, norm_eps=1e-5,
+         rope_theta=10000.0, batch=2, seq=12, steps=12, grad_accum=1, lr=2e-3, weight_decay=0.01,
+         beta1=0.9, beta2=0.95, eps=1e-8, grad_clip=1.0, lr_schedule="cosine", warmup=2,
+         min_lr_frac=0.1, tokens_len=250),
+    # Qwen2-like: one key/value head (multi-query), q/k/v biases, a head size apart from dim/heads,
+    # the head tied to the embedding, an odd vocabulary, Llama 3's theta.
+    dict(case="llama_mqa_tied", preset="llama", vocab=61, dim=24, layers=2, heads=4, kv_heads=1,
+         head_dim=10, ffn_dim=40, qkv_bias=True, out_bias=False, tied_head=True, norm_eps=1e-6,
+         rope_theta=500000.0, batch=3, seq=9, steps=10, grad_accum=2, lr=3e-3, weight_decay=0.1,
+         beta1=0.9, beta2=0.999, eps=1e-8, grad_clip=0.0, lr_schedule="constant", warmup=0,
+         min_lr_frac=0.1, tokens_len=400),
+    # attention_bias: biases on q, k, v and o; multi-head (kv_heads = heads).
+    dict(case="llama_biases", preset="llama", vocab=53, dim=16, layers=1, heads=2, kv_heads=2,
+         head_dim=8, ffn_dim=44, qkv_bias=True, out_bias=True, tied_head=False, norm_eps=1e-5,
+         rope_theta=10000.0, batch=2, seq=7, steps=8, grad_accum=1, lr=5e-3, weight_decay=0.0,
+         beta1=0.9, beta2=0.999, eps=1e-8, grad_clip=0.5, lr_schedule="constant", warmup=1,
+         min_lr_frac=0.1, tokens_len=100),
 ]
 EVAL_STEPS = 3
 INIT_SEED = 0
@@ -69,11 +90,11 @@ class RMSNorm(nn.Module):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS_F32) * self.weight
 
 
-def rope_cos_sin(seq, head_dim, dtype):
+def rope_cos_sin(seq, head_dim, dtype, theta=ROPE_THETA):
     """cos/sin tables (seq, head_dim/2), computed in float64, then cast to dtype."""
     half = head_dim // 2
     i = torch.arange(half, dtype=torch.float64)
-    inv_freq = ROPE_THETA ** (-2.0 * i / head_dim)
+    inv_freq = theta ** (-2.0 * i / head_dim)
     pos = torch.arange(seq, dtype=torch.float64)
     ang = pos[:, None] * inv_freq[None, :]
     return torch.cos(ang).to(dtype), torch.sin(ang).to(dtype)
@@ -126,7 +147,7 @@ class TransformerBlock(nn.Module):
         if not self.traits["causal"] and not self.traits["rope"]:  # PyTorch's own module, as is
             a, _ = self.attn(h, h, h, need_weights=False)
         else:
-            a = manual_attention(self.attn, h, **self.traits)
+            a = manual_attention(self.attn, h, causal=self.traits["causal"], rope=self.traits["rope"])
         x = x + a
         return x + self.ffn(self.norm2(x))
 
@@ -143,6 +164,105 @@ class MiniLLM(nn.Module):
         for layer in self.layers:
             x = layer(x)
         return self.head(x)
+
+
+class LlamaRMSNorm(nn.Module):
+    """LlamaRMSNorm in float32: x * rsqrt(mean(x^2, -1) + eps) * weight."""
+
+    def __init__(self, dim, eps):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class LlamaAttention(nn.Module):
+    """LlamaAttention / Qwen2Attention: q, k, v, o projections, grouped-query heads (k and v
+    repeated over each group's query heads, repeat_kv), rotate-half rotary embeddings with theta
+    from the config, scale 1/sqrt(head_dim), causal."""
+
+    def __init__(self, c):
+        super().__init__()
+        D, H, KV, hd = c["dim"], c["heads"], c["kv_heads"], c["head_dim"]
+        self.H, self.KV, self.hd, self.theta = H, KV, hd, c["rope_theta"]
+        self.q_proj = nn.Linear(D, H * hd, bias=c["qkv_bias"])
+        self.k_proj = nn.Linear(D, KV * hd, bias=c["qkv_bias"])
+        self.v_proj = nn.Linear(D, KV * hd, bias=c["qkv_bias"])
+        self.o_proj = nn.Linear(H * hd, D, bias=c["out_bias"])
+
+    def forward(self, h):
+        B, T, _ = h.shape
+        q = self.q_proj(h).view(B, T, self.H, self.hd).transpose(1, 2)   # (B, H, T, hd)
+        k = self.k_proj(h).view(B, T, self.KV, self.hd).transpose(1, 2)  # (B, KV, T, hd)
+        v = self.v_proj(h).view(B, T, self.KV, self.hd).transpose(1, 2)
+        cos, sin = rope_cos_sin(T, self.hd, h.dtype, self.theta)
+        cos, sin = torch.cat([cos, cos], -1), torch.cat([sin, sin], -1)  # HF's (T, hd) tables
+        half = self.hd // 2
+        rotate_half = lambda x: torch.cat([-x[..., half:], x[..., :half]], -1)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        k = k.repeat_interleave(self.H // self.KV, dim=1)  # repeat_kv
+        v = v.repeat_interleave(self.H // self.KV, dim=1)
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.hd)
+        future = torch.ones(T, T, dtype=torch.bool).triu(1)
+        p = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)
+        return self.o_proj((p @ v).transpose(1, 2).reshape(B, T, self.H * self.hd))
+
+
+class LlamaMLP(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.gate_proj = nn.Linear(c["dim"], c["ffn_dim"], bias=False)
+        self.up_proj = nn.Linear(c["dim"], c["ffn_dim"], bias=False)
+        self.down_proj = nn.Linear(c["ffn_dim"], c["dim"], bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class LlamaDecoderLayer(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.input_layernorm = LlamaRMSNorm(c["dim"], c["norm_eps"])
+        self.self_attn = LlamaAttention(c)
+        self.post_attention_layernorm = LlamaRMSNorm(c["dim"], c["norm_eps"])
+        self.mlp = LlamaMLP(c)
+
+    def forward(self, x):
+        x = x + self.self_attn(self.input_layernorm(x))
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class LlamaForCausalLM(nn.Module):
+    """Hugging Face's LlamaForCausalLM computed as its modeling code does, with its state_dict
+    names (model.embed_tokens.weight, model.layers.{i}.self_attn.q_proj.weight, ..., lm_head.weight
+    unless the head is tied to the embedding). Init: N(0, 0.02) for every matrix and bias (non-zero
+    biases, so the comparison sees them), the norms' weights 1 + N(0, 0.1)."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.model = nn.Module()
+        self.model.embed_tokens = nn.Embedding(c["vocab"], c["dim"])
+        self.model.layers = nn.ModuleList([LlamaDecoderLayer(c) for _ in range(c["layers"])])
+        self.model.norm = LlamaRMSNorm(c["dim"], c["norm_eps"])
+        self.tied = c["tied_head"]
+        if not self.tied:
+            self.lm_head = nn.Linear(c["dim"], c["vocab"], bias=False)
+        with torch.no_grad():
+            for name, p in self.named_parameters():
+                if name.endswith("layernorm.weight") or name == "model.norm.weight":
+                    p.copy_(1 + 0.1 * torch.randn_like(p))
+                else:
+                    p.normal_(0.0, 0.02)
+
+    def forward(self, idx):
+        x = self.model.embed_tokens(idx)
+        for layer in self.model.layers:
+            x = layer(x)
+        x = self.model.norm(x)
+        return F.linear(x, self.model.embed_tokens.weight if self.tied else self.lm_head.weight)
 
 
 def expected_names(layers):
@@ -323,10 +443,11 @@ def run_case(c, out_root):
     write_tokens(os.path.join(out, "tokens.bin"), tokens.tolist())
 
     torch.manual_seed(INIT_SEED)
-    model = MiniLLM(V, D, L, H, c["preset"])
+    llama = PRESETS[c["preset"]]["llama"]
+    model = LlamaForCausalLM(c) if llama else MiniLLM(V, D, L, H, c["preset"])
     model.train()  # dropout is 0; train mode keeps nn.MultiheadAttention off its fused fast path
     names = [n for n, _ in model.named_parameters()]
-    assert names == expected_names(L), names
+    assert llama or names == expected_names(L), names
     assert list(model.state_dict().keys()) == names
     model64 = copy.deepcopy(model).double()
 
@@ -382,6 +503,8 @@ def run_case(c, out_root):
     exp = {k: c[k] for k in ("case", "preset", "vocab", "dim", "layers", "heads", "batch", "seq",
                              "steps", "grad_accum", "lr", "weight_decay", "beta1", "beta2", "eps",
                              "grad_clip", "lr_schedule", "warmup", "min_lr_frac")}
+    if llama:  # the per-model options of the llama preset
+        exp.update({k: c[k] for k in ("kv_heads", "head_dim", "ffn_dim", "qkv_bias", "out_bias", "tied_head")})
     exp.update(
         losses=losses, grad_norms=norms, lrs=lrs,
         eval_loss=eval_loss, eval_steps=EVAL_STEPS, eval_tokens=EVAL_STEPS * B * T,
@@ -390,9 +513,9 @@ def run_case(c, out_root):
         fp32_vs_fp64_grad_norm_max_rel=max(rel(a, b) for a, b in zip(norms, norms64)),
         losses_fp64=losses64, grad_norms_fp64=norms64, eval_loss_fp64=eval_loss64,
         tokens_file="tokens.bin", tokens_len=tokens.numel(), tokens_dtype="uint16",
-        data_seed=DATA_SEED, init_seed=INIT_SEED, rmsnorm_eps=EPS_F32,
+        data_seed=DATA_SEED, init_seed=INIT_SEED, rmsnorm_eps=c.get("norm_eps", EPS_F32),
         causal=PRESETS[c["preset"]]["causal"], rope=PRESETS[c["preset"]]["rope"],
-        rope_theta=ROPE_THETA if PRESETS[c["preset"]]["rope"] else None,
+        rope_theta=c.get("rope_theta", ROPE_THETA) if PRESETS[c["preset"]]["rope"] else None,
         params=sum(p.numel() for p in params),
         # without rotary embeddings the key bias gets a true gradient of exactly 0 (softmax is invariant to
         # adding q.b_k to every score of a query), so these slices of grads_step0 hold only
@@ -411,10 +534,41 @@ def run_case(c, out_root):
     return exp
 
 
+def check_llama_attention():
+    """LlamaAttention with as many key/value heads as query heads equals the causal preset's
+    written-out attention (manual_attention, rope and mask) given the same weights; with fewer, it
+    equals that attention over k and v repeated per group."""
+    torch.manual_seed(13)
+    worst = 0.0
+    for H, KV in [(4, 4), (4, 2), (4, 1)]:
+        D, hd, B, T = 32, 8, 2, 9
+        c = dict(dim=D, heads=H, kv_heads=KV, head_dim=hd, rope_theta=ROPE_THETA, qkv_bias=True, out_bias=True)
+        la = LlamaAttention(c)
+        with torch.no_grad():
+            for p in la.parameters():
+                p.normal_(0, 0.1)
+        mha = nn.MultiheadAttention(D, H, batch_first=True)
+        g = H // KV
+        rep = lambda w: w.view(KV, hd, *w.shape[1:]).repeat_interleave(g, dim=0).reshape(H * hd, *w.shape[1:])
+        with torch.no_grad():
+            mha.in_proj_weight.copy_(torch.cat([la.q_proj.weight, rep(la.k_proj.weight), rep(la.v_proj.weight)]))
+            mha.in_proj_bias.copy_(torch.cat([la.q_proj.bias, rep(la.k_proj.bias), rep(la.v_proj.bias)]))
+            mha.out_proj.weight.copy_(la.o_proj.weight)
+            mha.out_proj.bias.copy_(la.o_proj.bias)
+        h = torch.randn(B, T, D)
+        d = (la(h) - manual_attention(mha, h, causal=True, rope=True)).abs().max().item()
+        assert d < 1e-6, "LlamaAttention (H %d, KV %d) differs from the written-out attention by %g" % (H, KV, d)
+        worst = max(worst, d)
+    return "LlamaAttention matches the written-out attention at KV = H, H/2, 1 (max abs diff %.3g)" % worst
+
+
 def compare(new_root, old_root):
     """Largest relative differences between two sets of golden files (e.g. two PyTorch versions)."""
     for c in CASES:
         a_dir, b_dir = os.path.join(new_root, c["case"]), os.path.join(old_root, c["case"])
+        if not os.path.exists(os.path.join(b_dir, "expected.json")):
+            print("  %s: new (not in %s)" % (c["case"], old_root))
+            continue
         with open(os.path.join(a_dir, "expected.json")) as f:
             a = json.load(f)
         with open(os.path.join(b_dir, "expected.json")) as f:
@@ -444,6 +598,7 @@ def main():
     print("PyTorch", torch.__version__)
     print(check_rmsnorm())
     print(check_manual_attention())
+    print(check_llama_attention())
     for c in CASES:
         e = run_case(c, args.out)
         print("%s: losses[:3] %s  eval_loss %.7f  fp32 vs fp64 max rel %.2g" % (

@@ -64,7 +64,8 @@ float max_abs(const float* w, int64_t n) {
 // Checks every tensor against its bound; returns the largest error / bound seen.
 double check_round_trip(const Model& m, const EdgeFile& file, const EdgeQuant& q) {
   double worst = 0;
-  for (const ParamInfo& p : m.table.params) {
+  for (size_t pi = 0; pi < m.table.params.size(); ++pi) {
+    const ParamInfo& p = m.table.params[pi];
     const EdgeTensor* t = file.find(p.name);
     EXPECT_NE(t, nullptr) << p.name;
     if (!t) continue;
@@ -98,7 +99,7 @@ double check_round_trip(const Model& m, const EdgeFile& file, const EdgeQuant& q
       EXPECT_LE(err, bound) << p.name << " element " << i;
       if (bound > 0) worst = std::max(worst, err / bound);
     }
-    EXPECT_EQ(t->dtype, is_quantizable(p) ? q.matrices
+    EXPECT_EQ(t->dtype, is_quantizable(m.table, pi) ? q.matrices
                                           : (q.matrices == EdgeDType::f32 ? EdgeDType::f32 : EdgeDType::f16))
         << p.name;
   }

@@ -49,7 +49,7 @@ TEST(Decoder, EveryTraitCombinationMatchesForward) {
   for (const Mask mask : {Mask::bidirectional, Mask::causal})
     for (const Positions positions : {Positions::none, Positions::rope}) {
       SCOPED_TRACE(std::string(mask_name(mask)) + " mask, positions " + positions_name(positions));
-      expect_decoder_matches_forward({"traits", "a combination of traits", mask, positions}, 4);
+      expect_decoder_matches_forward({"traits", "a combination of traits", mask, positions, Ffn::silu, false, Naming::torch, true}, 4);
     }
 }
 

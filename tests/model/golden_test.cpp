@@ -1,9 +1,12 @@
 // MiniLLM against PyTorch: the golden files of tests/golden (made by make_golden.py) fix the
 // initial weights, data, hyperparameters, per-step losses, first-step gradients and parameters.
-// Every preset of the table (model/preset.h) has its case, tests/golden/<preset>_small.
+// Every case folder of tests/golden is a test; every preset of the table (model/preset.h) has one.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <set>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -31,21 +34,35 @@ struct Golden {
   TrainOptions options;
 };
 
-Golden load_golden(const std::string& preset) {
+// The case folders of tests/golden (each with an expected.json), sorted.
+std::vector<std::string> golden_cases() {
+  std::vector<std::string> out;
+  for (const auto& entry : std::filesystem::directory_iterator(PYLON_GOLDEN_DIR))
+    if (std::filesystem::exists(entry.path() / "expected.json")) out.push_back(entry.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Golden load_golden(const std::string& name) {
   Golden g;
-  g.dir = std::string(PYLON_GOLDEN_DIR) + "/" + preset + "_small";
+  g.dir = std::string(PYLON_GOLDEN_DIR) + "/" + name;
   std::ifstream in(g.dir + "/expected.json");
-  if (!in) throw Error(g.dir + "/expected.json: missing: a preset needs its golden data (make_golden.py)");
+  if (!in) throw Error(g.dir + "/expected.json: missing");
   g.expected = nlohmann::json::parse(in);
   const auto& e = g.expected;
-  g.config.preset = find_preset(e["preset"].get<std::string>());
-  if (g.config.preset.name != preset) throw Error(g.dir + ": golden data of another preset");
+  g.config.set_preset(find_preset(e["preset"].get<std::string>()));
   // The traits PyTorch's reference ran with (make_golden.py's PRESETS) are the table's.
   if (e["causal"].get<bool>() != (g.config.preset.mask == Mask::causal) ||
       e["rope"].get<bool>() != (g.config.preset.positions == Positions::rope))
-    throw Error(g.dir + ": made with other traits than model/preset.cpp's " + preset + " (causal, rope)");
+    throw Error(g.dir + ": made with other traits than model/preset.cpp's " + g.config.preset.name + " (causal, rope)");
   g.config.vocab = e["vocab"], g.config.dim = e["dim"], g.config.layers = e["layers"];
   g.config.heads = e["heads"];
+  g.config.norm_eps = e["rmsnorm_eps"].get<float>();
+  if (!e["rope_theta"].is_null()) g.config.rope_theta = e["rope_theta"].get<float>();
+  if (e.contains("kv_heads")) {  // the llama preset's per-model options
+    g.config.kv_heads = e["kv_heads"], g.config.head_size = e["head_dim"], g.config.ffn_dim = e["ffn_dim"];
+    g.config.qkv_bias = e["qkv_bias"], g.config.out_bias = e["out_bias"], g.config.tied_head = e["tied_head"];
+  }
   TrainOptions& o = g.options;
   o.model = g.config;
   o.batch = e["batch"], o.seq = e["seq"], o.steps = e["steps"], o.grad_accum = e["grad_accum"];
@@ -68,6 +85,14 @@ std::vector<nlohmann::json> read_jsonl(const std::string& path) {
 }
 
 class GoldenCase : public ::testing::TestWithParam<std::string> {};
+
+// A preset is one row of the table plus its goldens: every row has at least one case.
+TEST(Golden, EveryPresetHasACase) {
+  std::set<std::string> covered;
+  for (const std::string& c : golden_cases()) covered.insert(load_golden(c).config.preset.name);
+  for (const Preset& p : presets())
+    EXPECT_TRUE(covered.count(p.name)) << "the " << p.name << " preset has no case in tests/golden (make_golden.py)";
+}
 
 // The per-step loss trajectory: PyTorch and Pylon differ only in fp32 summation order; the
 // fp32-vs-fp64 gap in expected.json is ~2e-7, so 2e-5 relative is a tight bound (contract: 1e-4).
@@ -155,8 +180,8 @@ TEST_P(GoldenCase, EvalLossMatchesPyTorch) {
   EXPECT_EQ(r.tokens, g.expected["eval_tokens"].get<int64_t>());
 }
 
-INSTANTIATE_TEST_SUITE_P(PyTorch, GoldenCase, ::testing::ValuesIn(preset_names()),
-                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param + "_small"; });
+INSTANTIATE_TEST_SUITE_P(PyTorch, GoldenCase, ::testing::ValuesIn(golden_cases()),
+                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
 }  // namespace
 }  // namespace pylon

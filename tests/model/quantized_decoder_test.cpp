@@ -18,6 +18,7 @@
 #include "model/params.h"
 #include "core/half.h"
 #include "ops/cpu/quantized.h"
+#include "support/presets.h"
 #include "support/temp_dir.h"
 #include "support/varied_params.h"
 
@@ -196,7 +197,7 @@ TEST(QuantizedDecoder, F32FileMatchesFlatBuffer) { expect_in_place_matches_dequa
 
 // Greedy decoding of a small f16 model: the same ids in place and through the fp32 copy.
 TEST(QuantizedDecoder, GreedyIdenticalInF16) {
-  for (const Preset& p : presets()) {
+  for (const Preset& p : testing::multi_head_presets()) {
     testing::TempDir tmp;
     ModelConfig c;
     c.preset = p, c.vocab = 97, c.dim = 64, c.layers = 2, c.heads = 4;

@@ -67,6 +67,8 @@ template <typename Act>
 MiniLLMCuda<Act>::MiniLLMCuda(const ModelConfig& config, int B, int T, Recompute recompute)
     : config_(config), table_(param_table(config)), B_(B), T_(T), N_(B * T), recompute_(recompute) {
   config_.validate();
+  PYLON_CHECK(config_.preset.naming == Naming::torch, "--device cuda trains the seed and causal presets so far; the ",
+              config_.preset.name, " preset trains on the CPU");
   const size_t N = N_, D = config.dim, V = config.vocab, H = config.heads;
   const int L = config.layers;
   workspace_bytes_ = std::max({embedding_backward_workspace_bytes(N_, config.dim, config.vocab),
@@ -120,16 +122,16 @@ void MiniLLMCuda<Act>::linear_backward(Act* din, float* dW, float* db, const Act
 template <typename Act>
 void MiniLLMCuda<Act>::block_forward_to_f1(const std::vector<const Act*>& P, int l, const Act* h1, cudaStream_t s) {
   const int D = config_.dim, H = config_.heads;
-  const Act* const* W = P.data() + block_first_param(l);
+  const auto W = block_params(table_, P, l);
   Layer& a = layers_[l];
-  linear_forward(a.qkv, h1, W[kInProjW], W[kInProjB], D, 3 * D, s);  // (N, 3D)
+  linear_forward(a.qkv, h1, W[kQkv], W[kQkvBias], D, 3 * D, s);  // (N, 3D)
   if (config_.preset.positions == Positions::rope) rope_forward(a.qkv, B_, T_, D, H, config_.rope_theta, 0, s);
   attention_forward(a.att, a.lse, a.qkv, B_, T_, D, H, config_.preset.mask == Mask::causal, s);  // (N, D)
-  linear_forward(tmp_, a.att, W[kOutProjW], W[kOutProjB], D, D, s);
+  linear_forward(tmp_, a.att, W[kOut], W[kOutBias], D, D, s);
   // x_mid = x + proj; h2 = RMSNorm2(x_mid)
   Act* h2 = a.h2 ? a.h2 : h_;
   residual_rmsnorm_forward(a.x_mid, h2, a.rstd2, a.x, tmp_, W[kNorm2], N_, D, config_.norm_eps, s);
-  linear_forward(a.f1, h2, W[kFfn1], nullptr, D, 4 * D, s);  // (N, 4D)
+  linear_forward(a.f1, h2, W[kFfnIn], nullptr, D, 4 * D, s);  // (N, 4D)
 }
 
 template <typename Act>
@@ -142,34 +144,34 @@ void MiniLLMCuda<Act>::forward(const std::vector<const Act*>& P, const int32_t* 
   const int64_t N = N_;
   PYLON_RANGE("model", "forward");
   if (hooks) hooks->before_forward(-1);
-  embedding_forward(L ? layers_[0].x : x_last_, inputs, P.front(), N_, D, s);
+  embedding_forward(L ? layers_[0].x : x_last_, inputs, P[table_.embed], N_, D, s);
   // h = RMSNorm1(x_0); later blocks get it fused with the previous block's residual add.
   if (L && hooks) hooks->before_forward(0);
   if (L) {
     Layer& first = layers_[0];
     residual_rmsnorm_forward(nullptr, first.h1 ? first.h1 : h_, first.rstd1, first.x, nullptr,
-                             P[block_first_param(0) + kNorm1], N_, D, eps, s);
+                             block_params(table_, P, 0)[kNorm1], N_, D, eps, s);
   }
   for (int l = 0; l < L; ++l) {
-    const Act* const* W = P.data() + block_first_param(l);
+    const auto W = block_params(table_, P, l);
     profile::Range layer_range("layer", "block_forward");
     if (layer_range.on()) layer_range.set_int("layer", l);
     Layer& a = layers_[l];
     block_forward_to_f1(P, l, a.h1 ? a.h1 : h_, s);
     Act* act = a.act ? a.act : wide_;
     silu_forward(act, a.f1, N * 4 * D, s);
-    linear_forward(tmp_, act, W[kFfn2], nullptr, 4 * D, D, s);
+    linear_forward(tmp_, act, W[kFfnOut], nullptr, 4 * D, D, s);
     if (l + 1 < L) {  // x_{l+1} = x_mid + ffn; h = RMSNorm1_{l+1}(x_{l+1})
       if (hooks) hooks->before_forward(l + 1);
       Layer& next = layers_[l + 1];
       residual_rmsnorm_forward(next.x, next.h1 ? next.h1 : h_, next.rstd1, a.x_mid, tmp_,
-                               P[block_first_param(l + 1) + kNorm1], N_, D, eps, s);
+                               block_params(table_, P, l + 1)[kNorm1], N_, D, eps, s);
     } else {
       residual_add(x_last_, a.x_mid, tmp_, N * D, s);
     }
     if (hooks) hooks->after_forward(l);
   }
-  linear_forward(logits_, x_last_, P.back(), nullptr, D, V, s);  // (N, V)
+  linear_forward(logits_, x_last_, P[table_.head_or_embed()], nullptr, D, V, s);  // (N, V)
   // Loss per position; the logits become d(loss_scale·Σ loss)/d(logits) in place.
   cross_entropy_forward_backward(losses_, logits_, targets, N_, V, loss_scale_, s);
   loss_mean(loss_tmp_, losses_, N_, workspace_, s);
@@ -191,7 +193,7 @@ void MiniLLMCuda<Act>::backward(const std::vector<const Act*>& P, const std::vec
     if (accumulate) return;
     for (size_t i = 0; i < table_.params.size(); ++i) {
       const ParamInfo& p = table_.params[i];
-      const bool gemm_written = p.shape.size() == 2 && i != kEmbedParam;
+      const bool gemm_written = p.shape.size() == 2 && static_cast<int>(i) != table_.embed;
       if (p.unit == unit && !gemm_written)
         PYLON_CUDA_CHECK(cudaMemsetAsync(G[i], 0, static_cast<size_t>(p.numel) * sizeof(float), s));
     }
@@ -199,10 +201,10 @@ void MiniLLMCuda<Act>::backward(const std::vector<const Act*>& P, const std::vec
   // Head: dx = dlogits·W_head; dW_head += dlogitsᵀ·x_L. (The root's kernel-added gradient, the
   // embedding's, is zeroed only after the last block: unit_hooks.h.)
   if (hooks) hooks->before_backward(-1);
-  linear_backward(dx_, G.back(), nullptr, logits_, x_last_, P.back(), D, V, beta, s);
+  linear_backward(dx_, G[table_.head_or_embed()], nullptr, logits_, x_last_, P[table_.head_or_embed()], D, V, beta, s);
   for (int l = L - 1; l >= 0; --l) {
-    const Act* const* W = P.data() + block_first_param(l);
-    float* const* dW = G.data() + block_first_param(l);
+    const auto W = block_params(table_, P, l);
+    const auto dW = block_params(table_, G, l);
     profile::Range layer_range("layer", "block_backward");
     if (layer_range.on()) layer_range.set_int("layer", l);
     Layer& a = layers_[l];
@@ -215,30 +217,30 @@ void MiniLLMCuda<Act>::backward(const std::vector<const Act*>& P, const std::vec
     // FFN branch: x_out = x_mid + W2·SiLU(W1·h2), h2 = RMSNorm2(x_mid).
     // da = dx·W2 first: a recomputed SiLU(f1) is formed in the same pass as df1 and overwrites f1,
     // which backward reads for the last time there.
-    gemm_act(gemm_, false, false, N_, 4 * D, D, dx_, D, W[kFfn2], 4 * D, wide_, 4 * D, nullptr, s);  // da = dx·W2
+    gemm_act(gemm_, false, false, N_, 4 * D, D, dx_, D, W[kFfnOut], 4 * D, wide_, 4 * D, nullptr, s);  // da = dx·W2
     const Act* act = a.act ? a.act : a.f1;
     if (a.act)
       silu_backward(wide_, wide_, a.f1, N * 4 * D, s);                             // df1
     else
       silu_recompute_backward(a.f1, wide_, wide_, a.f1, N * 4 * D, s);             // SiLU(f1), df1
-    gemm_grad(gemm_, true, false, D, 4 * D, N_, dx_, D, act, 4 * D, beta, dW[kFfn2], 4 * D, s);  // dW2 += dxᵀ·a
+    gemm_grad(gemm_, true, false, D, 4 * D, N_, dx_, D, act, 4 * D, beta, dW[kFfnOut], 4 * D, s);  // dW2 += dxᵀ·a
     if (!a.h2) residual_rmsnorm_forward(nullptr, h_, rstd_tmp_, a.x_mid, nullptr, W[kNorm2], N_, D, eps, s);
-    linear_backward(dh_, dW[kFfn1], nullptr, wide_, a.h2 ? a.h2 : h_, W[kFfn1], D, 4 * D, beta, s);
+    linear_backward(dh_, dW[kFfnIn], nullptr, wide_, a.h2 ? a.h2 : h_, W[kFfnIn], D, 4 * D, beta, s);
     // db_out += Σ rows of dx_mid, summed by the norm's backward as it writes dx_mid.
     rmsnorm_backward(dx_mid_, dW[kNorm2], dh_, dx_, a.x_mid, W[kNorm2], a.rstd2, N_, D, workspace_, s,
-                     dW[kOutProjB]);
+                     dW[kOutBias]);
     // Attention branch: x_mid = x + W_out·att + b_out.
-    linear_backward(datt_, dW[kOutProjW], nullptr, dx_mid_, a.att, W[kOutProjW], D, D, beta, s);
+    linear_backward(datt_, dW[kOut], nullptr, dx_mid_, a.att, W[kOut], D, D, beta, s);
     attention_backward(dqkv_, datt_, a.qkv, a.att, a.lse, B_, T_, D, H, config_.preset.mask == Mask::causal,
                        workspace_, workspace_bytes_, s);
     if (config_.preset.positions == Positions::rope) rope_backward(dqkv_, B_, T_, D, H, config_.rope_theta, 0, s);
     if (!a.h1) residual_rmsnorm_forward(nullptr, h_, rstd_tmp_, a.x, nullptr, W[kNorm1], N_, D, eps, s);
-    linear_backward(dh_, dW[kInProjW], dW[kInProjB], dqkv_, a.h1 ? a.h1 : h_, W[kInProjW], D, 3 * D, beta, s);
+    linear_backward(dh_, dW[kQkv], dW[kQkvBias], dqkv_, a.h1 ? a.h1 : h_, W[kQkv], D, 3 * D, beta, s);
     rmsnorm_backward(dx_, dW[kNorm1], dh_, dx_mid_, a.x, W[kNorm1], a.rstd1, N_, D, workspace_, s);
     if (hooks) hooks->after_backward(l);
   }
   zero_added_grads(-1);
-  embedding_backward(G.front(), dx_, inputs_, N_, D, V, workspace_, s);
+  embedding_backward(G[table_.embed], dx_, inputs_, N_, D, V, workspace_, s);
   if (hooks) hooks->after_backward(-1);
 }
 

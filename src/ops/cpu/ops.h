@@ -35,35 +35,71 @@ template <typename T>
 void rmsnorm_backward(T* din, T* dw, const T* dout, const T* in, const T* w, const T* rstd, int N,
                       int C);
 
+// The packed attention inputs of a token: [q (heads·head_dim) | k (kv_heads·head_dim) |
+// v (kv_heads·head_dim)]. Query head h reads key and value head h / (heads / kv_heads): grouped-query
+// attention (kv_heads == heads: multi-head; 1: multi-query).
+struct HeadLayout {
+  int heads, kv_heads, head_dim;
+  int q_dim() const { return heads * head_dim; }
+  int kv_dim() const { return kv_heads * head_dim; }
+  int row() const { return q_dim() + 2 * kv_dim(); }  // a token's qkv floats
+  static HeadLayout multi_head(int D, int H) { return {H, H, D / H}; }
+};
+
 // Rotary embedding, rotate-half form, in place on the q and k thirds of qkv (B, T, 3*D):
 // for head h, i < hd/2, position p = pos0 + t, angle = p * theta^(-2i/hd):
 //   (x_i, x_{i+hd/2}) <- (x_i cos - x_{i+hd/2} sin, x_{i+hd/2} cos + x_i sin).
 template <typename T>
-void rope_forward(T* qkv, int B, int Tn, int D, int H, T theta, int pos0 = 0);
+void rope_forward(T* qkv, int B, int Tn, const HeadLayout& l, T theta, int pos0 = 0);
+template <typename T>
+void rope_forward(T* qkv, int B, int Tn, int D, int H, T theta, int pos0 = 0) {
+  rope_forward(qkv, B, Tn, HeadLayout::multi_head(D, H), theta, pos0);
+}
 // The inverse rotation, in place on dqkv: gradient w.r.t. the un-rotated q and k.
 template <typename T>
-void rope_backward(T* dqkv, int B, int Tn, int D, int H, T theta, int pos0 = 0);
+void rope_backward(T* dqkv, int B, int Tn, const HeadLayout& l, T theta, int pos0 = 0);
+template <typename T>
+void rope_backward(T* dqkv, int B, int Tn, int D, int H, T theta, int pos0 = 0) {
+  rope_backward(dqkv, B, Tn, HeadLayout::multi_head(D, H), theta, pos0);
+}
 
 // Multi-head attention on qkv (B, T, 3*D) = [q | k | v], heads of hd = D/H:
 // out (B, T, D) = concat_h softmax(q_h k_hᵀ / sqrt(hd) [+ causal mask]) v_h.
 // probs (B, H, T, T) keeps the softmax for backward.
+// The same with grouped-query heads: qkv (B, T, l.row()), out (B, T, l.q_dim()), probs (B, heads, T, T).
 template <typename T>
-void attention_forward(T* out, T* probs, const T* qkv, int B, int Tn, int D, int H, bool causal);
+void attention_forward(T* out, T* probs, const T* qkv, int B, int Tn, const HeadLayout& l, bool causal);
+template <typename T>
+void attention_forward(T* out, T* probs, const T* qkv, int B, int Tn, int D, int H, bool causal) {
+  attention_forward(out, probs, qkv, B, Tn, HeadLayout::multi_head(D, H), causal);
+}
 // Decoding: n queries at positions pos0 .. pos0 + n - 1 against a KV cache, query i seeing keys
 // 0 .. pos0 + i (causal). q: the first third of qkv (n, 3*D); k_cache, v_cache (pos0 + n, D) with
 // rows pos0 .. already appended; out (n, D), heads of hd = D/H, scores scaled by 1/sqrt(hd).
 template <typename T>
 void attention_cached(T* out, const T* qkv, const T* k_cache, const T* v_cache, int n, int pos0, int D, int H);
 // dqkv (B, T, 3*D) = gradient of out w.r.t. qkv, given dout (B, T, D).
+// The same with grouped-query heads: dqkv (B, T, l.row()), dout (B, T, l.q_dim()); a key/value
+// head's gradient sums over the query heads that read it.
 template <typename T>
-void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* probs, int B, int Tn, int D,
-                        int H);
+void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* probs, int B, int Tn, const HeadLayout& l);
+template <typename T>
+void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* probs, int B, int Tn, int D, int H) {
+  attention_backward(dqkv, dout, qkv, probs, B, Tn, HeadLayout::multi_head(D, H));
+}
 
 // out = x * sigmoid(x), elementwise over n values.
 template <typename T>
 void silu_forward(T* out, const T* in, int64_t n);
 template <typename T>
 void silu_backward(T* din, const T* dout, const T* in, int64_t n);
+
+// SwiGLU over rows of [gate | up]: out (N, F) = SiLU(gate) · up, in (N, 2F).
+template <typename T>
+void swiglu_forward(T* out, const T* in, int64_t N, int64_t F);
+// din (N, 2F) = the gradient of out w.r.t. [gate | up], given dout (N, F).
+template <typename T>
+void swiglu_backward(T* din, const T* dout, const T* in, int64_t N, int64_t F);
 
 // Cross-entropy per row: losses (N) = logsumexp(logits_row) - logits_row[target].
 // probs (N, V) = softmax(logits); may alias logits (computed in place).

@@ -13,6 +13,7 @@
 #include "model/cuda/minillm_cuda.h"
 #include "model/minillm.h"
 #include "ops/cuda/runtime.h"
+#include "support/presets.h"
 
 namespace pylon {
 namespace {
@@ -104,7 +105,7 @@ TEST(CudaMiniLLM, CausalStepMatchesCpu) { check_step_matches_cpu(find_preset("ca
 // so loss and every gradient are bit-identical; and each keeps less than the one before.
 TEST(CudaMiniLLM, RecomputePoliciesGiveIdenticalGradients) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  for (const Preset& preset : presets()) {
+  for (const Preset& preset : testing::multi_head_presets()) {
     SCOPED_TRACE(preset.name);
     ModelConfig c;
     c.preset = preset, c.vocab = 509, c.dim = 256, c.layers = 3, c.heads = 2;  // head dim 128

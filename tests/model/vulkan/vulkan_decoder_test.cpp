@@ -18,6 +18,7 @@
 #include "model/minillm.h"
 #include "model/params.h"
 #include "model/vulkan/vulkan_decoder.h"
+#include "support/presets.h"
 #include "support/temp_dir.h"
 #include "support/varied_params.h"
 #include "support/vulkan_test_util.h"
@@ -75,7 +76,7 @@ std::vector<int32_t> greedy(Feed&& feed, int V, int steps, std::vector<std::vect
 TEST(VulkanDecoder, GreedyIdenticalToCpuAndLogitsClose) {
   if (!testing::vulkan_available()) GTEST_SKIP() << "no Vulkan device";
   testing::TempDir tmp;
-  for (const Preset& p : presets())
+  for (const Preset& p : testing::multi_head_presets())
     for (const EdgeDType q : {EdgeDType::f16, EdgeDType::int8, EdgeDType::int4}) {
       const ModelConfig c = small_config(p);
       const std::string path = export_model(tmp, c, q);
@@ -126,7 +127,7 @@ TEST(VulkanDecoder, GreedyIdenticalToCpuAndLogitsClose) {
 TEST(VulkanDecoder, FusedFormsMatchThePlainOps) {
   if (!testing::vulkan_available()) GTEST_SKIP() << "no Vulkan device";
   testing::TempDir tmp;
-  for (const Preset& p : presets()) {
+  for (const Preset& p : testing::multi_head_presets()) {
     const ModelConfig c = small_config(p);
     const std::string path = export_model(tmp, c, EdgeDType::int8);
     for (const std::string decode : {"ops", "persistent"}) {
@@ -395,7 +396,7 @@ TEST(VulkanDecoder, PrepareLeavesTheLogitsAsTheyWere) {
   testing::TempDir tmp;
   std::vector<int32_t> tokens(12);
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 29 + 3) % 97);
-  for (const Preset& p : presets()) {
+  for (const Preset& p : testing::multi_head_presets()) {
     const std::string path = export_model(tmp, small_config(p), EdgeDType::int8);
     const auto run = [&](bool prepared, int prompt) {
       VulkanDecoder gpu(path, VulkanOptions{}, 16);
@@ -432,7 +433,7 @@ TEST(VulkanDecoder, EvalLossMatchesCpu) {
   for (size_t i = 0; i < toks.size(); ++i) toks[i] = static_cast<uint16_t>((i * 31 + i / 7) % 97);
   write_file_atomic(tmp.file("t.bin"), std::string(reinterpret_cast<const char*>(toks.data()), toks.size() * 2));
   const TokenFile data(tmp.file("t.bin"));
-  for (const Preset& p : presets()) {
+  for (const Preset& p : testing::multi_head_presets()) {
     const ModelConfig c = small_config(p);
     const std::string path = export_model(tmp, c, EdgeDType::int8);
     const std::vector<float> flat = dequantized(path);

@@ -11,6 +11,7 @@
 
 #include "io/token_file.h"
 #include "ops/cuda/runtime.h"
+#include "support/presets.h"
 #include "support/metrics_check.h"
 #include "support/temp_dir.h"
 #include "train/trainer.h"
@@ -95,7 +96,7 @@ TEST(CudaTrainer, Fp32FollowsTheCpuLossCurveAtFp32Tolerance) {
   std::vector<uint32_t> ids(60000);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<uint32_t>((i * i + 7 * i) % 251);
   write_token_file(tmp.file("data.bin"), ids, TokenWidth::u16);
-  for (const Preset& preset : presets()) {
+  for (const Preset& preset : testing::multi_head_presets()) {
     SCOPED_TRACE(preset.name);
     TrainOptions o;
     o.model.preset = preset;
