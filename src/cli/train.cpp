@@ -3,12 +3,15 @@
 // default English text (Debian's fortunes), tokenized on first use.
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <cstdlib>
 
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/env.h"
 #include "core/error.h"
+#include "model/weights.h"
+#include "io/safetensors.h"
 #include "core/timer.h"
 #include "dist/gloo_communicator.h"
 #include "dist/launcher.h"
@@ -77,7 +80,9 @@ int run_train(int argc, char** argv) {
   args.add("eval-every", &o.eval_every, "validation every K steps (0 = off)");
   args.add("eval-steps", &o.eval_steps, "micro-batches per validation");
   args.add("tokenizer", &o.tokenizer, "SentencePiece model stored with checkpoints");
-  args.add("init-from", &o.init_from, "initial weights (.safetensors with PyTorch names)");
+  args.add("init-from", &o.init_from,
+           "initial weights: a .safetensors file of this model, or a folder (Hugging Face's config.json and "
+           "model.safetensors, sharded or not; a Pylon step folder) whose config sets the model");
   args.add_choice("device", &device, {"cpu", "cuda"}, "compute device");
   args.add_choice("dtype", &dtype, {"fp32", "bf16"},
                   "compute dtype (cpu: fp32; cuda: bf16, the default there, or fp32 throughout to compare with the CPU)");
@@ -169,6 +174,14 @@ int run_train(int argc, char** argv) {
   }
   if (norm_eps != 0) o.model.norm_eps = norm_eps;
   o.model.rope_theta = rope_theta;
+  if (!o.init_from.empty() && std::filesystem::is_directory(o.init_from)) {
+    // A folder of weights (Hugging Face's, or a Pylon step folder): the model is its config's.
+    for (const char* flag : {"preset", "vocab", "dim", "layers", "heads", "kv-heads", "head-dim", "ffn-dim", "norm-eps",
+                             "rope-theta", "qkv-bias", "attention-bias", "tie-embeddings"})
+      PYLON_CHECK(!args.given(flag), "--", flag, " with --init-from ", o.init_from,
+                  ": the model comes from the folder's config (drop --", flag, ")");
+    o.model = config_from_weights(SafetensorsReader(o.init_from), o.model, false, false);
+  }
   o.model.validate();
   o.schedule.kind = parse_lr_schedule(schedule);
   o.schedule.lr = o.adamw.lr;

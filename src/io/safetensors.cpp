@@ -5,6 +5,8 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -104,7 +106,67 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return s + ")";
 }
 
-SafetensorsReader::SafetensorsReader(const std::string& path) : file_(path) {
+bool is_safetensors_folder(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  return fs::is_directory(dir, ec) && (fs::is_regular_file(fs::path(dir) / "model.safetensors", ec) ||
+                                       fs::is_regular_file(fs::path(dir) / "model.safetensors.index.json", ec));
+}
+
+SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) {
+    add_file(path);
+  } else if (const fs::path index = fs::path(path) / "model.safetensors.index.json"; fs::exists(index, ec)) {
+    // {"metadata": {...}, "weight_map": {tensor: file}}: the files in the order of first mention.
+    const std::string where = index.string();
+    nlohmann::json root;
+    try {
+      std::ifstream in(index);
+      PYLON_CHECK(in, where, ": cannot be read");
+      root = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      PYLON_CHECK(false, where, ": not valid JSON: ", e.what());
+    }
+    PYLON_CHECK(root.is_object() && root.contains("weight_map") && root["weight_map"].is_object(), where,
+                ": no weight_map object");
+    std::map<std::string, std::string> file_of;  // tensor -> file
+    std::vector<std::string> files;
+    for (const auto& [name, file] : root["weight_map"].items()) {
+      PYLON_CHECK(file.is_string(), where, ": weight_map's ", quoted(name), " is not a file name");
+      const std::string f = file.get<std::string>();
+      PYLON_CHECK(!f.empty() && f.find('/') == std::string::npos && f != "." && f != "..", where,
+                  ": weight_map's ", quoted(name), " names ", quoted(f), ", not a file of the folder");
+      file_of[name] = f;
+      if (std::find(files.begin(), files.end(), f) == files.end()) files.push_back(f);
+    }
+    PYLON_CHECK(!files.empty(), where, ": weight_map is empty");
+    for (const std::string& f : files) {
+      const size_t before = tensors_.size();
+      add_file((fs::path(path) / f).string());
+      for (size_t i = before; i < tensors_.size(); ++i) {
+        auto it = file_of.find(tensors_[i].name);
+        PYLON_CHECK(it != file_of.end() && it->second == f, where, ": tensor ", quoted(tensors_[i].name), " is in ",
+                    f, " but the weight_map ", it == file_of.end() ? "does not name it" : "puts it in " + it->second);
+      }
+    }
+    PYLON_CHECK(tensors_.size() == file_of.size(), where, ": the weight_map names ", file_of.size(),
+                " tensors, the files hold ", tensors_.size());
+  } else {
+    PYLON_CHECK(fs::exists(fs::path(path) / "model.safetensors", ec), path,
+                ": a folder without model.safetensors or model.safetensors.index.json");
+    add_file((fs::path(path) / "model.safetensors").string());
+  }
+  std::sort(tensors_.begin(), tensors_.end(), [](const TensorView& a, const TensorView& b) { return a.name < b.name; });
+  for (size_t i = 1; i < tensors_.size(); ++i)
+    PYLON_CHECK(tensors_[i].name != tensors_[i - 1].name, path, ": tensor ", quoted(tensors_[i].name),
+                " appears in two files");
+}
+
+void SafetensorsReader::add_file(const std::string& path) {
+  files_.emplace_back(path);
+  const MappedFile& file_ = files_.back();
   const size_t size = file_.size();
   PYLON_CHECK(size >= 8, path, ": too short for a safetensors file (", size, " bytes)");
   uint64_t header_len = 0;
@@ -130,7 +192,7 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : file_(path) {
       PYLON_CHECK(entry.is_object(), path, ": __metadata__ is not a JSON object");
       for (const auto& [key, value] : entry.items()) {
         PYLON_CHECK(value.is_string(), path, ": __metadata__ value for ", quoted(key), " is not a string");
-        metadata_[key] = value.get<std::string>();
+        metadata_.emplace(key, value.get<std::string>());  // the first file's value wins
       }
       continue;
     }
@@ -181,9 +243,6 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : file_(path) {
     PYLON_CHECK(by_offset[i]->data >= prev.data + prev.nbytes, path, ": tensors ", quoted(prev.name),
                 " and ", quoted(by_offset[i]->name), " overlap");
   }
-  PYLON_ASSERT(std::is_sorted(tensors_.begin(), tensors_.end(),
-                              [](const TensorView& a, const TensorView& b) { return a.name < b.name; }),
-               "find() needs tensors_ in name order");
 }
 
 const TensorView* SafetensorsReader::find(const std::string& name) const {

@@ -30,11 +30,13 @@ class SafetensorsReader {
  public:
   // Maps and validates the file: header length within the file, JSON well formed, known dtypes,
   // offsets inside the buffer, not overlapping, and nbytes == numel * dtype size. tensors() is in
-  // name order.
+  // name order. `path` may also be a Hugging Face folder: its model.safetensors, or the shards its
+  // model.safetensors.index.json maps the tensors to (each tensor in the file the map names, each
+  // name once), read as one set (metadata: the first file's keys win).
   // Any violation throws pylon::Error naming the file and the problem.
   explicit SafetensorsReader(const std::string& path);
 
-  const std::string& path() const { return file_.path(); }
+  const std::string& path() const { return path_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const std::vector<TensorView>& tensors() const { return tensors_; }
   const TensorView* find(const std::string& name) const;  // nullptr if absent
@@ -47,10 +49,17 @@ class SafetensorsReader {
                       int64_t end, float* out) const;
 
  private:
-  MappedFile file_;
+  // Maps and validates one file, adding its tensors and metadata.
+  void add_file(const std::string& file);
+
+  std::string path_;
+  std::vector<MappedFile> files_;
   std::map<std::string, std::string> metadata_;
   std::vector<TensorView> tensors_;
 };
+
+// Whether `dir` is a folder holding model.safetensors or model.safetensors.index.json.
+bool is_safetensors_folder(const std::string& dir);
 
 struct TensorToWrite {
   std::string name;

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "model/hf_config.h"
 
 namespace pylon {
 
@@ -68,6 +69,14 @@ ModelConfig config_from_weights(const SafetensorsReader& file, const ModelConfig
     } catch (const Error& e) {
       throw Error(file.path() + ": " + e.what());
     }
+    return c;
+  }
+  if (has_hf_config(file.path())) {  // a Hugging Face folder: its config.json
+    const ModelConfig c = read_hf_config(file.path());
+    PYLON_CHECK(!preset_given || c.preset == fallback.preset, file.path(), ": a Hugging Face ", c.preset.name,
+                " model, but --preset ", fallback.preset.name, " was given");
+    PYLON_CHECK(!heads_given || c.heads == fallback.heads, file.path(), ": has ", c.heads, " heads, but --heads ",
+                fallback.heads, " was given");
     return c;
   }
   // A PyTorch state dict of the nn.MultiheadAttention model: the sizes from the tensor shapes, the

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
+#include "model/hf_config.h"
 #include "model/weights.h"
 
 namespace pylon {
@@ -76,6 +77,7 @@ std::string save_checkpoint(const std::string& dir, const CheckpointMeta& meta, 
 
   auto metadata = meta.config.to_metadata();
   metadata["pylon.step"] = std::to_string(meta.step);
+  metadata["format"] = "pt";  // what Hugging Face's loader asks of a safetensors file
   {
     std::vector<TensorToWrite> tensors;
     for (size_t i = 0; i < layout.units().size(); ++i) {
@@ -94,6 +96,8 @@ std::string save_checkpoint(const std::string& dir, const CheckpointMeta& meta, 
   if (rank == 0) {
     write_safetensors((tmp / "model.safetensors").string(), weight_tensors(layout.table(), full.data()),
                       metadata);
+    // A Hugging Face model's step folder is a Hugging Face folder too.
+    if (meta.config.preset.naming == Naming::hugging_face) write_hf_config(tmp.string(), meta.config);
     nlohmann::json l = layout.to_json();
     l["model"] = meta.config.to_metadata();
     write_file_atomic((tmp / "layout.json").string(), l.dump(1) + "\n");
@@ -230,10 +234,12 @@ std::string resolve_model_path(const std::string& arg, std::string* tokenizer) {
   PYLON_CHECK(fs::exists(arg), arg, ": no such file or directory");
   if (tokenizer) tokenizer->clear();
   if (!fs::is_directory(arg)) return arg;
-  const fs::path folder = resolve_step_folder(arg, "model.safetensors");
+  // A folder of weights (a step folder, a Hugging Face folder, sharded or not), else a save
+  // directory's latest step.
+  const fs::path folder = is_safetensors_folder(arg) ? fs::path(arg) : resolve_step_folder(arg, "model.safetensors");
   if (tokenizer && fs::exists(folder / "tokenizer.model"))
     *tokenizer = (folder / "tokenizer.model").string();
-  return (folder / "model.safetensors").string();
+  return folder.string();
 }
 
 }  // namespace pylon

@@ -57,8 +57,10 @@ CheckpointInfo read_checkpoint_info(const std::string& dir);
 void load_checkpoint_shards(const CheckpointInfo& c, const ShardLayout& to, int rank,
                             std::vector<UnitShards>& out);
 
-// Resolves a --model argument: a .safetensors file, a step folder, or a save directory (latest).
-// Returns the path of the model.safetensors; `tokenizer` gets the checkpoint's tokenizer or "".
+// Resolves a --model argument: a .safetensors file, a folder of weights (a step folder, a Hugging
+// Face folder: SafetensorsReader reads either), or a save directory (its latest step folder).
+// Returns the file or folder to open with SafetensorsReader; `tokenizer` gets the folder's
+// tokenizer.model or "".
 std::string resolve_model_path(const std::string& arg, std::string* tokenizer = nullptr);
 
 std::string shard_file_name(int rank, int world);  // "shard-00001-of-00004.safetensors"

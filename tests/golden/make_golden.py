@@ -265,6 +265,27 @@ class LlamaForCausalLM(nn.Module):
         return F.linear(x, self.model.embed_tokens.weight if self.tied else self.lm_head.weight)
 
 
+def hf_config(c):
+    """config.json as transformers' LlamaConfig / Qwen2Config writes it for this case: model_type
+    qwen2 for q/k/v biases without an o bias (Qwen2Attention), else llama with attention_bias."""
+    qwen2 = c["qkv_bias"] and not c["out_bias"]
+    cfg = {
+        "architectures": ["Qwen2ForCausalLM" if qwen2 else "LlamaForCausalLM"],
+        "model_type": "qwen2" if qwen2 else "llama",
+        "vocab_size": c["vocab"], "hidden_size": c["dim"], "intermediate_size": c["ffn_dim"],
+        "num_hidden_layers": c["layers"], "num_attention_heads": c["heads"],
+        "num_key_value_heads": c["kv_heads"], "head_dim": c["head_dim"], "hidden_act": "silu",
+        "max_position_embeddings": 2048, "initializer_range": 0.02, "rms_norm_eps": c["norm_eps"],
+        "rope_theta": c["rope_theta"], "rope_scaling": None, "tie_word_embeddings": c["tied_head"],
+        "torch_dtype": "float32", "use_cache": True, "bos_token_id": 1, "eos_token_id": 2,
+    }
+    if qwen2:
+        cfg.update(use_sliding_window=False, sliding_window=None, max_window_layers=c["layers"])
+    else:
+        cfg.update(attention_bias=c["qkv_bias"], mlp_bias=False, pretraining_tp=1)
+    return cfg
+
+
 def expected_names(layers):
     names = ["embed.weight"]
     for i in range(layers):
@@ -527,6 +548,10 @@ def run_case(c, out_root):
     with open(os.path.join(out, "expected.json"), "w") as f:
         json.dump(exp, f, indent=1)
         f.write("\n")
+    if llama:  # Hugging Face's config.json of the model, beside init.safetensors (its weights)
+        with open(os.path.join(out, "config.json"), "w") as f:
+            json.dump(hf_config(c), f, indent=2)
+            f.write("\n")
 
     # round trip of what was written
     back = read_safetensors(os.path.join(out, "after_step0.safetensors"))

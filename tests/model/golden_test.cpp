@@ -8,14 +8,17 @@
 #include <filesystem>
 #include <set>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "io/token_file.h"
+#include "model/hf_config.h"
 #include "model/minillm.h"
 #include "model/weights.h"
 #include "support/temp_dir.h"
@@ -178,6 +181,138 @@ TEST_P(GoldenCase, EvalLossMatchesPyTorch) {
   const double want = g.expected["eval_loss"];
   EXPECT_NEAR(r.loss, want, 2e-6 * want);
   EXPECT_EQ(r.tokens, g.expected["eval_tokens"].get<int64_t>());
+}
+
+// The cases that are Hugging Face models: their config.json (make_golden.py writes it as
+// transformers' LlamaConfig / Qwen2Config does) beside init.safetensors.
+std::vector<std::string> hf_cases() {
+  std::vector<std::string> out;
+  for (const std::string& c : golden_cases())
+    if (std::filesystem::exists(std::string(PYLON_GOLDEN_DIR) + "/" + c + "/config.json")) out.push_back(c);
+  return out;
+}
+
+// The loss trajectory of a run that starts from `init_from` (a folder) with the model its config
+// gives, against PyTorch's.
+void expect_folder_trains_as_pytorch(const Golden& g, const std::string& folder, const testing::TempDir& tmp) {
+  TrainOptions o = g.options;
+  o.init_from = folder;
+  o.model = config_from_weights(SafetensorsReader(folder), ModelConfig{}, false, false);
+  EXPECT_EQ(o.model.describe(), g.config.describe());
+  EXPECT_EQ(o.model.to_metadata(), g.config.to_metadata()) << "the config.json read differs from the case's";
+  o.metrics_path = tmp.file("hf.jsonl");
+  train(o);
+  const auto rows = read_jsonl(o.metrics_path);
+  const auto& losses = g.expected["losses"];
+  ASSERT_EQ(rows.size(), losses.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const double want = losses[i], got = rows[i]["loss"];
+    EXPECT_NEAR(got, want, 2e-5 * std::fabs(want)) << folder << ", step " << i;
+  }
+}
+
+class HfFolderCase : public ::testing::TestWithParam<std::string> {};
+
+// A Hugging Face folder (config.json, model.safetensors) made by the PyTorch reference trains as
+// PyTorch trained it; and the same weights in two shards with model.safetensors.index.json.
+TEST_P(HfFolderCase, TrainsAsPyTorchFromOneFileAndFromShards) {
+  const Golden g = load_golden(GetParam());
+  testing::TempDir tmp;
+  const std::filesystem::path one = tmp.file("one"), shards = tmp.file("shards");
+  std::filesystem::create_directories(one);
+  std::filesystem::create_directories(shards);
+  std::filesystem::copy_file(g.dir + "/config.json", one / "config.json");
+  std::filesystem::copy_file(g.dir + "/init.safetensors", one / "model.safetensors");
+  expect_folder_trains_as_pytorch(g, one.string(), tmp);
+
+  std::filesystem::copy_file(g.dir + "/config.json", shards / "config.json");
+  const SafetensorsReader init(g.dir + "/init.safetensors");
+  std::vector<std::vector<float>> values;
+  std::vector<TensorToWrite> parts[2];
+  nlohmann::json map = nlohmann::json::object();
+  for (size_t i = 0; i < init.tensors().size(); ++i) {
+    const TensorView& t = init.tensors()[i];
+    values.emplace_back(static_cast<size_t>(t.numel()));
+    init.read_f32(t.name, t.shape, values.back().data());
+  }
+  for (size_t i = 0; i < init.tensors().size(); ++i) {
+    const TensorView& t = init.tensors()[i];
+    const std::string file = i % 2 ? "model-00002-of-00002.safetensors" : "model-00001-of-00002.safetensors";
+    parts[i % 2].push_back({t.name, DType::f32, t.shape, values[i].data()});
+    map[t.name] = file;
+  }
+  write_safetensors((shards / "model-00001-of-00002.safetensors").string(), parts[0], {{"format", "pt"}});
+  write_safetensors((shards / "model-00002-of-00002.safetensors").string(), parts[1], {{"format", "pt"}});
+  write_file_atomic((shards / "model.safetensors.index.json").string(),
+                    nlohmann::json{{"metadata", {{"total_size", 0}}}, {"weight_map", map}}.dump());
+  expect_folder_trains_as_pytorch(g, shards.string(), tmp);
+}
+
+// A checkpoint of the llama preset is a Hugging Face folder: config.json beside model.safetensors
+// with Hugging Face's names and format "pt"; it reads back as the same model and weights.
+TEST_P(HfFolderCase, CheckpointsAreHuggingFaceFolders) {
+  const Golden g = load_golden(GetParam());
+  testing::TempDir tmp;
+  TrainOptions o = g.options;
+  o.steps = 2, o.save_dir = tmp.file("ck");
+  train(o);
+  const std::string step = tmp.file("ck/step_000002");
+  ASSERT_TRUE(std::filesystem::exists(step + "/config.json"));
+  EXPECT_EQ(read_hf_config(step).to_metadata(), g.config.to_metadata());
+  const SafetensorsReader saved(step + "/model.safetensors");
+  EXPECT_EQ(saved.metadata().at("format"), "pt");
+  const SafetensorsReader init(g.dir + "/init.safetensors");
+  ASSERT_EQ(saved.tensors().size(), init.tensors().size());
+  for (size_t i = 0; i < init.tensors().size(); ++i) {
+    EXPECT_EQ(saved.tensors()[i].name, init.tensors()[i].name);
+    EXPECT_EQ(saved.tensors()[i].shape, init.tensors()[i].shape) << init.tensors()[i].name;
+  }
+  // The step folder starts a run as the Hugging Face folder did.
+  TrainOptions again = g.options;
+  again.init_from = step;
+  again.model = config_from_weights(SafetensorsReader(step), ModelConfig{}, false, false);
+  again.steps = 1;
+  EXPECT_NO_THROW(train(again));
+}
+
+INSTANTIATE_TEST_SUITE_P(HuggingFace, HfFolderCase, ::testing::ValuesIn(hf_cases()),
+                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
+
+// config.json that Pylon cannot run is one line naming the file and the field.
+TEST(HfConfig, WhatDoesNotFitIsOneLineNamingTheField) {
+  testing::TempDir tmp;
+  const nlohmann::json good = nlohmann::json::parse(read_text_file(std::string(PYLON_GOLDEN_DIR) + "/llama_small/config.json"));
+  const std::vector<std::pair<std::function<void(nlohmann::json&)>, std::string>> cases = {
+      {[](nlohmann::json& c) { c["model_type"] = "gpt2"; }, "model_type"},
+      {[](nlohmann::json& c) { c.erase("hidden_size"); }, "hidden_size"},
+      {[](nlohmann::json& c) { c["num_key_value_heads"] = 3; }, "kv heads"},
+      {[](nlohmann::json& c) { c["hidden_act"] = "gelu"; }, "hidden_act"},
+      {[](nlohmann::json& c) { c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; }, "rope_scaling"},
+      {[](nlohmann::json& c) { c["mlp_bias"] = true; }, "mlp_bias"},
+      {[](nlohmann::json& c) { c["vocab_size"] = -5; }, "vocab_size"},
+      {[](nlohmann::json& c) { c["tie_word_embeddings"] = "yes"; }, "tie_word_embeddings"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    nlohmann::json c = good;
+    cases[i].first(c);
+    const std::string dir = tmp.file("c" + std::to_string(i));
+    std::filesystem::create_directories(dir);
+    write_file_atomic(dir + "/config.json", c.dump());
+    try {
+      read_hf_config(dir);
+      ADD_FAILURE() << "case " << i << " was accepted";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(cases[i].second), std::string::npos) << msg;
+      EXPECT_NE(msg.find("config.json"), std::string::npos) << msg;
+      EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    }
+  }
+  // A weight_map naming a file that is not there, or a tensor in another file than it says.
+  const std::string bad = tmp.file("bad");
+  std::filesystem::create_directories(bad);
+  write_file_atomic(bad + "/model.safetensors.index.json", R"({"weight_map": {"x": "missing.safetensors"}})");
+  EXPECT_THROW(SafetensorsReader{bad}, Error);
 }
 
 INSTANTIATE_TEST_SUITE_P(PyTorch, GoldenCase, ::testing::ValuesIn(golden_cases()),
