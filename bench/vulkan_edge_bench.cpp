@@ -571,7 +571,7 @@ int run(int argc, char** argv) {
   while (std::getline(list, q, ',')) {
     const auto t0 = Clock::now();
     const std::string path = make_model(c, q, dir, flat);
-    const double bytes = static_cast<double>(edge_bytes_per_token(EdgeFile(path)));
+    const double bytes = static_cast<double>(edge_bytes_per_token(EdgeModel(path)));
     if (sweep) gemv_sweep(path, device);
     VulkanOptions o;
     o.device_index = device;

@@ -11,7 +11,6 @@
 #include "model/edge_model.h"
 #include "io/tokenizer.h"
 #include "model/edge_weights.h"
-#include "model/recipe.h"
 
 namespace pylon {
 
@@ -56,11 +55,10 @@ int run_export(int argc, char** argv) {
     if (quant == edge_dtype_name(d)) q.matrices = d;
   q.group_size = group_size;
   const ParamTable table = param_table(m.config);
-  check_decodable(m.config);  // the edge runtimes' models
   write_edge_model(out_path, m.config, encode_edge_tensors(table, m.params.data(), q), tokenizer);
-  std::printf("wrote %s: %s V=%d D=%d L=%d H=%d, matrices %s, %s tokenizer, %llu bytes\n",
+  std::printf("wrote %s: %s V=%d D=%d L=%d H=%d KV=%d, matrices %s, %s tokenizer, %llu bytes\n",
               out_path.c_str(), m.config.preset.name, m.config.vocab, m.config.dim,
-              m.config.layers, m.config.heads, quant.c_str(), tokenizer.empty() ? "no" : "with",
+              m.config.layers, m.config.heads, m.config.kv_head_count(), quant.c_str(), tokenizer.empty() ? "no" : "with",
               static_cast<unsigned long long>(std::filesystem::file_size(out_path)));
   return 0;
 }

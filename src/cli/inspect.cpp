@@ -30,8 +30,11 @@ int run_inspect(int argc, char** argv) {
   const ModelConfig& c = edge.config;
   std::printf("%s: Pylon edge model, format version %u, JSON header %llu bytes\n", path.c_str(),
               kEdgeVersion, static_cast<unsigned long long>(file.header_json_bytes()));
-  std::printf("config: preset %s, vocab %d, dim %d, layers %d, heads %d, norm_eps %g, rope_theta %g\n",
-              c.preset.name, c.vocab, c.dim, c.layers, c.heads, c.norm_eps, c.rope_theta);
+  std::printf("config: preset %s, vocab %d, dim %d, layers %d, heads %d, kv heads %d, head dim %d, ffn %d, "
+              "q/k/v bias %s, o bias %s, tied head %s, norm_eps %g, rope_theta %g\n",
+              c.preset.name, c.vocab, c.dim, c.layers, c.heads, c.kv_head_count(), c.head_dim(), c.ffn_hidden(),
+              c.qkv_bias ? "yes" : "no", c.out_bias ? "yes" : "no", c.tied_head ? "yes" : "no", c.norm_eps,
+              c.rope_theta);
   std::printf("tokenizer: %s\n", file.tokenizer().empty()
                                      ? "none"
                                      : ("SentencePiece model, " + std::to_string(file.tokenizer().size()) +
@@ -49,7 +52,7 @@ int run_inspect(int argc, char** argv) {
                 static_cast<unsigned long long>(t.offset), quant.c_str());
   }
   std::printf("total %zu bytes; weights read per decoded token %llu bytes\n", file.mapped().size(),
-              static_cast<unsigned long long>(edge_bytes_per_token(file)));
+              static_cast<unsigned long long>(edge_bytes_per_token(edge)));
   return 0;
 }
 

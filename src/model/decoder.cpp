@@ -9,23 +9,24 @@
 namespace pylon {
 
 Decoder::Decoder(const ModelConfig& config, std::unique_ptr<InferenceOps> ops, int max_tokens)
-    : config_(config), ops_(std::move(ops)), max_tokens_(max_tokens) {
+    : config_(config), spec_(inference_spec(config, max_tokens)), ops_(std::move(ops)), max_tokens_(max_tokens) {
   PYLON_CHECK(max_tokens > 0, "context length must be positive");
   logits_.resize(static_cast<size_t>(config_.vocab));
 }
 
 Decoder::Decoder(const ModelConfig& config, const float* params, int max_tokens)
-    : config_(config), max_tokens_(max_tokens) {
+    : config_(config), spec_(inference_spec(config, max_tokens)), max_tokens_(max_tokens) {
   PYLON_CHECK(max_tokens > 0, "context length must be positive");
   std::vector<WeightView> w;
   for (const ParamInfo& p : param_table(config).params)
     w.push_back(p.shape.size() == 2 ? f32_view(params + p.offset, p.shape[0], p.shape[1])
                                     : f32_view(params + p.offset, 1, p.numel));
-  ops_ = std::make_unique<cpu::CpuInference>(inference_spec(config, max_tokens), std::move(w));
+  ops_ = std::make_unique<cpu::CpuInference>(spec_, std::move(w));
   logits_.resize(static_cast<size_t>(config_.vocab));
 }
 
-Decoder::Decoder(const EdgeModel& model, int max_tokens) : config_(model.config), max_tokens_(max_tokens) {
+Decoder::Decoder(const EdgeModel& model, int max_tokens)
+    : config_(model.config), spec_(inference_spec(model.config, max_tokens)), max_tokens_(max_tokens) {
   PYLON_CHECK(max_tokens > 0, "context length must be positive");
   const ParamTable table = param_table(config_);
   int64_t small = 0;
@@ -45,7 +46,7 @@ Decoder::Decoder(const EdgeModel& model, int max_tokens) : config_(model.config)
       next += p.numel;
     }
   }
-  ops_ = std::make_unique<cpu::CpuInference>(inference_spec(config_, max_tokens), std::move(w));
+  ops_ = std::make_unique<cpu::CpuInference>(spec_, std::move(w));
   logits_.resize(static_cast<size_t>(config_.vocab));
 }
 
@@ -65,7 +66,7 @@ void Decoder::reset() {
 void Decoder::forward(const int32_t* tokens, int n, int pos0, int first, int rows, float* out) {
   // A backend whose fused path gives up runs the plain one from then on: a second pass suffices.
   for (int attempt = 0; attempt < 2; ++attempt) {
-    if (ops_->begin(tokens, n, pos0)) forward_blocks(*ops_, config_, n);
+    if (ops_->begin(tokens, n, pos0)) forward_blocks(*ops_, spec_, n);
     if (ops_->finish(first, rows, out)) return;
   }
   throw Error("the decoder's backend failed the same forward twice");
@@ -98,7 +99,7 @@ void Decoder::prepare(int prompt_tokens) {
   PYLON_CHECK(prompt_tokens > 0 && prompt_tokens <= max_tokens_, "prepare: a prompt of ", prompt_tokens,
               " tokens for a context of ", max_tokens_);
   auto dry = [&](int n) {
-    if (ops_->begin(nullptr, n, 0, true)) forward_blocks(*ops_, config_, n);
+    if (ops_->begin(nullptr, n, 0, true)) forward_blocks(*ops_, spec_, n);
     ops_->finish(n - 1, 1, nullptr);
   };
   if (prompt_tokens > 1 || !cached()) dry(prompt_tokens);

@@ -51,6 +51,7 @@ class Decoder {
   bool cached() const { return config_.preset.mask == Mask::causal; }
 
   ModelConfig config_;
+  InferenceSpec spec_;        // what the recipe reads of the model
   std::vector<float> small_;  // edge file: its 1-D tensors decoded to fp32 (before ops_, which views them)
   std::unique_ptr<InferenceOps> ops_;
   int max_tokens_ = 0, pos_ = 0;

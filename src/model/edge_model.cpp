@@ -14,7 +14,7 @@ ModelConfig read_config(const EdgeFile& file) {
   ModelConfig config;
   const std::string preset = h.text(c, "preset", "config");
   try {
-    config.preset = find_preset(preset);
+    config.set_preset(find_preset(preset));
   } catch (const Error& e) {
     h.fail("config.preset: ", e.what());
   }
@@ -24,6 +24,21 @@ ModelConfig read_config(const EdgeFile& file) {
   config.heads = h.positive_int(c, "heads", "config");
   config.norm_eps = h.number(c, "norm_eps", "config");
   config.rope_theta = h.number(c, "rope_theta", "config");
+  // Per-model options (files before them: the preset's defaults, which they had).
+  auto opt_int = [&](const char* key, int& field) {
+    if (c.contains(key)) field = h.positive_int(c, key, "config");
+  };
+  auto opt_bool = [&](const char* key, bool& field) {
+    if (!c.contains(key)) return;
+    if (!c[key].is_boolean()) h.fail("config.", key, " is not true or false");
+    field = c[key].get<bool>();
+  };
+  opt_int("kv_heads", config.kv_heads);
+  opt_int("head_dim", config.head_size);
+  opt_int("ffn_dim", config.ffn_dim);
+  opt_bool("qkv_bias", config.qkv_bias);
+  opt_bool("out_bias", config.out_bias);
+  opt_bool("tied_head", config.tied_head);
   try {
     config.validate();
   } catch (const Error& e) {
@@ -54,10 +69,12 @@ EdgeModel::EdgeModel(const std::string& path) : file(path), config(read_config(f
 
 void write_edge_model(const std::string& path, const ModelConfig& config,
                       const std::vector<EdgeTensorToWrite>& tensors, std::string_view tokenizer) {
-  const nlohmann::json header = {{"preset", config.preset.name}, {"vocab", config.vocab},
-                                 {"dim", config.dim},            {"layers", config.layers},
-                                 {"heads", config.heads},        {"norm_eps", config.norm_eps},
-                                 {"rope_theta", config.rope_theta}};
+  const nlohmann::json header = {
+      {"preset", config.preset.name}, {"vocab", config.vocab},          {"dim", config.dim},
+      {"layers", config.layers},      {"heads", config.heads},          {"kv_heads", config.kv_head_count()},
+      {"head_dim", config.head_dim()}, {"ffn_dim", config.ffn_hidden()}, {"qkv_bias", config.qkv_bias},
+      {"out_bias", config.out_bias},  {"tied_head", config.tied_head}, {"norm_eps", config.norm_eps},
+      {"rope_theta", config.rope_theta}};
   write_edge_file(path, header, tensors, tokenizer);
 }
 

@@ -1,6 +1,8 @@
 // An edge file read as a model: the file mapped and validated (io/edge_format.h), its header's
 // config read into a ModelConfig, and its tensors checked to be exactly that model's parameters
-// with their shapes. The header's config: {preset, vocab, dim, layers, heads, norm_eps, rope_theta}.
+// with their shapes. The header's config: {preset, vocab, dim, layers, heads, kv_heads, head_dim,
+// ffn_dim, qkv_bias, out_bias, tied_head, norm_eps, rope_theta} (files from before the per-model
+// options have the preset's defaults for them).
 #pragma once
 
 #include <string>

@@ -116,11 +116,13 @@ WeightView edge_weight_view(const EdgeFile& file, const EdgeTensor& t) {
   return v;
 }
 
-uint64_t edge_bytes_per_token(const EdgeFile& file) {
+uint64_t edge_bytes_per_token(const EdgeModel& model) {
+  const ParamTable table = param_table(model.config);
+  const std::string& embed = table.params[static_cast<size_t>(table.embed)].name;
   uint64_t bytes = 0;
-  for (const EdgeTensor& t : file.tensors()) {
-    if (t.name == "embed.weight")
-      bytes += t.length / static_cast<uint64_t>(t.shape[0]);  // one row
+  for (const EdgeTensor& t : model.file.tensors()) {
+    if (t.name == embed && !model.config.tied_head)
+      bytes += t.length / static_cast<uint64_t>(t.shape[0]);  // one row (a tied head reads it all)
     else
       bytes += t.length + t.scale_length;
   }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "io/edge_format.h"
+#include "model/edge_model.h"
 #include "model/params.h"
 #include "ops/cpu/weight_view.h"
 
@@ -34,7 +35,8 @@ void load_edge_weights(const EdgeFile& file, const ParamTable& table, float* fla
 // Tensor t in place in the mapped file, in its stored encoding (1-D tensors: one row).
 WeightView edge_weight_view(const EdgeFile& file, const EdgeTensor& t);
 
-// Weight bytes one decoded token reads: every tensor and its scales, but one row of the embedding.
-uint64_t edge_bytes_per_token(const EdgeFile& file);
+// Weight bytes one decoded token reads: every tensor and its scales, but one row of the embedding
+// (all of it where it is the head too).
+uint64_t edge_bytes_per_token(const EdgeModel& model);
 
 }  // namespace pylon

@@ -21,8 +21,10 @@ namespace pylon {
 using Weight = size_t;  // a parameter's index in the table order the backend was given
 constexpr Weight kNoWeight = static_cast<Weight>(-1);
 
-// One block's weights: norms (D), qkv (3D, D) = [W_q; W_k; W_v] and its bias (3D), out (D, D) and
-// its bias (D), the MLP's up (4D, D) and down (D, 4D) projections.
+// One block's weights (Q = heads·head_dim, KV = kv_heads·head_dim, F = the MLP's width): norms
+// (D), qkv (Q + 2KV, D) = [W_q; W_k; W_v] and its bias (Q + 2KV; kNoWeight: none), out (D, Q) and
+// its bias (D; kNoWeight: none), the MLP's up (F, D), or [gate; up] (2F, D) for SwiGLU, and down
+// (D, F) projections.
 struct BlockWeights {
   Weight norm1, qkv, qkv_bias, out, out_bias, norm2, ffn_up, ffn_down;
 };
@@ -30,23 +32,32 @@ struct BlockWeights {
 // What a backend needs to know of the model: its sizes, traits and where its weights are.
 struct InferenceSpec {
   int vocab = 0, dim = 0, heads = 0, layers = 0;
+  int kv_heads = 0, head_size = 0, ffn_dim = 0;  // key/value heads, head size, the MLP's width
   int max_tokens = 0;  // context length: rows of every activation and of the KV cache
   float norm_eps = 0, rope_theta = 0;
   bool kv_cache = false;  // a causal model: decoding appends to a KV cache
   bool rotary = false;    // q and k are rotated (rope)
-  Weight embed = kNoWeight, head = kNoWeight;
+  bool swiglu = false;    // the MLP is SwiGLU (its up projection is [gate; up]), else SiLU
+  Weight embed = kNoWeight, head = kNoWeight;  // the head may be the embedding (tied)
+  Weight final_norm = kNoWeight;               // an RMSNorm before the head (then into Act::h)
   std::vector<BlockWeights> blocks;  // (layers)
-  int head_dim() const { return dim / heads; }
+  int head_dim() const { return head_size; }
+  int q_dim() const { return heads * head_size; }
+  int kv_dim() const { return kv_heads * head_size; }
+  int qkv_dim() const { return q_dim() + 2 * kv_dim(); }
 };
 
 // The activation buffers, (max_tokens, width) each: x the residual stream (D), h a normalised copy
-// (D), qkv the attention's inputs [q | k | v] (3D), att its output (D), ffn the MLP's hidden (4D).
+// (D; the head's input where the model has a final norm), qkv the attention's inputs [q | k | v]
+// (Q + 2KV), att its output (Q), ffn the MLP's hidden (F).
 enum class Act { x, h, qkv, att, ffn };
 
-// What a projection does with its result: y = act(x·Wᵀ + b), added into y when accumulating.
+// What a projection does with its result: y = act(x·Wᵀ + b), added into y when accumulating; act
+// SiLU, or SwiGLU: y (n, rows/2) = SiLU(gate)·up of the result's halves [gate | up].
 struct Epilogue {
   bool accumulate = false;
   bool silu = false;
+  bool swiglu = false;
 };
 
 class InferenceOps {
@@ -57,8 +68,8 @@ class InferenceOps {
   // backend replays a recording of this forward, so the ops need not be issued again. dry: only
   // record (pipelines built, nothing run; tokens may be null).
   virtual bool begin(const int32_t* tokens, int n, int pos0, bool dry = false) = 0;
-  // The head over rows [first, first + rows) of x into out (rows, vocab), after running everything
-  // begun. Returns false when a fused path gave up and the forward must be issued again (the backend
+  // The head over rows [first, first + rows) of its input (x, or h after a final norm) into out
+  // (rows, vocab), after running everything begun. Returns false when a fused path gave up and the forward must be issued again (the backend
   // then runs the plain forms). dry: records the head (one row), runs nothing, out unused.
   virtual bool finish(int first, int rows, float* out) = 0;
 
@@ -71,7 +82,7 @@ class InferenceOps {
   virtual void linear(Act y, Act x, int n, Weight w, Weight bias, Epilogue e) = 0;
   // q and k of qkv rotated at their positions (rotate-half, theta = rope_theta)
   virtual void rope(int n) = 0;
-  // k and v of qkv to rows pos0 .. of the layer's KV cache
+  // k and v of qkv to rows pos0 .. of the layer's KV cache, (max_tokens, KV) each
   virtual void kv_append(int layer, int n) = 0;
   // att = softmax(q·kᵀ / sqrt(hd)) · v per head; causal: query i against the cache's keys
   // 0 .. pos0 + i; else against the n keys of qkv.

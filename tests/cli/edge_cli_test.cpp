@@ -14,6 +14,7 @@
 #include "cli/load_model.h"
 #include "io/atomic_file.h"
 #include "model/decoder.h"
+#include "support/hf_folder.h"
 #include "support/run_command.h"
 #include "support/temp_dir.h"
 
@@ -98,6 +99,36 @@ TEST(EdgeCli, BadArgumentsAndFilesGiveOneLine) {
   flipped[100] = static_cast<char>(flipped[100] ^ 0x20);
   write_file_atomic(bad, flipped);
   expect_clear_error(run_pylon("generate --model " + bad + " --prompt hi"), "checksum");
+}
+
+// A llama model from a Hugging Face folder (MQA, head size != D/H, q/k/v biases, tied head) exports
+// at every precision and evaluates on the CPU within the same bounds of the folder's fp32 loss;
+// inspect prints its per-model options.
+TEST(EdgeCli, LlamaFolderExportsAndEvaluatesWithinBounds) {
+  testing::TempDir tmp;
+  const std::string folder = testing::hf_folder_from_golden("llama_mqa_tied", tmp.file("hf"));
+  const std::string data = std::string(PYLON_GOLDEN_DIR) + "/llama_mqa_tied/tokens.bin";
+  const auto eval = [&](const std::string& model) {
+    const auto r = run_pylon("eval --model " + model + " --device cpu --data " + data +
+                             " --batch 2 --seq 16 --steps 3 --json");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(testing::last_line(r.out))["loss"].get<double>();
+  };
+  const double fp32 = eval(folder);
+  for (const auto& [quant, rtol] : {std::pair{"f32", 1e-6}, {"f16", 1e-3}, {"int8", 1e-2}, {"int4", 1e-2}}) {
+    const std::string edge = tmp.file(std::string(quant) + ".edge");
+    const auto r = run_pylon("export --model " + folder + " --out " + edge + " --quant " + quant);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const double loss = eval(edge);
+    EXPECT_NEAR(loss, fp32, rtol * fp32) << quant;
+    std::printf("[ edge ] llama %s eval loss %.7f vs fp32 %.7f: relative %.2e\n", quant, loss, fp32,
+                std::fabs(loss - fp32) / fp32);
+  }
+  const auto r = run_pylon("inspect " + tmp.file("int8.edge"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* needle : {"preset llama", "kv heads 1", "head dim 10", "ffn 40", "q/k/v bias yes",
+                             "tied head yes", "rope_theta 500000", "mlp.gate_up_proj.weight"})
+    EXPECT_NE(r.out.find(needle), std::string::npos) << needle << "\n" << r.out;
 }
 
 // A tiny causal model trained by pylon train with a tokenizer: the f16 export generates the same

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/atomic_file.h"
+#include "support/hf_folder.h"
 #include "support/run_command.h"
 #include "support/temp_dir.h"
 #include "support/vulkan_test_util.h"
@@ -83,6 +84,19 @@ TEST(VulkanCli, TrainedModelGeneratesTheSameTextOnCpuAndVulkan) {
   EXPECT_NE(b.err.find("decode"), std::string::npos);
   EXPECT_NE(b.err.find("(vulkan)"), std::string::npos) << b.err;
   std::printf("[ vulkan ] greedy on cpu and vulkan: %s%s", a.out.c_str(), b.err.c_str());
+}
+
+// Vulkan's kernels run the seed and causal models: a llama edge file is refused with one line that
+// names the CPU path, before any weight is uploaded.
+TEST(VulkanCli, LlamaModelIsRefusedWithOneLine) {
+  if (!testing::vulkan_available()) GTEST_SKIP() << "no Vulkan device";
+  testing::TempDir tmp;
+  const std::string edge = tmp.file("llama.edge");
+  ASSERT_EQ(run_pylon("export --model " + testing::hf_folder_from_golden("llama_small", tmp.file("hf")) +
+                      " --out " + edge).exit_code, 0);
+  expect_clear_error(run_pylon("eval --model " + edge + " --device vulkan --data " + std::string(PYLON_GOLDEN_DIR) +
+                               "/llama_small/tokens.bin --batch 2 --seq 16"), "--device cpu");
+  expect_clear_error(run_pylon("generate --model " + edge + " --device vulkan --prompt hi"), "--device cpu");
 }
 
 TEST(VulkanCli, NoDeviceBadFilesAndAllocationFailuresGiveOneLine) {

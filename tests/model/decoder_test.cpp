@@ -14,9 +14,7 @@
 namespace pylon {
 namespace {
 
-void expect_decoder_matches_forward(const Preset& preset, int prefill) {
-  ModelConfig c;
-  c.preset = preset, c.vocab = 37, c.dim = 24, c.layers = 2, c.heads = 3;
+void expect_decoder_matches_forward(const ModelConfig& c, int prefill) {
   MiniLLM model(c);
   std::vector<float> params(model.table().total);
   init_params(model.table(), 7, params.data());
@@ -37,11 +35,33 @@ void expect_decoder_matches_forward(const Preset& preset, int prefill) {
   EXPECT_EQ(decoder.position(), T);
 }
 
-TEST(Decoder, CausalKvCacheMatchesForward) { expect_decoder_matches_forward(find_preset("causal"), 1); }
-TEST(Decoder, CausalPrefillThenDecodeMatchesForward) {
-  expect_decoder_matches_forward(find_preset("causal"), 6);
+ModelConfig small(const Preset& preset) {
+  ModelConfig c;
+  c.set_preset(preset);
+  c.vocab = 37, c.dim = 24, c.layers = 2, c.heads = 3;
+  return c;
 }
-TEST(Decoder, SeedRecomputeMatchesForward) { expect_decoder_matches_forward(find_preset("seed"), 3); }
+
+TEST(Decoder, CausalKvCacheMatchesForward) { expect_decoder_matches_forward(small(find_preset("causal")), 1); }
+TEST(Decoder, CausalPrefillThenDecodeMatchesForward) {
+  expect_decoder_matches_forward(small(find_preset("causal")), 6);
+}
+TEST(Decoder, SeedRecomputeMatchesForward) { expect_decoder_matches_forward(small(find_preset("seed")), 3); }
+
+// The llama preset: a KV cache of the key/value heads only (grouped-query and multi-query), a
+// head size apart from dim/heads, SwiGLU, the final norm, biases and a tied head.
+TEST(Decoder, LlamaMatchesForward) {
+  struct Case { int heads, kv_heads, head_dim, ffn; bool qkv_bias, out_bias, tied; };
+  for (const Case& k : {Case{4, 2, 6, 40, false, false, false}, Case{4, 1, 10, 36, true, false, true},
+                        Case{2, 2, 12, 50, true, true, false}}) {
+    ModelConfig c = small(find_preset("llama"));
+    c.dim = 24, c.heads = k.heads, c.kv_heads = k.kv_heads, c.head_size = k.head_dim, c.ffn_dim = k.ffn;
+    c.qkv_bias = k.qkv_bias, c.out_bias = k.out_bias, c.tied_head = k.tied, c.norm_eps = 1e-5f;
+    SCOPED_TRACE(c.describe());
+    expect_decoder_matches_forward(c, 1);
+    expect_decoder_matches_forward(c, 5);
+  }
+}
 
 // The paths read a preset's traits, not its name: every combination of mask and positions (two of
 // them in no preset today) decodes as the training forward computes.
@@ -49,7 +69,9 @@ TEST(Decoder, EveryTraitCombinationMatchesForward) {
   for (const Mask mask : {Mask::bidirectional, Mask::causal})
     for (const Positions positions : {Positions::none, Positions::rope}) {
       SCOPED_TRACE(std::string(mask_name(mask)) + " mask, positions " + positions_name(positions));
-      expect_decoder_matches_forward({"traits", "a combination of traits", mask, positions, Ffn::silu, false, Naming::torch, true}, 4);
+      expect_decoder_matches_forward(small({"traits", "a combination of traits", mask, positions, Ffn::silu, false,
+                                            Naming::torch, true}),
+                                     4);
     }
 }
 

@@ -21,6 +21,7 @@
 #include "model/hf_config.h"
 #include "model/minillm.h"
 #include "model/weights.h"
+#include "support/hf_folder.h"
 #include "support/temp_dir.h"
 #include "ops/cpu/adamw.h"
 #include "train/data_loader.h"
@@ -219,11 +220,9 @@ TEST_P(HfFolderCase, TrainsAsPyTorchFromOneFileAndFromShards) {
   const Golden g = load_golden(GetParam());
   testing::TempDir tmp;
   const std::filesystem::path one = tmp.file("one"), shards = tmp.file("shards");
-  std::filesystem::create_directories(one);
+  expect_folder_trains_as_pytorch(g, testing::hf_folder_from_golden(GetParam(), one), tmp);
+
   std::filesystem::create_directories(shards);
-  std::filesystem::copy_file(g.dir + "/config.json", one / "config.json");
-  std::filesystem::copy_file(g.dir + "/init.safetensors", one / "model.safetensors");
-  expect_folder_trains_as_pytorch(g, one.string(), tmp);
 
   std::filesystem::copy_file(g.dir + "/config.json", shards / "config.json");
   const SafetensorsReader init(g.dir + "/init.safetensors");

@@ -98,12 +98,17 @@ TEST(WeightView, LinearOverEveryEncodingMatchesDequantized) {
 }
 
 // Odd sizes: causal D = 30 (int4 groups of 32 and 64 are partial, hd = 10); seed D = 27 (hd = 9,
-// odd columns, so int4 rows end in half a byte).
+// odd columns, so int4 rows end in half a byte); llama D = 30 with grouped-query heads (3 over 1 of
+// head size 8, so Q = 24 columns into o_proj), an MLP of 51 (down_proj's int4 rows end in half a
+// byte), q/k/v biases and a tied head.
 ModelConfig odd_config(const Preset& p) {
   ModelConfig c;
-  c.preset = p, c.layers = 2, c.heads = 3;
+  c.set_preset(p);
+  c.layers = 2, c.heads = 3;
   c.vocab = p.positions == Positions::rope ? 41 : 37;  // rotary embeddings need an even head size
   c.dim = p.positions == Positions::rope ? 30 : 27;
+  if (p.naming == Naming::hugging_face)
+    c.kv_heads = 1, c.head_size = 8, c.ffn_dim = 51, c.qkv_bias = true, c.tied_head = true, c.norm_eps = 1e-5f;
   return c;
 }
 
@@ -192,6 +197,12 @@ TEST(QuantizedDecoder, SeedInt8MatchesDequantized) { expect_in_place_matches_deq
 TEST(QuantizedDecoder, SeedInt4MatchesDequantized) {
   expect_in_place_matches_dequantized(find_preset("seed"), EdgeDType::int4, 32, EdgeDType::f16);
   expect_in_place_matches_dequantized(find_preset("seed"), EdgeDType::int4, 64, EdgeDType::f32);
+}
+TEST(QuantizedDecoder, LlamaMatchesDequantizedAtEveryPrecision) {
+  for (const EdgeDType d : {EdgeDType::f32, EdgeDType::f16, EdgeDType::int8})
+    expect_in_place_matches_dequantized(find_preset("llama"), d);
+  expect_in_place_matches_dequantized(find_preset("llama"), EdgeDType::int4, 32, EdgeDType::f16);
+  expect_in_place_matches_dequantized(find_preset("llama"), EdgeDType::int4, 64, EdgeDType::f32);
 }
 TEST(QuantizedDecoder, F32FileMatchesFlatBuffer) { expect_in_place_matches_dequantized(find_preset("causal"), EdgeDType::f32); }
 

@@ -42,19 +42,20 @@ void attention_forward(T* out, T* probs, const T* qkv, int B, int Tn, const Head
 }
 
 template <typename T>
-void attention_cached(T* out, const T* qkv, const T* k_cache, const T* v_cache, int n, int pos0, int D, int H) {
-  PYLON_RANGE_SHAPES("op", "attention_cached", {n, 3 * D}, {pos0, H});
-  const int hd = D / H;
+void attention_cached(T* out, const T* qkv, const T* k_cache, const T* v_cache, int n, int pos0, const HeadLayout& l) {
+  PYLON_RANGE_SHAPES("op", "attention_cached", {n, l.row()}, {pos0, l.heads, l.kv_heads});
+  const int hd = l.head_dim, group = l.heads / l.kv_heads, ld = l.row(), ldc = l.kv_dim(), ldo = l.q_dim();
   const T scale = T(1) / std::sqrt(T(hd));
 #pragma omp parallel for collapse(2) schedule(static)
   for (int i = 0; i < n; ++i) {
-    for (int h = 0; h < H; ++h) {
+    for (int h = 0; h < l.heads; ++h) {
       const int keys = pos0 + i + 1;  // causal: itself and everything before
-      const T* q = qkv + static_cast<int64_t>(i) * 3 * D + static_cast<int64_t>(h) * hd;
+      const int g = h / group;        // its cache head
+      const T* q = qkv + static_cast<int64_t>(i) * ld + static_cast<int64_t>(h) * hd;
       std::vector<T> s(static_cast<size_t>(keys));
       T mx = -std::numeric_limits<T>::infinity();
       for (int j = 0; j < keys; ++j) {
-        const T* k = k_cache + static_cast<int64_t>(j) * D + static_cast<int64_t>(h) * hd;
+        const T* k = k_cache + static_cast<int64_t>(j) * ldc + static_cast<int64_t>(g) * hd;
         T dot = 0;
         for (int c = 0; c < hd; ++c) dot += q[c] * k[c];
         s[j] = dot * scale;
@@ -62,10 +63,10 @@ void attention_cached(T* out, const T* qkv, const T* k_cache, const T* v_cache, 
       }
       T sum = 0;
       for (auto& e : s) sum += (e = std::exp(e - mx));
-      T* o = out + static_cast<int64_t>(i) * D + static_cast<int64_t>(h) * hd;
+      T* o = out + static_cast<int64_t>(i) * ldo + static_cast<int64_t>(h) * hd;
       std::fill(o, o + hd, T(0));
       for (int j = 0; j < keys; ++j) {
-        const T* v = v_cache + static_cast<int64_t>(j) * D + static_cast<int64_t>(h) * hd;
+        const T* v = v_cache + static_cast<int64_t>(j) * ldc + static_cast<int64_t>(g) * hd;
         const T p = s[j] / sum;
         for (int c = 0; c < hd; ++c) o[c] += p * v[c];
       }
@@ -109,7 +110,7 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* probs, in
 
 #define PYLON_INSTANTIATE(T)                                                                    \
   template void attention_forward<T>(T*, T*, const T*, int, int, const HeadLayout&, bool);      \
-  template void attention_cached<T>(T*, const T*, const T*, const T*, int, int, int, int);      \
+  template void attention_cached<T>(T*, const T*, const T*, const T*, int, int, const HeadLayout&); \
   template void attention_backward<T>(T*, const T*, const T*, const T*, int, int, const HeadLayout&);
 PYLON_INSTANTIATE(float)
 PYLON_INSTANTIATE(double)

@@ -10,8 +10,8 @@ namespace pylon::cpu {
 CpuInference::CpuInference(const InferenceSpec& spec, std::vector<WeightView> weights)
     : spec_(spec), w_(std::move(weights)) {
   PYLON_CHECK(spec.max_tokens > 0, "context length must be positive");
-  if (spec.kv_cache) {
-    const size_t n = static_cast<size_t>(spec.layers) * spec.max_tokens * spec.dim;
+  if (spec.kv_cache) {  // the key/value heads only
+    const size_t n = static_cast<size_t>(spec.layers) * spec.max_tokens * spec.kv_dim();
     k_cache_ = std::make_unique_for_overwrite<float[]>(n);
     v_cache_ = std::make_unique_for_overwrite<float[]>(n);
   }
@@ -19,8 +19,9 @@ CpuInference::CpuInference(const InferenceSpec& spec, std::vector<WeightView> we
 
 int CpuInference::width(Act a) const {
   switch (a) {
-    case Act::qkv: return 3 * spec_.dim;
-    case Act::ffn: return 4 * spec_.dim;
+    case Act::qkv: return spec_.qkv_dim();
+    case Act::att: return spec_.q_dim();
+    case Act::ffn: return spec_.ffn_dim;
     default: return spec_.dim;
   }
 }
@@ -49,15 +50,18 @@ bool CpuInference::begin(const int32_t* tokens, int n, int pos0, bool dry) {
   // The activations grow to the largest forward seen (a prompt), not to the context length.
   const size_t rows = static_cast<size_t>(n), D = static_cast<size_t>(spec_.dim);
   if (x_.size() < rows * D) {
-    for (auto* v : {&x_, &h_, &att_, &tmp_}) v->resize(rows * D);
-    qkv_.resize(rows * 3 * D), ffn_.resize(rows * 4 * D), rstd_.resize(rows);
+    for (auto* v : {&x_, &h_, &tmp_}) v->resize(rows * D);
+    att_.resize(rows * spec_.q_dim()), qkv_.resize(rows * spec_.qkv_dim());
+    ffn_.resize(rows * spec_.ffn_dim), rstd_.resize(rows);
+    if (spec_.swiglu) ffn_pre_.resize(rows * 2 * spec_.ffn_dim);
   }
   return true;
 }
 
 bool CpuInference::finish(int first, int rows, float* out) {
   if (dry_) return true;
-  pylon::linear(out, x_.data() + static_cast<size_t>(first) * spec_.dim, rows, w_[spec_.head], nullptr);
+  const float* in = spec_.final_norm != kNoWeight ? h_.data() : x_.data();  // after a final norm: h
+  pylon::linear(out, in + static_cast<size_t>(first) * spec_.dim, rows, w_[spec_.head], nullptr);
   return true;
 }
 
@@ -73,6 +77,12 @@ void CpuInference::rmsnorm(Act y, Act x, int n, Weight norm) {
 void CpuInference::linear(Act y, Act x, int n, Weight w, Weight bias, Epilogue e) {
   const WeightView& W = w_[w];
   const size_t count = static_cast<size_t>(n) * W.rows;
+  PYLON_ASSERT(!(e.swiglu && (e.accumulate || e.silu)), "SwiGLU stands alone");
+  if (e.swiglu) {  // y (n, F) = SiLU(gate)·up of [gate | up] (n, 2F)
+    pylon::linear(ffn_pre_.data(), act(x), n, W, bias == kNoWeight ? nullptr : f32(bias));
+    swiglu_forward(act(y), ffn_pre_.data(), n, W.rows / 2);
+    return;
+  }
   // The residual adds go through tmp (as wide as x): y += x·Wᵀ + b.
   float* out = e.accumulate ? tmp_.data() : act(y);
   PYLON_ASSERT(!e.accumulate || W.rows == spec_.dim, "accumulating projections write D columns");
@@ -84,31 +94,31 @@ void CpuInference::linear(Act y, Act x, int n, Weight w, Weight bias, Epilogue e
   }
 }
 
-void CpuInference::rope(int n) {
-  rope_forward(qkv_.data(), 1, n, spec_.dim, spec_.heads, spec_.rope_theta, pos0_);
-}
+HeadLayout CpuInference::heads() const { return {spec_.heads, spec_.kv_heads, spec_.head_size}; }
+
+void CpuInference::rope(int n) { rope_forward(qkv_.data(), 1, n, heads(), spec_.rope_theta, pos0_); }
 
 void CpuInference::kv_append(int layer, int n) {
   PYLON_ASSERT(k_cache_, "kv_append without a KV cache");
-  const size_t D = static_cast<size_t>(spec_.dim), T = static_cast<size_t>(spec_.max_tokens);
-  float* kc = k_cache_.get() + layer * T * D;
-  float* vc = v_cache_.get() + layer * T * D;
+  const size_t KV = static_cast<size_t>(spec_.kv_dim()), T = static_cast<size_t>(spec_.max_tokens);
+  const size_t Q = static_cast<size_t>(spec_.q_dim()), row = static_cast<size_t>(spec_.qkv_dim());
+  float* kc = k_cache_.get() + layer * T * KV;
+  float* vc = v_cache_.get() + layer * T * KV;
   for (int i = 0; i < n; ++i) {
-    std::memcpy(kc + (pos0_ + i) * D, qkv_.data() + i * 3 * D + D, sizeof(float) * D);
-    std::memcpy(vc + (pos0_ + i) * D, qkv_.data() + i * 3 * D + 2 * D, sizeof(float) * D);
+    std::memcpy(kc + (pos0_ + i) * KV, qkv_.data() + i * row + Q, sizeof(float) * KV);
+    std::memcpy(vc + (pos0_ + i) * KV, qkv_.data() + i * row + Q + KV, sizeof(float) * KV);
   }
 }
 
 void CpuInference::attention(int layer, int n, bool causal) {
-  const int D = spec_.dim, H = spec_.heads;
   if (causal) {
     PYLON_ASSERT(k_cache_, "causal attention without a KV cache");
-    const size_t at = static_cast<size_t>(layer) * spec_.max_tokens * D;
-    attention_cached(att_.data(), qkv_.data(), k_cache_.get() + at, v_cache_.get() + at, n, pos0_, D, H);
+    const size_t at = static_cast<size_t>(layer) * spec_.max_tokens * spec_.kv_dim();
+    attention_cached(att_.data(), qkv_.data(), k_cache_.get() + at, v_cache_.get() + at, n, pos0_, heads());
     return;
   }
-  probs_.resize(static_cast<size_t>(H) * n * n);  // (H, n, n)
-  attention_forward(att_.data(), probs_.data(), qkv_.data(), 1, n, D, H, false);
+  probs_.resize(static_cast<size_t>(spec_.heads) * n * n);  // (H, n, n)
+  attention_forward(att_.data(), probs_.data(), qkv_.data(), 1, n, heads(), false);
 }
 
 }  // namespace pylon::cpu

@@ -1,12 +1,14 @@
 // The inference ops on the CPU (ops/inference.h): each op runs when it is called, over weights read
 // in place in their stored encoding (WeightView: fp32 buffers, or f16 / int8 / int4 in a mapped
-// edge file) and fp32 activations. The KV cache is (layers, max_tokens, D) for k (after RoPE) and v.
+// edge file) and fp32 activations. The KV cache holds the key/value heads only: (layers,
+// max_tokens, KV) for k (after RoPE) and v.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "ops/cpu/ops.h"
 #include "ops/cpu/weight_view.h"
 #include "ops/inference.h"
 
@@ -28,6 +30,7 @@ class CpuInference final : public InferenceOps {
 
  private:
   float* act(Act a);
+  HeadLayout heads() const;
   int width(Act a) const;  // floats per row
   const float* f32(Weight w) const;  // a 1-D (fp32) weight's values
 
@@ -37,6 +40,7 @@ class CpuInference final : public InferenceOps {
   int pos0_ = 0;
   bool dry_ = false;
   std::vector<float> x_, h_, qkv_, att_, ffn_, tmp_, rstd_, probs_;
+  std::vector<float> ffn_pre_;  // SwiGLU: [gate | up] before the activation (n, 2F)
   // (layers, max_tokens, D) each; left uninitialised, so pages are touched only as positions fill.
   std::unique_ptr<float[]> k_cache_, v_cache_;
 };

@@ -74,10 +74,11 @@ void attention_forward(T* out, T* probs, const T* qkv, int B, int Tn, int D, int
   attention_forward(out, probs, qkv, B, Tn, HeadLayout::multi_head(D, H), causal);
 }
 // Decoding: n queries at positions pos0 .. pos0 + n - 1 against a KV cache, query i seeing keys
-// 0 .. pos0 + i (causal). q: the first third of qkv (n, 3*D); k_cache, v_cache (pos0 + n, D) with
-// rows pos0 .. already appended; out (n, D), heads of hd = D/H, scores scaled by 1/sqrt(hd).
+// 0 .. pos0 + i (causal). q: the first l.q_dim() of each row of qkv (n, l.row()); k_cache, v_cache
+// (pos0 + n, l.kv_dim()) with rows pos0 .. already appended; out (n, l.q_dim()); scores scaled by
+// 1/sqrt(head_dim); query head h reads cache head h / (heads / kv_heads).
 template <typename T>
-void attention_cached(T* out, const T* qkv, const T* k_cache, const T* v_cache, int n, int pos0, int D, int H);
+void attention_cached(T* out, const T* qkv, const T* k_cache, const T* v_cache, int n, int pos0, const HeadLayout& l);
 // dqkv (B, T, 3*D) = gradient of out w.r.t. qkv, given dout (B, T, D).
 // The same with grouped-query heads: dqkv (B, T, l.row()), dout (B, T, l.q_dim()); a key/value
 // head's gradient sums over the query heads that read it.

@@ -31,6 +31,17 @@ ContextOptions context_options(const InferenceOptions& o) {
   return c;
 }
 
+// The context for a model the Vulkan kernels run: nn.MultiheadAttention's (heads of dim/heads, q, k, v and o
+// biases, a SiLU MLP of 4·dim, no final norm); checked before the device is opened.
+ContextOptions context_options_for(const InferenceSpec& s, const InferenceOptions& o) {
+  PYLON_CHECK(s.kv_heads == s.heads && s.head_size * s.heads == s.dim && !s.swiglu && s.final_norm == kNoWeight &&
+                  s.ffn_dim == 4 * s.dim && s.head != s.embed &&
+                  (s.blocks.empty() || (s.blocks[0].qkv_bias != kNoWeight && s.blocks[0].out_bias != kNoWeight)),
+              "Vulkan runs the seed and causal presets' models so far (no grouped-query heads, SwiGLU, final norm ",
+              "or tied head in its kernels yet): run this model with --device cpu");
+  return context_options(o);
+}
+
 }  // namespace
 
 struct VulkanInference::Impl {
@@ -65,7 +76,7 @@ struct VulkanInference::Impl {
 
   Impl(const InferenceSpec& s, const EdgeFile& file, const std::vector<std::string>& names,
        const InferenceOptions& o)
-      : spec(s), options(o), ctx(context_options(o)), ops(ctx), weights(ctx, file, weight_path(o.weights)) {
+      : spec(s), options(o), ctx(context_options_for(s, o)), ops(ctx), weights(ctx, file, weight_path(o.weights)) {
     PYLON_CHECK(spec.max_tokens > 0, "context length must be positive");
     for (const std::string& name : names) params.push_back(&weights.get(name));
     PYLON_CHECK(o.gemv == "auto" || o.gemv == "subgroup" || o.gemv == "rows", "Vulkan GEMV ", o.gemv,
