@@ -36,8 +36,10 @@
 // ROWS together: chosen per GEMM shape, vk::Ops::coopmat2_tile_for; SPLITS: K split over that many
 // workgroups a tile in every GEMM, 1 none, 0 or absent chosen per GEMM). --dequant-tokens N: int8 / int4
 // prefills of N tokens or more take coopmat2 too, their weights decoded to fp16 first (default:
-// vk::Ops::Coopmat2Dequant's).
+// vk::Ops::Coopmat2Dequant's). --preset llama with --kv-heads, --head-dim, --ffn-dim and --tie 1:
+// a model of the Llama family (grouped-query heads, SwiGLU, a final norm; decoded op by op).
 //   pylon_bench_vulkan [--dim 2048 --layers 12 --heads 16 --vocab 32000] [--quant f16,int8,int4]
+//                      [--preset causal|llama --kv-heads KV --head-dim HD --ffn-dim F --tie 0|1]
 //                      [--prefill 128] [--decode 32] [--dir /tmp] [--device N] [--gemv-sweep 0|1]
 //                      [--decode-paths auto|ops|persistent[:N[xT]][/B],...] [--gemv-rows R]
 //                      [--attention-chunk K] [--timeline 0|1] [--timeline-csv DIR]
@@ -260,8 +262,10 @@ double host_read_bandwidth(uint64_t bytes) {
 
 std::string make_model(const ModelConfig& c, const std::string& quant, const std::string& dir,
                        std::vector<float>& flat) {
-  const std::string path = dir + "/bench_" + std::to_string(c.dim) + "x" + std::to_string(c.layers) + "_h" +
-                           std::to_string(c.heads) + "_v" + std::to_string(c.vocab) + "_" + quant + ".edge";
+  std::string name = c.describe();  // e.g. "llama V=128256 D=2048 L=16 H=32 KV=8 F=8192"
+  std::replace(name.begin(), name.end(), ' ', '_');
+  name.erase(std::remove(name.begin(), name.end(), '='), name.end());
+  const std::string path = dir + "/bench_" + name + (c.tied_head ? "_tied_" : "_") + quant + ".edge";
   if (std::filesystem::exists(path)) return path;
   const ParamTable table = param_table(c);
   if (flat.empty()) {
@@ -462,6 +466,7 @@ void print_timeline(GpuWarmup& warmup, const std::string& path, VulkanOptions o,
 
 constexpr const char* kUsage =
     "usage: pylon_bench_vulkan [--dim 2048 --layers 12 --heads 16 --vocab 32000] [--quant f16,int8,int4]\n"
+    "                          [--preset causal|llama --kv-heads KV --head-dim HD --ffn-dim F --tie 0|1]\n"
     "                          [--prefill 128] [--decode 32] [--dir /tmp] [--device N] [--gemv-sweep 0|1]\n"
     "                          [--decode-paths auto|ops|persistent[:N[xT]][/B],...] [--gemv-rows R]\n"
     "                          [--attention-chunk K] [--timeline 0|1] [--timeline-csv DIR]\n"
@@ -470,7 +475,7 @@ constexpr const char* kUsage =
     "                          [--warmup-ms MS]\n"
     "                          [--buffer-cap-mb N] [--read-patterns 0|1] [--coopmat2-tiles MxNxK[/S],...]\n"
     "                          [--dequant-tokens N] [--matmul-head 0|1]\n"
-    "Decode and prefill of a random seed-size model on a Vulkan device, next to its measured bandwidth\n"
+    "Decode and prefill of a random model (seed size by default) on a Vulkan device, next to its measured bandwidth\n"
     "bound (bench/vulkan_edge_bench.cpp's header says what each flag does).\n";
 
 int run(int argc, char** argv) {
@@ -496,6 +501,11 @@ int run(int argc, char** argv) {
     else if (k == "--layers") c.layers = std::stoi(v);
     else if (k == "--heads") c.heads = std::stoi(v);
     else if (k == "--vocab") c.vocab = std::stoi(v);
+    else if (k == "--preset") c.set_preset(find_preset(v));
+    else if (k == "--kv-heads") c.kv_heads = std::stoi(v);
+    else if (k == "--head-dim") c.head_size = std::stoi(v);
+    else if (k == "--ffn-dim") c.ffn_dim = std::stoi(v);
+    else if (k == "--tie") c.tied_head = std::stoi(v) != 0;
     else if (k == "--quant") quants = v;
     else if (k == "--prefill") prefill = std::stoi(v);
     else if (k == "--decode") decode = std::stoi(v);
@@ -520,6 +530,7 @@ int run(int argc, char** argv) {
     else if (k == "--matmul-head") matmul_head = std::stoi(v);
     else PYLON_CHECK(false, "unknown flag ", k, " (--help lists the flags)");
   }
+  c.validate();
   if (read_patterns_only) {
     read_patterns(device);
     return 0;

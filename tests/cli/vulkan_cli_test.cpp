@@ -86,17 +86,29 @@ TEST(VulkanCli, TrainedModelGeneratesTheSameTextOnCpuAndVulkan) {
   std::printf("[ vulkan ] greedy on cpu and vulkan: %s%s", a.out.c_str(), b.err.c_str());
 }
 
-// Vulkan's kernels run the seed and causal models: a llama edge file is refused with one line that
-// names the CPU path, before any weight is uploaded.
-TEST(VulkanCli, LlamaModelIsRefusedWithOneLine) {
+// A llama model from a Hugging Face folder (multi-query heads of 10, q/k/v biases, a tied head)
+// evaluates on Vulkan as on the CPU at each precision; demanding the persistent decode kernel, which
+// runs multi-head blocks with biases and a SiLU MLP, is one line.
+TEST(VulkanCli, LlamaFolderEvaluatesAsOnTheCpu) {
   if (!testing::vulkan_available()) GTEST_SKIP() << "no Vulkan device";
   testing::TempDir tmp;
-  const std::string edge = tmp.file("llama.edge");
-  ASSERT_EQ(run_pylon("export --model " + testing::hf_folder_from_golden("llama_small", tmp.file("hf")) +
-                      " --out " + edge).exit_code, 0);
-  expect_clear_error(run_pylon("eval --model " + edge + " --device vulkan --data " + std::string(PYLON_GOLDEN_DIR) +
-                               "/llama_small/tokens.bin --batch 2 --seq 16"), "--device cpu");
-  expect_clear_error(run_pylon("generate --model " + edge + " --device vulkan --prompt hi"), "--device cpu");
+  const std::string folder = testing::hf_folder_from_golden("llama_mqa_tied", tmp.file("hf"));
+  const std::string data = std::string(PYLON_GOLDEN_DIR) + "/llama_mqa_tied/tokens.bin";
+  for (const std::string q : {"f16", "int8", "int4"}) {
+    const std::string edge = tmp.file(q + ".edge");
+    ASSERT_EQ(run_pylon("export --model " + folder + " --out " + edge + " --quant " + q).exit_code, 0);
+    const std::string args = "eval --model " + edge + " --data " + data + " --batch 2 --seq 16 --steps 3 --json";
+    const auto cpu = run_pylon(args + " --device cpu");
+    const auto gpu = run_pylon(args + " --device vulkan");
+    ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+    ASSERT_EQ(gpu.exit_code, 0) << gpu.err;
+    const double a = last_json_loss(cpu), b = last_json_loss(gpu);
+    EXPECT_NEAR(b, a, 1e-5 * a) << q;
+    std::printf("[ vulkan ] llama eval %s: vulkan %.7f cpu %.7f\n", q.c_str(), b, a);
+  }
+  expect_clear_error(run_pylon("generate --model " + tmp.file("f16.edge") +
+                               " --device vulkan --vulkan-decode persistent --prompt hi"),
+                     "persistent decode kernel cannot run this model");
 }
 
 TEST(VulkanCli, NoDeviceBadFilesAndAllocationFailuresGiveOneLine) {

@@ -9,6 +9,7 @@
 #include "model/decoder.h"
 #include "model/minillm.h"
 #include "model/sampler.h"
+#include "support/presets.h"
 #include "support/varied_params.h"
 
 namespace pylon {
@@ -51,12 +52,7 @@ TEST(Decoder, SeedRecomputeMatchesForward) { expect_decoder_matches_forward(smal
 // The llama preset: a KV cache of the key/value heads only (grouped-query and multi-query), a
 // head size apart from dim/heads, SwiGLU, the final norm, biases and a tied head.
 TEST(Decoder, LlamaMatchesForward) {
-  struct Case { int heads, kv_heads, head_dim, ffn; bool qkv_bias, out_bias, tied; };
-  for (const Case& k : {Case{4, 2, 6, 40, false, false, false}, Case{4, 1, 10, 36, true, false, true},
-                        Case{2, 2, 12, 50, true, true, false}}) {
-    ModelConfig c = small(find_preset("llama"));
-    c.dim = 24, c.heads = k.heads, c.kv_heads = k.kv_heads, c.head_size = k.head_dim, c.ffn_dim = k.ffn;
-    c.qkv_bias = k.qkv_bias, c.out_bias = k.out_bias, c.tied_head = k.tied, c.norm_eps = 1e-5f;
+  for (const ModelConfig& c : testing::llama_variants(small(find_preset("llama")))) {
     SCOPED_TRACE(c.describe());
     expect_decoder_matches_forward(c, 1);
     expect_decoder_matches_forward(c, 5);

@@ -31,15 +31,29 @@ ContextOptions context_options(const InferenceOptions& o) {
   return c;
 }
 
-// The context for a model the Vulkan kernels run: nn.MultiheadAttention's (heads of dim/heads, q, k, v and o
-// biases, a SiLU MLP of 4·dim, no final norm); checked before the device is opened.
+// The context for a model the Vulkan kernels run (heads whose size RoPE halves, up to 256 floats,
+// in groups that divide them), checked before the device is opened.
 ContextOptions context_options_for(const InferenceSpec& s, const InferenceOptions& o) {
-  PYLON_CHECK(s.kv_heads == s.heads && s.head_size * s.heads == s.dim && !s.swiglu && s.final_norm == kNoWeight &&
-                  s.ffn_dim == 4 * s.dim && s.head != s.embed &&
-                  (s.blocks.empty() || (s.blocks[0].qkv_bias != kNoWeight && s.blocks[0].out_bias != kNoWeight)),
-              "Vulkan runs the seed and causal presets' models so far (no grouped-query heads, SwiGLU, final norm ",
-              "or tied head in its kernels yet): run this model with --device cpu");
+  PYLON_CHECK(s.head_size > 0 && s.head_size % 2 == 0 && s.head_size <= 256, "Vulkan: a head size of ",
+              s.head_size, " (its kernels take even sizes up to 256): run this model with --device cpu");
+  PYLON_CHECK(s.kv_heads > 0 && s.heads % s.kv_heads == 0 && static_cast<uint32_t>(s.heads) <= Ops::kMaxHeads,
+              "Vulkan: ", s.heads, " heads over ", s.kv_heads, " key/value heads (at most ", Ops::kMaxHeads,
+              " heads, in groups that divide them)");
   return context_options(o);
+}
+
+// Whether the model's blocks are those the persistent decode kernel runs (decode_layer.comp):
+// nn.MultiheadAttention's (heads of dim/heads, q, k, v and o biases), a SiLU MLP of 4·dim, and x
+// into the head (no final norm); empty when they are, else why not.
+std::string persistent_blocks_unsupported(const InferenceSpec& s) {
+  const bool biases = std::all_of(s.blocks.begin(), s.blocks.end(), [](const BlockWeights& b) {
+    return b.qkv_bias != kNoWeight && b.out_bias != kNoWeight;
+  });
+  if (s.kv_heads != s.heads || s.head_size * s.heads != s.dim) return "it runs multi-head attention of dim/heads";
+  if (s.swiglu || s.ffn_dim != 4 * s.dim) return "it runs a SiLU MLP of 4·dim";
+  if (!biases) return "it runs blocks with q, k, v and o biases";
+  if (s.final_norm != kNoWeight) return "it runs models without a final norm";
+  return "";
 }
 
 }  // namespace
@@ -51,7 +65,9 @@ struct VulkanInference::Impl {
   Ops ops;
   DeviceWeights weights;
   std::vector<const DeviceMatrix*> params;  // the spec's Weight order
-  Buffer tokens, position, x, h, qkv, att, ffn, k_cache, v_cache, scores, partials, logits;
+  Ops::Heads heads;  // the attention's query and key/value heads
+  // ffn_gates: SwiGLU's [gate | up] (T, 2F) before it makes ffn (T, F).
+  Buffer tokens, position, x, h, qkv, att, ffn, ffn_gates, k_cache, v_cache, scores, partials, logits;
   // (T, hd/2) {cos, sin}: the rotation of each position (the identity without rotary embeddings, so
   // that the rope kernels append to the KV cache alone); identity: that for a rotary model's plain
   // kv_append, made on first use.
@@ -86,26 +102,28 @@ struct VulkanInference::Impl {
     PYLON_CHECK(o.attention_chunk % 32 == 0, "attention chunk ", o.attention_chunk, " is not a multiple of 32");
     ops.set_attention_chunk(o.attention_chunk);
     ops.set_decode_tuning({o.layer_loads, o.head_loads, o.head_rows, o.head_groups});
+    heads = {static_cast<uint32_t>(spec.heads), static_cast<uint32_t>(spec.kv_heads),
+             static_cast<uint32_t>(spec.head_size)};
     const uint64_t T = static_cast<uint64_t>(spec.max_tokens), D = static_cast<uint64_t>(spec.dim);
-    const uint64_t V = static_cast<uint64_t>(spec.vocab), H = static_cast<uint64_t>(spec.heads);
+    const uint64_t V = static_cast<uint64_t>(spec.vocab), H = heads.heads, F = static_cast<uint64_t>(spec.ffn_dim);
     tokens = make(T, MemoryKind::host, "token");
     position = make(4, MemoryKind::host, "position");
     x = make(T * D, MemoryKind::device, "activation");
     h = make(T * D, MemoryKind::device, "activation");
-    qkv = make(T * 3 * D, MemoryKind::device, "qkv");
-    att = make(T * D, MemoryKind::device, "attention");
-    ffn = make(T * 4 * D, MemoryKind::device, "ffn");
+    qkv = make(T * heads.row(), MemoryKind::device, "qkv");
+    att = make(T * heads.q_dim(), MemoryKind::device, "attention");
+    ffn = make(T * F, MemoryKind::device, "ffn");
+    if (spec.swiglu) ffn_gates = make(T * 2 * F, MemoryKind::device, "ffn");
     scores = make(T * H * T, MemoryKind::device, "attention score");
-    partials = make(Ops::attention_partials(static_cast<uint32_t>(H), static_cast<uint32_t>(D / H),
-                                            static_cast<uint32_t>(T)),
-                    MemoryKind::device, "attention partials");
+    partials = make(Ops::attention_partials(heads.heads, heads.hd, static_cast<uint32_t>(T)), MemoryKind::device,
+                    "attention partials");
     {  // zeroed: decode_layer.comp's tagged pairs start with no token's tag (tags are never 0)
       const std::vector<uint32_t> zeros(partials.size() / 4, 0);
       ctx.upload(partials, 0, zeros.data(), zeros.size() * 4);
     }
     if (spec.kv_cache) {
-      k_cache = make(static_cast<uint64_t>(spec.layers) * T * D, MemoryKind::device, "KV cache");
-      v_cache = make(static_cast<uint64_t>(spec.layers) * T * D, MemoryKind::device, "KV cache");
+      k_cache = make(static_cast<uint64_t>(spec.layers) * T * heads.kv_dim(), MemoryKind::device, "KV cache");
+      v_cache = make(static_cast<uint64_t>(spec.layers) * T * heads.kv_dim(), MemoryKind::device, "KV cache");
     }
     if (spec.kv_cache || spec.rotary) rope_table = make_rope_table(spec.rotary);
     logits_rows = static_cast<uint32_t>(std::clamp<uint64_t>((64ull << 20) / (V * 4), 1, T));
@@ -151,10 +169,19 @@ struct VulkanInference::Impl {
     }
     return {&x};
   }
-  uint32_t width(Act a) const { return a == Act::qkv ? 3 * D() : a == Act::ffn ? 4 * D() : D(); }
+  uint32_t width(Act a) const {
+    switch (a) {
+      case Act::qkv: return heads.row();
+      case Act::att: return heads.q_dim();
+      case Act::ffn: return static_cast<uint32_t>(spec.ffn_dim);
+      default: return D();
+    }
+  }
+  // The head's input: x, or h after a final norm.
+  Buffer& head_input() { return spec.final_norm != kNoWeight ? h : x; }
   // Layer l's rows of the KV cache.
   Ops::KvCache cache(int l) {
-    const uint64_t T = static_cast<uint64_t>(spec.max_tokens), bytes = T * D() * 4;
+    const uint64_t T = static_cast<uint64_t>(spec.max_tokens), bytes = T * heads.kv_dim() * 4;
     const BufferView K{&k_cache, static_cast<uint64_t>(l) * bytes, bytes};
     return {K, {&v_cache, K.offset, K.size}};
   }
@@ -194,7 +221,10 @@ struct VulkanInference::Impl {
     PYLON_CHECK(o.decode != "persistent" || spec.kv_cache, "Vulkan: the persistent decode kernel runs models ",
                 "with a causal mask (a KV cache); this one's is bidirectional");
     const bool measured = ctx.info().type != VK_PHYSICAL_DEVICE_TYPE_CPU && ctx.info().compute_units > 0;
-    const bool op_by_op = !spec.kv_cache || o.decode == "ops" || (o.decode == "auto" && !measured);
+    const std::string blocks_why = persistent_blocks_unsupported(spec);
+    PYLON_CHECK(o.decode != "persistent" || blocks_why.empty(), "Vulkan: the persistent decode kernel cannot run ",
+                "this model: ", blocks_why);
+    const bool op_by_op = !spec.kv_cache || o.decode == "ops" || (o.decode == "auto" && !measured) || !blocks_why.empty();
     PYLON_CHECK(!o.timeline || !op_by_op, "Vulkan: the decode timeline needs the persistent decode kernel, ",
                 "which this model and decode option do not run");
     if (op_by_op) return;
@@ -226,10 +256,10 @@ struct VulkanInference::Impl {
     ctx.upload(position, 0, p, sizeof(p));
   }
 
-  // The head over rows [first, first + rows) of x into logits rows 0.. (rows <= logits_rows).
+  // The head over rows [first, first + rows) of its input into logits rows 0.. (rows <= logits_rows).
   void head_matmul(Recorder& rr, uint32_t first, uint32_t rows) {
-    ops.matmul(rr, {&logits}, static_cast<uint32_t>(spec.vocab), {&x}, first * D(), rows, W(spec.head), nullptr,
-               false);
+    ops.matmul(rr, {&logits}, static_cast<uint32_t>(spec.vocab), {&head_input()}, first * D(), rows, W(spec.head),
+               nullptr, false);
   }
 };
 
@@ -311,42 +341,49 @@ void VulkanInference::rmsnorm(Act y, Act x, int n, Weight norm) {
 
 void VulkanInference::linear(Act y, Act x, int n, Weight w, Weight bias, Epilogue e) {
   Impl& m = *impl_;
+  if (e.swiglu) {  // [gate | up] into ffn_gates, then y = SiLU(gate) · up
+    PYLON_ASSERT(y == Act::ffn && m.ffn_gates && !e.accumulate && !e.silu, "SwiGLU writes the MLP's hidden");
+    m.ops.matmul(m.recorder(), {&m.ffn_gates}, 2 * m.width(y), m.view(x), 0, static_cast<uint32_t>(n), m.W(w),
+                 m.bias_of(bias), false);
+    m.ops.swiglu(m.recorder(), m.view(y), {&m.ffn_gates}, static_cast<uint32_t>(n), m.width(y));
+    return;
+  }
   m.ops.matmul(m.recorder(), m.view(y), m.width(y), m.view(x), 0, static_cast<uint32_t>(n), m.W(w), m.bias_of(bias),
                e.accumulate, e.silu);
 }
 
 void VulkanInference::rope(int n) {
   Impl& m = *impl_;
-  m.ops.rope(m.recorder(), {&m.qkv}, {&m.rope_table}, {&m.position}, static_cast<uint32_t>(n), m.D(),
-             static_cast<uint32_t>(m.spec.heads), 0, nullptr);
+  m.ops.rope(m.recorder(), {&m.qkv}, {&m.rope_table}, {&m.position}, static_cast<uint32_t>(n), m.heads, 0, nullptr);
 }
 
 void VulkanInference::kv_append(int layer, int n) {
   Impl& m = *impl_;
   const Ops::KvCache cache = m.cache(layer);
-  m.ops.rope(m.recorder(), {&m.qkv}, {&m.identity()}, {&m.position}, static_cast<uint32_t>(n), m.D(),
-             static_cast<uint32_t>(m.spec.heads), 0, &cache);
+  m.ops.rope(m.recorder(), {&m.qkv}, {&m.identity()}, {&m.position}, static_cast<uint32_t>(n), m.heads, 0, &cache);
 }
 
 void VulkanInference::attention(int layer, int n, bool causal) {
   Impl& m = *impl_;
-  const uint32_t D = m.D(), H = static_cast<uint32_t>(m.spec.heads), hd = D / H;
+  const Ops::Heads& hs = m.heads;
+  const uint32_t Q = hs.q_dim(), KV = hs.kv_dim(), row = hs.row();
   Ops::AttentionArgs a{};
-  a.n = static_cast<uint32_t>(n), a.heads = H, a.hd = hd, a.pos0 = 0, a.o_stride = D;
+  a.n = static_cast<uint32_t>(n), a.heads = hs.heads, a.hd = hs.hd, a.pos0 = 0, a.o_stride = Q;
+  a.kv_group = hs.heads / hs.kv_heads;
   a.max_keys = static_cast<uint32_t>(m.spec.max_tokens);
-  a.q_off = 0, a.q_stride = 3 * D;
-  a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  a.q_off = 0, a.q_stride = row;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(hs.hd));
   const BufferView QKV{&m.qkv}, ATT{&m.att}, S{&m.scores}, P{&m.position};
   if (causal) {  // the keys and values appended to the cache
     const Ops::KvCache cache = m.cache(layer);
-    a.causal = 1, a.keys = 0, a.k_off = 0, a.k_stride = D, a.v_off = 0, a.v_stride = D;
+    a.causal = 1, a.keys = 0, a.k_off = 0, a.k_stride = KV, a.v_off = 0, a.v_stride = KV;
     if (n == 1)
       m.ops.attention_decode(m.recorder(), QKV, cache.k, cache.v, {&m.partials}, ATT, P, a);  // keys over workgroups
     else
       m.ops.attention(m.recorder(), QKV, cache.k, cache.v, S, ATT, P, a);
   } else {
-    a.causal = 0, a.keys = static_cast<uint32_t>(n), a.k_off = D, a.k_stride = 3 * D, a.v_off = 2 * D,
-    a.v_stride = 3 * D;
+    a.causal = 0, a.keys = static_cast<uint32_t>(n), a.k_off = Q, a.k_stride = row, a.v_off = Q + KV,
+    a.v_stride = row;
     m.ops.attention(m.recorder(), QKV, QKV, QKV, S, ATT, P, a);
   }
 }
@@ -355,7 +392,7 @@ void VulkanInference::attention(int layer, int n, bool causal) {
 // fused GEMV is slower, its norm loads costing even where unused: bench/vulkan_notes.md.)
 bool VulkanInference::try_norm_linear(Act y, Act x, int n, Weight norm, Weight w, Weight bias, Epilogue e) {
   Impl& m = *impl_;
-  if (n != 1 || m.ops.gemv_rows()) return false;
+  if (n != 1 || m.ops.gemv_rows() || e.swiglu) return false;
   m.ops.normed_gemv(m.recorder(), m.view(y), m.width(y), m.view(x), 0, m.W(norm), m.spec.norm_eps, m.W(w),
                     m.bias_of(bias), e.accumulate, e.silu);
   return true;
@@ -370,13 +407,15 @@ bool VulkanInference::try_attention_inputs(int layer, int n, Weight norm, Weight
   const Ops::KvCache cache = m.cache(layer);
   const Buffer& table = rotate ? m.rope_table : m.identity();
   const uint32_t H = static_cast<uint32_t>(m.spec.heads);
-  if (n == 1 && m.ops.fuses_rope(m.W(w))) {
+  // The fused GEMV rotates multi-head rows of 3·dim with a bias (matmul_common.glsl).
+  const bool multi_head = m.heads.kv_heads == H && m.heads.q_dim() == m.D() && bias != kNoWeight;
+  if (n == 1 && multi_head && m.ops.fuses_rope(m.W(w))) {
     m.ops.qkv_rope_gemv(m.recorder(), {&m.qkv}, {&m.x}, m.W(norm), m.spec.norm_eps, m.W(w), m.W(bias),
                         {{&table}, {&m.position}, H, cache});
     return true;
   }
   norm_linear(Act::qkv, Act::x, n, norm, w, bias, {});
-  m.ops.rope(m.recorder(), {&m.qkv}, {&table}, {&m.position}, static_cast<uint32_t>(n), m.D(), H, 0, &cache);
+  m.ops.rope(m.recorder(), {&m.qkv}, {&table}, {&m.position}, static_cast<uint32_t>(n), m.heads, 0, &cache);
   return true;
 }
 

@@ -366,21 +366,32 @@ void Ops::silu(Recorder& r, const BufferView& x, uint32_t count) {
   r.dispatch(kernels_.get("silu", 1, sizeof(p)), {x}, p, groups_for(count, 256, 4096));
 }
 
-void Ops::rope(Recorder& r, const BufferView& qkv, const BufferView& table, const BufferView& position,
-               uint32_t n, uint32_t dim, uint32_t heads, uint32_t pos0, const KvCache* append) {
+void Ops::swiglu(Recorder& r, const BufferView& y, const BufferView& x, uint32_t n, uint32_t width) {
   const struct {
-    uint32_t n, dim, heads, pos0, append;
-  } p{n, dim, heads, pos0, append ? 1u : 0u};
+    uint32_t n, width;
+  } p{n, width};
+  r.dispatch(kernels_.get("swiglu", 2, sizeof(p)), {x, y}, p, groups_for(uint64_t{n} * width, 256, 4096));
+}
+
+void Ops::rope(Recorder& r, const BufferView& qkv, const BufferView& table, const BufferView& position,
+               uint32_t n, const Heads& heads, uint32_t pos0, const KvCache* append) {
+  PYLON_CHECK(heads.hd % 2 == 0 && heads.kv_heads > 0 && heads.heads % heads.kv_heads == 0, "Vulkan rope: ",
+              heads.heads, " heads over ", heads.kv_heads, " key/value heads of ", heads.hd);
+  const struct {
+    uint32_t n, heads, kv_heads, hd, pos0, append;
+  } p{n, heads.heads, heads.kv_heads, heads.hd, pos0, append ? 1u : 0u};
   const BufferView none{&dummy_, 0, 0};
   r.dispatch(kernels_.get("rope", 5, sizeof(p)),
              {qkv, table, position, append ? append->k : none, append ? append->v : none}, p,
-             groups_for(dim / 2, 64), n);
+             groups_for((heads.q_dim() + heads.kv_dim()) / 2, 64), n);
 }
 
 void Ops::attention(Recorder& r, const BufferView& q, const BufferView& k, const BufferView& v,
                     const BufferView& scores, const BufferView& out, const BufferView& position,
                     const AttentionArgs& a) {
   PYLON_CHECK(a.hd <= 256, "Vulkan attention: head dim ", a.hd, " > 256");
+  PYLON_CHECK(a.kv_group > 0 && a.heads % a.kv_group == 0, "Vulkan attention: ", a.heads, " heads in groups of ",
+              a.kv_group);
   if (tiled_attention_ && uses_coopmat_attention(a, scores)) {
     // The operands as fp16 in the scratch (Qh's rows, then Kh's and Vh's together), then 16 queries
     // of a head a subgroup, 4 a workgroup (attention_coopmat.comp).
@@ -429,6 +440,8 @@ void Ops::attention_decode(Recorder& r, const BufferView& q, const BufferView& k
   PYLON_ASSERT(a.n == 1, "attention_decode takes one query");
   PYLON_CHECK(a.hd <= 256, "Vulkan attention: head dim ", a.hd, " > 256");
   PYLON_CHECK(a.heads <= kMaxHeads, "Vulkan attention: ", a.heads, " heads > ", kMaxHeads);
+  PYLON_CHECK(a.kv_group > 0 && a.heads % a.kv_group == 0, "Vulkan attention: ", a.heads, " heads in groups of ",
+              a.kv_group);
   const uint32_t chunks = (a.max_keys + kAttentionChunk - 1) / kAttentionChunk;
   r.dispatch(kernels_.get("attention_decode", 7, sizeof(a)),
              {q, k, v, partials, position, {&counters_, 0, 4ull * kMaxHeads}, out}, a, chunks, a.heads);

@@ -127,27 +127,41 @@ class Ops {
   void rmsnorm(Recorder& r, const BufferView& y, const BufferView& x, const DeviceMatrix& w,
                uint32_t n, float eps);
   void silu(Recorder& r, const BufferView& x, uint32_t count);
+  // y (n, width) = SiLU(gate) · up over the rows [gate | up] of x (n, 2·width)
+  void swiglu(Recorder& r, const BufferView& y, const BufferView& x, uint32_t n, uint32_t width);
   // Positions: a forward's first token is at p = pos0 + position[0], position a uint buffer read on
   // the device (so that one recording of a decode step serves every position); zero_position()
   // holds 0.
   BufferView zero_position() const { return {&zero_, 0, 16}; }
-  // One layer's KV cache: (positions, dim) keys and values.
+  // One layer's KV cache: (positions, kv_heads·hd) keys and values.
   struct KvCache {
     BufferView k, v;
+  };
+  // The attention's heads: `heads` query heads and `kv_heads` key/value heads (dividing heads;
+  // query head h reads key/value head h / (heads / kv_heads)) of `hd` floats each. A token's qkv
+  // row is [q | k | v], (heads + 2·kv_heads)·hd floats.
+  struct Heads {
+    uint32_t heads, kv_heads, hd;
+    uint32_t q_dim() const { return heads * hd; }
+    uint32_t kv_dim() const { return kv_heads * hd; }
+    uint32_t row() const { return q_dim() + 2 * kv_dim(); }
+    static Heads multi_head(uint32_t dim, uint32_t heads) { return {heads, heads, dim / heads}; }
   };
   struct RopeArgs {
     BufferView table, position;
     uint32_t heads;
     KvCache cache;
   };
-  // qkv (n, 3D) rotated at positions p + i; table: (positions, hd/2) vec2 {cos, sin}. With a cache,
-  // token i's rotated k and its v are also written to row p + i of it (the KV append).
+  // q and k of qkv (n, heads.row()) rotated at positions p + i; table: (positions, hd/2) vec2
+  // {cos, sin}. With a cache, token i's rotated k and its v are also written to row p + i of it
+  // (the KV append).
   void rope(Recorder& r, const BufferView& qkv, const BufferView& table, const BufferView& position,
-            uint32_t n, uint32_t dim, uint32_t heads, uint32_t pos0, const KvCache* append = nullptr);
+            uint32_t n, const Heads& heads, uint32_t pos0, const KvCache* append = nullptr);
   struct AttentionArgs {
     uint32_t n, heads, hd, keys, pos0, causal;
     uint32_t q_off, q_stride, k_off, k_stride, v_off, v_stride, o_stride, max_keys;
     float scale;
+    uint32_t kv_group = 1;  // query heads per key/value head (divides heads): head h reads h / kv_group
   };
   // out (n, o_stride) per head; scores: n * heads * max_keys floats of scratch. Causal: query i
   // sees keys 0 .. p + i (p from a.pos0 and position, as for rope). On cooperative matrices where

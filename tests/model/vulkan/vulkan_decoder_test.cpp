@@ -72,28 +72,28 @@ std::vector<int32_t> greedy(Feed&& feed, int V, int steps, std::vector<std::vect
   return ids;
 }
 
+// Whether a model's blocks are those of the persistent decode kernel (nn.MultiheadAttention's,
+// causal).
+bool runs_persistent(const ModelConfig& c) { return c.preset.naming == Naming::torch && c.preset.mask == Mask::causal; }
+
 // The CPU path runs the same dequantized weights in fp32, so logits differ by summation order only.
-TEST(VulkanDecoder, GreedyIdenticalToCpuAndLogitsClose) {
-  if (!testing::vulkan_available()) GTEST_SKIP() << "no Vulkan device";
-  testing::TempDir tmp;
-  for (const Preset& p : testing::multi_head_presets())
-    for (const EdgeDType q : {EdgeDType::f16, EdgeDType::int8, EdgeDType::int4}) {
-      const ModelConfig c = small_config(p);
-      const std::string path = export_model(tmp, c, q);
-      const std::vector<float> flat = dequantized(path);
-      Decoder cpu(c, flat.data(), 64);
-      std::vector<std::vector<float>> lc;
-      const auto a = greedy([&](const int32_t* t, int n) { return cpu.feed(t, n); }, c.vocab, 20, &lc);
-      // The plain kernels (fp32 activations): summation order only, 1e-3. The coopmat GEMM and
-      // attention (prefill of 16+ tokens, where the device has them) round activations, weights,
-      // q, k, v and the softmax's weights to fp16: 1e-1 (measured on the H200, seed preset: 1.2e-2
-      // f16, 4.9e-2 int8, 4.7e-2 int4; the GEMM alone 1.2e-2, 3.0e-2, 2.2e-2).
-      // Decode with both one-token GEMVs on any device: the subgroup one (GPUs' op-by-op path;
-      // fused RMSNorm, RoPE and KV append) and the row-per-invocation one (CPU devices' default),
-      // and (causal) the persistent kernel, a dispatch per block (GPUs' default).
-      for (const bool coopmat : {false, true})
-        for (const std::string gemv : {"subgroup", "rows", "persistent"}) {
-        if (gemv == "persistent" && p.mask != Mask::causal) continue;
+void expect_matches_cpu(const testing::TempDir& tmp, const ModelConfig& c) {
+  for (const EdgeDType q : {EdgeDType::f16, EdgeDType::int8, EdgeDType::int4}) {
+    const std::string path = export_model(tmp, c, q);
+    const std::vector<float> flat = dequantized(path);
+    Decoder cpu(c, flat.data(), 64);
+    std::vector<std::vector<float>> lc;
+    const auto a = greedy([&](const int32_t* t, int n) { return cpu.feed(t, n); }, c.vocab, 20, &lc);
+    // The plain kernels (fp32 activations): summation order only, 1e-3. The coopmat GEMM and
+    // attention (prefill of 16+ tokens, where the device has them) round activations, weights,
+    // q, k, v and the softmax's weights to fp16: 1e-1 (measured on the H200, seed preset: 1.2e-2
+    // f16, 4.9e-2 int8, 4.7e-2 int4; the GEMM alone 1.2e-2, 3.0e-2, 2.2e-2).
+    // Decode with both one-token GEMVs on any device: the subgroup one (GPUs' op-by-op path;
+    // fused RMSNorm, RoPE and KV append) and the row-per-invocation one (CPU devices' default),
+    // and (causal multi-head blocks) the persistent kernel, a dispatch per block (GPUs' default).
+    for (const bool coopmat : {false, true})
+      for (const std::string gemv : {"subgroup", "rows", "persistent"}) {
+        if (gemv == "persistent" && !runs_persistent(c)) continue;
         VulkanOptions o;
         o.allow_coopmat = coopmat;
         o.gemv = gemv == "rows" ? "rows" : "subgroup";
@@ -103,8 +103,8 @@ TEST(VulkanDecoder, GreedyIdenticalToCpuAndLogitsClose) {
         EXPECT_EQ(gpu.persistent_grid() > 0, gemv == "persistent");
         std::vector<std::vector<float>> lg;
         const auto b = greedy([&](const int32_t* t, int n) { return gpu.feed(t, n); }, c.vocab, 20, &lg);
-        const std::string what = std::string(p.name) + " " + edge_dtype_name(q) +
-                                 (coopmat ? " coopmat" : " plain") + " gemv_" + gemv;
+        const std::string what = c.describe() + " " + edge_dtype_name(q) + (coopmat ? " coopmat" : " plain") +
+                                 " gemv_" + gemv;
         if (q == EdgeDType::f16) {
           EXPECT_EQ(a, b) << what;  // the contract: identical greedy text in f16
         }
@@ -117,7 +117,33 @@ TEST(VulkanDecoder, GreedyIdenticalToCpuAndLogitsClose) {
         std::printf("[ vulkan ] %s: greedy %s, worst logit relative difference %.2e\n", what.c_str(),
                     a == b ? "identical" : "differs", worst);
       }
+  }
+}
+
+TEST(VulkanDecoder, GreedyIdenticalToCpuAndLogitsClose) {
+  if (!testing::vulkan_available()) GTEST_SKIP() << "no Vulkan device";
+  testing::TempDir tmp;
+  for (const Preset& p : testing::multi_head_presets()) expect_matches_cpu(tmp, small_config(p));
+}
+
+// The llama variants: grouped-query and multi-query heads (KV caches of the key/value heads), a
+// head size apart from dim/heads, SwiGLU, the final norm, optional biases and a tied head.
+TEST(VulkanDecoder, LlamaGreedyIdenticalToCpuAndLogitsClose) {
+  if (!testing::vulkan_available()) GTEST_SKIP() << "no Vulkan device";
+  testing::TempDir tmp;
+  for (const ModelConfig& c : testing::llama_variants(small_config(find_preset("causal")))) {
+    expect_matches_cpu(tmp, c);
+    // The persistent kernel runs multi-head blocks with biases and a SiLU MLP: demanded, one line.
+    VulkanOptions o;
+    o.decode = "persistent";
+    try {
+      VulkanDecoder gpu(export_model(tmp, c, EdgeDType::f16), o, 64);
+      ADD_FAILURE() << c.describe() << ": the persistent kernel accepted a llama model";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("persistent decode kernel cannot run this model"), std::string::npos)
+          << e.what();
     }
+  }
 }
 
 // The fused forms of the inference ops (the RMSNorm in the GEMV, the qkv GEMV with RoPE and the KV
@@ -127,11 +153,13 @@ TEST(VulkanDecoder, GreedyIdenticalToCpuAndLogitsClose) {
 TEST(VulkanDecoder, FusedFormsMatchThePlainOps) {
   if (!testing::vulkan_available()) GTEST_SKIP() << "no Vulkan device";
   testing::TempDir tmp;
-  for (const Preset& p : testing::multi_head_presets()) {
-    const ModelConfig c = small_config(p);
+  std::vector<ModelConfig> configs;
+  for (const Preset& p : testing::multi_head_presets()) configs.push_back(small_config(p));
+  for (const ModelConfig& c : testing::llama_variants(small_config(find_preset("causal")))) configs.push_back(c);
+  for (const ModelConfig& c : configs) {
     const std::string path = export_model(tmp, c, EdgeDType::int8);
     for (const std::string decode : {"ops", "persistent"}) {
-      if (decode == "persistent" && p.mask != Mask::causal) continue;
+      if (decode == "persistent" && !runs_persistent(c)) continue;
       VulkanOptions o;
       o.gemv = "subgroup", o.decode = decode;
       VulkanDecoder fused(path, o, 32), plain(path, o, 32);
@@ -147,9 +175,9 @@ TEST(VulkanDecoder, FusedFormsMatchThePlainOps) {
         for (int v = 0; v < c.vocab; ++v) worst = std::max(worst, std::fabs(double(a[v]) - b[v]) / (1e-3 + std::fabs(b[v])));
         at += n;
       }
-      EXPECT_LT(worst, 1e-3) << p.name << " " << decode;
-      std::printf("[ vulkan ] %s decode %s: fused vs plain ops, worst logit relative difference %.2e\n", p.name,
-                  decode.c_str(), worst);
+      EXPECT_LT(worst, 1e-3) << c.describe() << " " << decode;
+      std::printf("[ vulkan ] %s decode %s: fused vs plain ops, worst logit relative difference %.2e\n",
+                  c.describe().c_str(), decode.c_str(), worst);
     }
   }
 }

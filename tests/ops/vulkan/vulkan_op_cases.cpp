@@ -266,27 +266,28 @@ void run_matmul(const OpRun& run, vk::Context& ctx, vk::Ops& ops, const MatmulCa
   run.expect_close(what, read_floats(ctx, yb, y0.size()), ref.value, DType::f32, kMatmulTol, ref.slack);
 }
 
-// Attention on the CPU (the loop of model/decoder.cpp, the specification): queries rows of q with
-// stride a.q_stride, keys/values as a says, the first query at position pos0.
+// Attention written out plainly: queries rows of q with stride a.q_stride, keys/values as a says
+// (query head h reads key/value head h / a.kv_group), the first query at position pos0.
 std::vector<float> attention_reference(const std::vector<float>& q, const std::vector<float>& K,
                                        const std::vector<float>& Vv, const vk::Ops::AttentionArgs& a, int pos0) {
   const int n = static_cast<int>(a.n), H = static_cast<int>(a.heads), hd = static_cast<int>(a.hd);
   std::vector<float> out(static_cast<size_t>(n) * a.o_stride);
   for (int i = 0; i < n; ++i)
     for (int h = 0; h < H; ++h) {
+      const int kvh = h / static_cast<int>(a.kv_group);
       const int keys = a.causal ? pos0 + i + 1 : static_cast<int>(a.keys);
       std::vector<float> s(static_cast<size_t>(keys));
       float mx = -INFINITY, sum = 0;
       for (int j = 0; j < keys; ++j) {
         float d = 0;
         for (int c = 0; c < hd; ++c)
-          d += q[a.q_off + i * a.q_stride + h * hd + c] * K[a.k_off + j * a.k_stride + h * hd + c];
+          d += q[a.q_off + i * a.q_stride + h * hd + c] * K[a.k_off + j * a.k_stride + kvh * hd + c];
         s[j] = d * a.scale, mx = std::max(mx, s[j]);
       }
       for (auto& e : s) sum += (e = std::exp(e - mx));
       for (int c = 0; c < hd; ++c) {
         float acc = 0;
-        for (int j = 0; j < keys; ++j) acc += s[j] / sum * Vv[a.v_off + j * a.v_stride + h * hd + c];
+        for (int j = 0; j < keys; ++j) acc += s[j] / sum * Vv[a.v_off + j * a.v_stride + kvh * hd + c];
         out[i * a.o_stride + h * hd + c] = acc;
       }
     }
@@ -469,29 +470,44 @@ OpCase silu(int n) {
   });
 }
 
+OpCase swiglu(int n, int width) {
+  return vulkan_case("swiglu", DType::f32, shape_of({{"n", n}, {"F", width}}), "",
+                     [=](const OpRun& run, vk::Context& ctx, vk::Ops& ops) {
+    const std::vector<float> x = random_floats(static_cast<size_t>(n) * 2 * width, 7, -8.f, 8.f);
+    std::vector<float> ref(static_cast<size_t>(n) * width);
+    cpu::swiglu_forward(ref.data(), x.data(), n, width);
+    vk::Buffer xb = device_vector(ctx, x), yb = poisoned(ctx, ref.size());
+    vk::Recorder rec(ctx);
+    ops.swiglu(rec, {&yb}, {&xb}, static_cast<uint32_t>(n), static_cast<uint32_t>(width));
+    rec.run();
+    // The GPU's exp: a few ulps.
+    run.expect_close("y", read_floats(ctx, yb, ref.size()), ref, DType::f32, Tolerance{.rtol = 1e-5, .atol = 1e-6});
+  });
+}
+
 // Against cpu::rope_forward; the cache rows other than pos0 .. pos0 + n - 1 must stay as they were.
-OpCase rope(int n, int D, int H, int pos0, int push, int T) {
-  const std::string shape = shape_of({{"n", n}, {"D", D}, {"H", H}, {"pos", pos0}, {"T", T}});
+OpCase rope(int n, vk::Ops::Heads hs, int pos0, int push, int T) {
+  const int H = static_cast<int>(hs.heads), KV = static_cast<int>(hs.kv_heads), hd = static_cast<int>(hs.hd);
+  const std::string shape = shape_of({{"n", n}, {"H", H}, {"KV", KV}, {"hd", hd}, {"pos", pos0}, {"T", T}});
   return vulkan_case("rope", DType::f32, shape, "push=" + std::to_string(push) + " kv append",
                      [=](const OpRun& run, vk::Context& ctx, vk::Ops& ops) {
-    const int hd = D / H;
-    std::vector<float> qkv = random_floats(static_cast<size_t>(n) * 3 * D, 11), ref = qkv;
-    cpu::rope_forward(ref.data(), 1, n, D, H, 10000.f, pos0);
+    const int row = static_cast<int>(hs.row()), Q = H * hd, C = KV * hd;  // C: a cache row
+    std::vector<float> qkv = random_floats(static_cast<size_t>(n) * row, 11), ref = qkv;
+    cpu::rope_forward(ref.data(), 1, n, cpu::HeadLayout{H, KV, hd}, 10000.f, pos0);
     vk::Buffer qb = device_vector(ctx, qkv), tb = device_vector(ctx, rope_table(T, hd));
     vk::Buffer pb = device_vector(ctx, std::vector<uint32_t>{static_cast<uint32_t>(pos0 - push), 0, 0, 0});
-    const std::vector<float> kc0 = random_floats(static_cast<size_t>(T) * D, 15),
-                             vc0 = random_floats(static_cast<size_t>(T) * D, 16);
+    const std::vector<float> kc0 = random_floats(static_cast<size_t>(T) * C, 15),
+                             vc0 = random_floats(static_cast<size_t>(T) * C, 16);
     vk::Buffer kb = device_vector(ctx, kc0), vb = device_vector(ctx, vc0);
     vk::Recorder rec(ctx);
     const vk::Ops::KvCache cache{{&kb}, {&vb}};
-    ops.rope(rec, {&qb}, {&tb}, {&pb}, static_cast<uint32_t>(n), static_cast<uint32_t>(D), static_cast<uint32_t>(H),
-             static_cast<uint32_t>(push), &cache);
+    ops.rope(rec, {&qb}, {&tb}, {&pb}, static_cast<uint32_t>(n), hs, static_cast<uint32_t>(push), &cache);
     rec.run();
     std::vector<float> k_ref = kc0, v_ref = vc0;
     for (int i = 0; i < n; ++i)
-      for (int c = 0; c < D; ++c) {
-        k_ref[(pos0 + i) * D + c] = ref[i * 3 * D + D + c];
-        v_ref[(pos0 + i) * D + c] = qkv[i * 3 * D + 2 * D + c];
+      for (int c = 0; c < C; ++c) {
+        k_ref[(pos0 + i) * C + c] = ref[i * row + Q + c];
+        v_ref[(pos0 + i) * C + c] = qkv[i * row + Q + C + c];
       }
     // The GPU's angles from the table (fp32 cos and sin) against the reference's: a few ulps.
     const Tolerance tol{.rtol = 1e-5, .atol = 1e-6};
@@ -501,20 +517,21 @@ OpCase rope(int n, int D, int H, int pos0, int push, int T) {
   });
 }
 
-OpCase attention(int n, int H, int hd, int T, int pos0, int push, bool causal, AttentionPath path) {
-  const std::string shape = shape_of({{"n", n}, {"H", H}, {"hd", hd}, {"T", T}, {"pos", pos0}});
+OpCase attention(int n, vk::Ops::Heads hs, int T, int pos0, int push, bool causal, AttentionPath path) {
+  const int H = static_cast<int>(hs.heads), KV = static_cast<int>(hs.kv_heads), hd = static_cast<int>(hs.hd);
+  const std::string shape = shape_of({{"n", n}, {"H", H}, {"KV", KV}, {"hd", hd}, {"T", T}, {"pos", pos0}});
   const char* path_name = path == AttentionPath::tiled ? "attention_tiled" : path == AttentionPath::plain ? "attention_plain" : "attention_coopmat";
   const std::string variant = std::string(causal ? "causal push=" + std::to_string(push) + " " : "") + path_name;
   return vulkan_case("attention", DType::f32, shape, variant, [=](const OpRun& run, vk::Context& ctx, vk::Ops& ops) {
-    const int D = H * hd;
+    const int Q = H * hd, C = KV * hd, row = static_cast<int>(hs.row());
     vk::Ops::AttentionArgs a{};
-    a.n = n, a.heads = H, a.hd = hd, a.pos0 = push, a.causal = causal, a.q_off = 0, a.q_stride = 3 * D;
-    a.o_stride = D, a.max_keys = T, a.scale = 1.f / std::sqrt(float(hd));
-    if (causal) a.keys = pos0 + n, a.k_off = 0, a.k_stride = D, a.v_off = 0, a.v_stride = D;
-    else a.keys = n, a.k_off = D, a.k_stride = 3 * D, a.v_off = 2 * D, a.v_stride = 3 * D;
-    std::vector<float> qkv = random_floats(static_cast<size_t>(n) * 3 * D, 41);
-    const std::vector<float> kc = random_floats(static_cast<size_t>(T) * D, 42),
-                             vc = random_floats(static_cast<size_t>(T) * D, 43);
+    a.n = n, a.heads = H, a.hd = hd, a.pos0 = push, a.causal = causal, a.q_off = 0, a.q_stride = row;
+    a.o_stride = Q, a.max_keys = T, a.scale = 1.f / std::sqrt(float(hd)), a.kv_group = H / KV;
+    if (causal) a.keys = pos0 + n, a.k_off = 0, a.k_stride = C, a.v_off = 0, a.v_stride = C;
+    else a.keys = n, a.k_off = Q, a.k_stride = row, a.v_off = Q + C, a.v_stride = row;
+    std::vector<float> qkv = random_floats(static_cast<size_t>(n) * row, 41);
+    const std::vector<float> kc = random_floats(static_cast<size_t>(T) * C, 42),
+                             vc = random_floats(static_cast<size_t>(T) * C, 43);
     uint64_t scratch = 4ull * n * H * T;
     Tolerance tol = kAttentionTol;
     if (path == AttentionPath::coopmat) {
@@ -522,14 +539,14 @@ OpCase attention(int n, int H, int hd, int T, int pos0, int push, bool causal, A
       // Queries in [-4, 4], so that the softmax is peaked and a key dropped or let through by the
       // mask shows. Tolerance: fp16 rounding of q, k, v and the weights.
       for (int i = 0; i < n; ++i)
-        for (int c = 0; c < D; ++c) qkv[i * 3 * D + c] *= 4.f;
+        for (int c = 0; c < Q; ++c) qkv[i * row + c] *= 4.f;
       scratch = vk::Ops::coopmat_attention_scratch(a);
       tol = Tolerance{.rtol = 1e-2, .atol = 2e-3};
     }
     ops.set_coopmat(path == AttentionPath::coopmat);
     ops.set_tiled_attention(path != AttentionPath::plain);
     vk::Buffer qb = device_vector(ctx, qkv), kb = device_vector(ctx, kc), vb = device_vector(ctx, vc);
-    vk::Buffer sb = ctx.make_buffer(scratch, vk::MemoryKind::device), ob = poisoned(ctx, static_cast<size_t>(n) * D);
+    vk::Buffer sb = ctx.make_buffer(scratch, vk::MemoryKind::device), ob = poisoned(ctx, static_cast<size_t>(n) * Q);
     vk::Buffer pb = device_vector(ctx, std::vector<uint32_t>{static_cast<uint32_t>(pos0 - push), 0, 0, 0});
     if (path == AttentionPath::coopmat) {
       ASSERT_TRUE(ops.uses_coopmat_attention(a, {&sb}));
@@ -544,29 +561,31 @@ OpCase attention(int n, int H, int hd, int T, int pos0, int push, bool causal, A
 }
 
 namespace {
-// Two queries of D over a cache of 4200 rows, the causal attention's arguments at device position p.
-vk::Ops::AttentionArgs long_context_args(int D, int H, uint32_t n) {
+// n queries (rows of q) over a cache of 4200 rows, the causal attention's arguments at device
+// position p.
+vk::Ops::AttentionArgs long_context_args(vk::Ops::Heads hs, uint32_t n) {
   vk::Ops::AttentionArgs a{};
-  const int hd = D / H;
-  a.n = n, a.heads = H, a.hd = hd, a.pos0 = 0, a.causal = 1, a.q_off = 0, a.q_stride = D;
-  a.k_off = 0, a.k_stride = D, a.v_off = 0, a.v_stride = D, a.o_stride = D, a.max_keys = 4200;
-  a.scale = 1.f / std::sqrt(float(hd));
+  a.n = n, a.heads = hs.heads, a.hd = hs.hd, a.pos0 = 0, a.causal = 1, a.q_off = 0, a.q_stride = hs.q_dim();
+  a.k_off = 0, a.k_stride = hs.kv_dim(), a.v_off = 0, a.v_stride = hs.kv_dim(), a.o_stride = hs.q_dim();
+  a.max_keys = 4200, a.kv_group = hs.heads / hs.kv_heads;
+  a.scale = 1.f / std::sqrt(float(hs.hd));
   return a;
 }
 }  // namespace
 
-OpCase attention_long_context(int D, int H) {
-  return vulkan_case("attention", DType::f32, shape_of({{"n", 2}, {"H", H}, {"hd", D / H}, {"T", 4200}, {"pos", 3100}}),
+OpCase attention_long_context(vk::Ops::Heads hs) {
+  return vulkan_case("attention", DType::f32,
+                     shape_of({{"n", 2}, {"H", hs.heads}, {"KV", hs.kv_heads}, {"hd", hs.hd}, {"T", 4200}, {"pos", 3100}}),
                      "causal scores in scratch", [=](const OpRun& run, vk::Context& ctx, vk::Ops& ops) {
     const int n = 2, T = 4200;
     const uint32_t pos0 = 3100;
-    const std::vector<float> q = random_floats(static_cast<size_t>(n) * D, 31),
-                             kc = random_floats(static_cast<size_t>(T) * D, 32),
-                             vc = random_floats(static_cast<size_t>(T) * D, 33);
+    const std::vector<float> q = random_floats(static_cast<size_t>(n) * hs.q_dim(), 31),
+                             kc = random_floats(static_cast<size_t>(T) * hs.kv_dim(), 32),
+                             vc = random_floats(static_cast<size_t>(T) * hs.kv_dim(), 33);
     vk::Buffer qb = device_vector(ctx, q), kb = device_vector(ctx, kc), vb = device_vector(ctx, vc);
-    vk::Buffer sb = ctx.make_buffer(4ull * n * H * T, vk::MemoryKind::device), ob = poisoned(ctx, q.size());
+    vk::Buffer sb = ctx.make_buffer(4ull * n * hs.heads * T, vk::MemoryKind::device), ob = poisoned(ctx, q.size());
     vk::Buffer pb = device_vector(ctx, std::vector<uint32_t>{pos0, 0, 0, 0});
-    const vk::Ops::AttentionArgs a = long_context_args(D, H, n);
+    const vk::Ops::AttentionArgs a = long_context_args(hs, n);
     vk::Recorder rec(ctx);
     ops.attention(rec, {&qb}, {&kb}, {&vb}, {&sb}, {&ob}, {&pb}, a);
     rec.run();
@@ -575,18 +594,18 @@ OpCase attention_long_context(int D, int H) {
   });
 }
 
-OpCase attention_decode(int D, int H, uint32_t p) {
+OpCase attention_decode(vk::Ops::Heads hs, uint32_t p) {
   return vulkan_case("attention_decode", DType::f32,
-                     shape_of({{"n", 1}, {"H", H}, {"hd", D / H}, {"T", 4200}, {"pos", p}}), "",
+                     shape_of({{"n", 1}, {"H", hs.heads}, {"KV", hs.kv_heads}, {"hd", hs.hd}, {"T", 4200}, {"pos", p}}), "",
                      [=](const OpRun& run, vk::Context& ctx, vk::Ops& ops) {
     const int T = 4200;
-    const std::vector<float> q = random_floats(static_cast<size_t>(D), 31),
-                             kc = random_floats(static_cast<size_t>(T) * D, 32),
-                             vc = random_floats(static_cast<size_t>(T) * D, 33);
+    const std::vector<float> q = random_floats(static_cast<size_t>(hs.q_dim()), 31),
+                             kc = random_floats(static_cast<size_t>(T) * hs.kv_dim(), 32),
+                             vc = random_floats(static_cast<size_t>(T) * hs.kv_dim(), 33);
     vk::Buffer qb = device_vector(ctx, q), kb = device_vector(ctx, kc), vb = device_vector(ctx, vc);
     vk::Buffer ob = poisoned(ctx, q.size()), pb = device_vector(ctx, std::vector<uint32_t>{p, 0, 0, 0});
-    vk::Buffer partials = ctx.make_buffer(4 * vk::Ops::attention_partials(H, D / H, T), vk::MemoryKind::device);
-    const vk::Ops::AttentionArgs a = long_context_args(D, H, 1);
+    vk::Buffer partials = ctx.make_buffer(4 * vk::Ops::attention_partials(hs.heads, hs.hd, T), vk::MemoryKind::device);
+    const vk::Ops::AttentionArgs a = long_context_args(hs, 1);
     vk::Recorder rec(ctx);
     ops.attention_decode(rec, {&qb}, {&kb}, {&vb}, {&partials}, {&ob}, {&pb}, a);
     rec.run();
@@ -620,7 +639,7 @@ OpCase qkv_rope_gemv(int D, int H, EdgeDType dtype, vk::Ops::GemvShape shape) {
     vk::Recorder rec(ctx);
     ops.normed_gemv(rec, {&qr}, 3u * D, {&xb}, 0, g.device, 1e-5f, w.device, &b.device, false);
     const vk::Ops::KvCache ref_cache{{&kr}, {&vr}};
-    ops.rope(rec, {&qr}, {&tb}, {&pb}, 1, D, H, 0, &ref_cache);
+    ops.rope(rec, {&qr}, {&tb}, {&pb}, 1, vk::Ops::Heads::multi_head(D, H), 0, &ref_cache);
     rec.run();
     const std::vector<float> q_ref = read_floats(ctx, qr, 3 * D), k_ref = read_floats(ctx, kr, T * D),
                              v_ref = read_floats(ctx, vr, T * D);

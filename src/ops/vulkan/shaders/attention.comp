@@ -17,6 +17,7 @@ layout(push_constant) uniform Push {
   uint n, heads, hd, keys, pos0, causal;
   uint q_off, q_stride, k_off, k_stride, v_off, v_stride, o_stride, max_keys;
   float scale;
+  uint kv_group;  // query heads per key/value head: query head h reads head h / kv_group
 } pc;
 layout(std430, binding = 0) readonly buffer Q { float q[]; };
 layout(std430, binding = 1) readonly buffer K { float k[]; };
@@ -71,7 +72,7 @@ void main() {
   barrier();
   float mx = -3.402823e38;
   for (uint j = tid; j < keys; j += THREADS) {
-    const uint kb = pc.k_off + j * pc.k_stride + h * pc.hd;
+    const uint kb = pc.k_off + j * pc.k_stride + (h / pc.kv_group) * pc.hd;
     float d = 0.0;
     if (vec) {
       for (uint c = 0u; c < pc.hd; c += 4u)
@@ -101,7 +102,7 @@ void main() {
     vec4 acc = vec4(0.0);
     if (slice < slices)
       for (uint j = slice; j < keys; j += slices)
-        acc += score(srow, j) * v4[(pc.v_off + j * pc.v_stride + h * pc.hd) / 4u + g];
+        acc += score(srow, j) * v4[(pc.v_off + j * pc.v_stride + (h / pc.kv_group) * pc.hd) / 4u + g];
     pv[tid] = acc;
     barrier();
     if (tid < cols) {
@@ -113,7 +114,7 @@ void main() {
   } else {
     for (uint c = tid; c < pc.hd; c += THREADS) {
       float acc = 0.0;
-      for (uint j = 0u; j < keys; ++j) acc += score(srow, j) * v[pc.v_off + j * pc.v_stride + h * pc.hd + c];
+      for (uint j = 0u; j < keys; ++j) acc += score(srow, j) * v[pc.v_off + j * pc.v_stride + (h / pc.kv_group) * pc.hd + c];
       o[ob + c] = acc * inv;
     }
   }

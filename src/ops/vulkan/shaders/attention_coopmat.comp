@@ -32,6 +32,7 @@ layout(push_constant) uniform Push {
   uint n, heads, hd, keys, pos0, causal;
   uint q_off, q_stride, k_off, k_stride, v_off, v_stride, o_stride, max_keys;
   float scale;
+  uint kv_group;  // query heads per key/value head: query head h reads head h / kv_group
 } pc;
 layout(std430, binding = 0) readonly buffer Halves { uvec4 hv[]; };  // Qh, Kh, Vh: 8 halves a uvec4
 layout(std430, binding = 1) writeonly buffer O { float o[]; };

@@ -16,6 +16,7 @@ layout(push_constant) uniform Push {
   uint n, heads, hd, keys, pos0, causal;
   uint q_off, q_stride, k_off, k_stride, v_off, v_stride, o_stride, max_keys;
   float scale;
+  uint kv_group;  // query heads per key/value head: query head h reads head h / kv_group
 } pc;
 layout(std430, binding = 0) readonly buffer Q { float q[]; };
 layout(std430, binding = 1) readonly buffer K { float k[]; };
@@ -52,7 +53,7 @@ void main() {
       vec4 kv[KEYS];
       for (uint t = 0u; t < KEYS; ++t) {
         const uint j = j0 + t * gl_NumSubgroups;
-        kv[t] = j < count && c < pc.hd ? k4[(pc.k_off + (first + j) * pc.k_stride + h * pc.hd + c) >> 2] : vec4(0.0);
+        kv[t] = j < count && c < pc.hd ? k4[(pc.k_off + (first + j) * pc.k_stride + (h / pc.kv_group) * pc.hd + c) >> 2] : vec4(0.0);
       }
       const vec4 qv = c < pc.hd ? vec4(qs[c], qs[c + 1u], qs[c + 2u], qs[c + 3u]) : vec4(0.0);
       for (uint t = 0u; t < KEYS; ++t) {
@@ -63,7 +64,7 @@ void main() {
     }
   } else {
     for (uint j = gl_SubgroupID; j < count; j += gl_NumSubgroups) {
-      const uint kb = pc.k_off + (first + j) * pc.k_stride + h * pc.hd;
+      const uint kb = pc.k_off + (first + j) * pc.k_stride + (h / pc.kv_group) * pc.hd;
       float d = 0.0;
       if (vec) {
         for (uint c = 4u * lane; c < pc.hd; c += 4u * S)
@@ -92,7 +93,7 @@ void main() {
         vec4 vv[8];
         for (uint t = 0u; t < 8u; ++t) {
           const uint j = j0 + t * slices;
-          vv[t] = j < count ? v4[(pc.v_off + (first + j) * pc.v_stride + h * pc.hd) / 4u + g] : vec4(0.0);
+          vv[t] = j < count ? v4[(pc.v_off + (first + j) * pc.v_stride + (h / pc.kv_group) * pc.hd) / 4u + g] : vec4(0.0);
         }
         for (uint t = 0u; t < 8u; ++t)
           if (j0 + t * slices < count) acc += ps[j0 + t * slices] * vv[t];
@@ -108,7 +109,7 @@ void main() {
   } else {
     for (uint c = tid; c < pc.hd; c += THREADS) {
       float acc = 0.0;
-      for (uint j = 0u; j < count; ++j) acc += ps[j] * v[pc.v_off + (first + j) * pc.v_stride + h * pc.hd + c];
+      for (uint j = 0u; j < count; ++j) acc += ps[j] * v[pc.v_off + (first + j) * pc.v_stride + (h / pc.kv_group) * pc.hd + c];
       partials[dst + 2u + c] = acc;
     }
   }

@@ -1,6 +1,6 @@
 // The operands of attention_coopmat.comp as fp16 in its scratch (cooperative-matrix loads take no
-// fp32 to fp16 conversion): Qh (nq, D) = q · scale, Kh and Vh (KR, D) the key and value rows, D =
-// heads · hd, nq = n rounded up to 16, KR = max(max_keys, keys) rounded up to 64; Kh at nq·D, Vh at
+// fp32 to fp16 conversion): Qh (nq, D) = q · scale, Kh and Vh (KR, D) the key and value rows (each
+// query head's copy of its key/value head's), D = heads · hd, nq = n rounded up to 16, KR = max(max_keys, keys) rounded up to 64; Kh at nq·D, Vh at
 // (nq + KR)·D halves. Rows n .. nq - 1 of Qh and keys .. (keys rounded up to 64) - 1 of Kh and Vh
 // are zero, so that the products of masked rows stay finite (a weight of 0 times a value row of
 // garbage could be NaN); later rows are not written. Same push constants as attention.comp.
@@ -12,6 +12,7 @@ layout(push_constant) uniform Push {
   uint n, heads, hd, keys, pos0, causal;
   uint q_off, q_stride, k_off, k_stride, v_off, v_stride, o_stride, max_keys;
   float scale;
+  uint kv_group;  // query heads per key/value head: query head h reads head h / kv_group
 } pc;
 layout(std430, binding = 0) readonly buffer Q { float q[]; };
 layout(std430, binding = 1) readonly buffer K { float k[]; };
@@ -37,6 +38,6 @@ void main() {
   // Keys any query sees: causal, query n - 1 sees 0 .. p + n - 1 (p = pos0 + position[0]).
   const uint keys = pc.causal != 0u ? pc.pos0 + position[0] + pc.n : pc.keys, j = r - nq;
   if (j >= ((keys + 63u) & ~63u)) return;
-  hv[(nq + j) * D8 + c8] = EIGHT(k, pc.k_off + j * pc.k_stride + hh * pc.hd + d, 1.0, j < keys);
-  hv[(nq + KR + j) * D8 + c8] = EIGHT(v, pc.v_off + j * pc.v_stride + hh * pc.hd + d, 1.0, j < keys);
+  hv[(nq + j) * D8 + c8] = EIGHT(k, pc.k_off + j * pc.k_stride + (hh / pc.kv_group) * pc.hd + d, 1.0, j < keys);
+  hv[(nq + KR + j) * D8 + c8] = EIGHT(v, pc.v_off + j * pc.v_stride + (hh / pc.kv_group) * pc.hd + d, 1.0, j < keys);
 }

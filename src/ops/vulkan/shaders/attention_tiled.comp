@@ -23,6 +23,7 @@ layout(push_constant) uniform Push {
   uint n, heads, hd, keys, pos0, causal;
   uint q_off, q_stride, k_off, k_stride, v_off, v_stride, o_stride, max_keys;
   float scale;
+  uint kv_group;  // query heads per key/value head: query head h reads head h / kv_group
 } pc;
 layout(std430, binding = 0) readonly buffer Q { float q[]; };
 layout(std430, binding = 1) readonly buffer K4 { vec4 k4[]; };
@@ -48,7 +49,7 @@ void chunk_scores(uint c0) {
   const uint j = c0 + lane;
   [[unroll]] for (uint t = 0u; t < QT; ++t) s[t] = 0.0;
   if (j >= keys) return;
-  const uint kb = (pc.k_off + j * pc.k_stride + h * pc.hd) / 4u;
+  const uint kb = (pc.k_off + j * pc.k_stride + (h / pc.kv_group) * pc.hd) / 4u;
   for (uint c = 0u; c < hd4; ++c) {
     const vec4 kv = k4[kb + c];
     [[unroll]] for (uint t = 0u; t < QT; ++t) s[t] += dot(qs[(q0 + t) * MAX_HD4 + c], kv);
@@ -64,7 +65,7 @@ void add_values(uint c0, vec4 alpha) {
   [[unroll]] for (uint t = 0u; t < QT; ++t) acc[t] *= alpha[t];
   const uint kend = min(KC, keys - c0);
   for (uint k = 0u; k < kend; ++k) {
-    const vec4 vv = v4[(pc.v_off + (c0 + k) * pc.v_stride + h * pc.hd) / 4u + lane];
+    const vec4 vv = v4[(pc.v_off + (c0 + k) * pc.v_stride + (h / pc.kv_group) * pc.hd) / 4u + lane];
     [[unroll]] for (uint t = 0u; t < QT; ++t) acc[t] += S[(q0 + t) * KC + k] * vv;
   }
 }
