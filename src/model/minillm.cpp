@@ -48,7 +48,7 @@ float MiniLLM::forward(const std::vector<const float*>& P, const int32_t* inputs
   PYLON_ASSERT(P.size() == table_.params.size());
   const int N = B * T, D = config_.dim, V = config_.vocab, Q = config_.q_dim(), QKV = config_.qkv_dim();
   const int F = config_.ffn_hidden(), FIn = config_.preset.ffn == Ffn::swiglu ? 2 * F : F;
-  const cpu::HeadLayout heads{config_.heads, config_.kv_head_count(), config_.head_dim()};
+  const HeadLayout heads{config_.heads, config_.kv_head_count(), config_.head_dim()};
   const bool causal = config_.preset.mask == Mask::causal;
   const bool rope = config_.preset.positions == Positions::rope;
   inputs_.assign(inputs, inputs + N);
@@ -104,7 +104,7 @@ void MiniLLM::backward(const std::vector<const float*>& P, const std::vector<flo
   PYLON_RANGE("model", "backward");
   const int B = B_, T = T_, N = B * T, D = config_.dim, V = config_.vocab, Q = config_.q_dim();
   const int QKV = config_.qkv_dim(), F = config_.ffn_hidden(), FIn = config_.preset.ffn == Ffn::swiglu ? 2 * F : F;
-  const cpu::HeadLayout heads{config_.heads, config_.kv_head_count(), config_.head_dim()};
+  const HeadLayout heads{config_.heads, config_.kv_head_count(), config_.head_dim()};
   PYLON_ASSERT(P.size() == table_.params.size() && G.size() == P.size());
   // dlogits (N, V) in place of the probabilities; d(head input) = dlogits·W_head, dW_head +=
   // dlogitsᵀ·(head input) (the embedding's gradient when tied); then through the final norm.

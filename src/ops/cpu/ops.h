@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/head_layout.h"
+
 namespace pylon::cpu {
 
 // out (N, C) = table[ids] with table (V, C).
@@ -34,17 +36,6 @@ void rmsnorm_forward(T* out, T* rstd, const T* in, const T* w, int N, int C, T e
 template <typename T>
 void rmsnorm_backward(T* din, T* dw, const T* dout, const T* in, const T* w, const T* rstd, int N,
                       int C);
-
-// The packed attention inputs of a token: [q (heads·head_dim) | k (kv_heads·head_dim) |
-// v (kv_heads·head_dim)]. Query head h reads key and value head h / (heads / kv_heads): grouped-query
-// attention (kv_heads == heads: multi-head; 1: multi-query).
-struct HeadLayout {
-  int heads, kv_heads, head_dim;
-  int q_dim() const { return heads * head_dim; }
-  int kv_dim() const { return kv_heads * head_dim; }
-  int row() const { return q_dim() + 2 * kv_dim(); }  // a token's qkv floats
-  static HeadLayout multi_head(int D, int H) { return {H, H, D / H}; }
-};
 
 // Rotary embedding, rotate-half form, in place on the q and k thirds of qkv (B, T, 3*D):
 // for head h, i < hd/2, position p = pos0 + t, angle = p * theta^(-2i/hd):

@@ -65,7 +65,7 @@ struct VulkanInference::Impl {
   Ops ops;
   DeviceWeights weights;
   std::vector<const DeviceMatrix*> params;  // the spec's Weight order
-  Ops::Heads heads;  // the attention's query and key/value heads
+  HeadLayout heads;  // the attention's query and key/value heads
   // ffn_gates: SwiGLU's [gate | up] (T, 2F) before it makes ffn (T, F).
   Buffer tokens, position, x, h, qkv, att, ffn, ffn_gates, k_cache, v_cache, scores, partials, logits;
   // (T, hd/2) {cos, sin}: the rotation of each position (the identity without rotary embeddings, so
@@ -102,20 +102,20 @@ struct VulkanInference::Impl {
     PYLON_CHECK(o.attention_chunk % 32 == 0, "attention chunk ", o.attention_chunk, " is not a multiple of 32");
     ops.set_attention_chunk(o.attention_chunk);
     ops.set_decode_tuning({o.layer_loads, o.head_loads, o.head_rows, o.head_groups});
-    heads = {static_cast<uint32_t>(spec.heads), static_cast<uint32_t>(spec.kv_heads),
-             static_cast<uint32_t>(spec.head_size)};
+    heads = {spec.heads, spec.kv_heads, spec.head_size};
     const uint64_t T = static_cast<uint64_t>(spec.max_tokens), D = static_cast<uint64_t>(spec.dim);
-    const uint64_t V = static_cast<uint64_t>(spec.vocab), H = heads.heads, F = static_cast<uint64_t>(spec.ffn_dim);
+    const uint64_t V = static_cast<uint64_t>(spec.vocab), H = static_cast<uint64_t>(heads.heads), F = static_cast<uint64_t>(spec.ffn_dim);
     tokens = make(T, MemoryKind::host, "token");
     position = make(4, MemoryKind::host, "position");
     x = make(T * D, MemoryKind::device, "activation");
     h = make(T * D, MemoryKind::device, "activation");
-    qkv = make(T * heads.row(), MemoryKind::device, "qkv");
-    att = make(T * heads.q_dim(), MemoryKind::device, "attention");
+    qkv = make(T * static_cast<uint64_t>(heads.row()), MemoryKind::device, "qkv");
+    att = make(T * static_cast<uint64_t>(heads.q_dim()), MemoryKind::device, "attention");
     ffn = make(T * F, MemoryKind::device, "ffn");
     if (spec.swiglu) ffn_gates = make(T * 2 * F, MemoryKind::device, "ffn");
     scores = make(T * H * T, MemoryKind::device, "attention score");
-    partials = make(Ops::attention_partials(heads.heads, heads.hd, static_cast<uint32_t>(T)), MemoryKind::device,
+    partials = make(Ops::attention_partials(static_cast<uint32_t>(heads.heads), static_cast<uint32_t>(heads.head_dim),
+                                             static_cast<uint32_t>(T)), MemoryKind::device,
                     "attention partials");
     {  // zeroed: decode_layer.comp's tagged pairs start with no token's tag (tags are never 0)
       const std::vector<uint32_t> zeros(partials.size() / 4, 0);
@@ -365,14 +365,16 @@ void VulkanInference::kv_append(int layer, int n) {
 
 void VulkanInference::attention(int layer, int n, bool causal) {
   Impl& m = *impl_;
-  const Ops::Heads& hs = m.heads;
-  const uint32_t Q = hs.q_dim(), KV = hs.kv_dim(), row = hs.row();
+  const HeadLayout& hs = m.heads;
+  const uint32_t Q = static_cast<uint32_t>(hs.q_dim()), KV = static_cast<uint32_t>(hs.kv_dim()),
+                 row = static_cast<uint32_t>(hs.row());
   Ops::AttentionArgs a{};
-  a.n = static_cast<uint32_t>(n), a.heads = hs.heads, a.hd = hs.hd, a.pos0 = 0, a.o_stride = Q;
-  a.kv_group = hs.heads / hs.kv_heads;
+  a.n = static_cast<uint32_t>(n), a.heads = static_cast<uint32_t>(hs.heads);
+  a.hd = static_cast<uint32_t>(hs.head_dim), a.pos0 = 0, a.o_stride = Q;
+  a.kv_group = static_cast<uint32_t>(hs.group());
   a.max_keys = static_cast<uint32_t>(m.spec.max_tokens);
   a.q_off = 0, a.q_stride = row;
-  a.scale = 1.0f / std::sqrt(static_cast<float>(hs.hd));
+  a.scale = 1.0f / std::sqrt(static_cast<float>(hs.head_dim));
   const BufferView QKV{&m.qkv}, ATT{&m.att}, S{&m.scores}, P{&m.position};
   if (causal) {  // the keys and values appended to the cache
     const Ops::KvCache cache = m.cache(layer);
@@ -408,7 +410,8 @@ bool VulkanInference::try_attention_inputs(int layer, int n, Weight norm, Weight
   const Buffer& table = rotate ? m.rope_table : m.identity();
   const uint32_t H = static_cast<uint32_t>(m.spec.heads);
   // The fused GEMV rotates multi-head rows of 3·dim with a bias (matmul_common.glsl).
-  const bool multi_head = m.heads.kv_heads == H && m.heads.q_dim() == m.D() && bias != kNoWeight;
+  const bool multi_head = m.heads.kv_heads == m.heads.heads && static_cast<uint32_t>(m.heads.q_dim()) == m.D() &&
+                          bias != kNoWeight;
   if (n == 1 && multi_head && m.ops.fuses_rope(m.W(w))) {
     m.ops.qkv_rope_gemv(m.recorder(), {&m.qkv}, {&m.x}, m.W(norm), m.spec.norm_eps, m.W(w), m.W(bias),
                         {{&table}, {&m.position}, H, cache});

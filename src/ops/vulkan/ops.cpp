@@ -374,16 +374,18 @@ void Ops::swiglu(Recorder& r, const BufferView& y, const BufferView& x, uint32_t
 }
 
 void Ops::rope(Recorder& r, const BufferView& qkv, const BufferView& table, const BufferView& position,
-               uint32_t n, const Heads& heads, uint32_t pos0, const KvCache* append) {
-  PYLON_CHECK(heads.hd % 2 == 0 && heads.kv_heads > 0 && heads.heads % heads.kv_heads == 0, "Vulkan rope: ",
-              heads.heads, " heads over ", heads.kv_heads, " key/value heads of ", heads.hd);
+               uint32_t n, const HeadLayout& heads, uint32_t pos0, const KvCache* append) {
+  PYLON_CHECK(heads.heads > 0 && heads.head_dim > 0 && heads.head_dim % 2 == 0 && heads.kv_heads > 0 &&
+                  heads.heads % heads.kv_heads == 0,
+              "Vulkan rope: ", heads.heads, " heads over ", heads.kv_heads, " key/value heads of ", heads.head_dim);
+  const auto u32 = [](int v) { return static_cast<uint32_t>(v); };
   const struct {
     uint32_t n, heads, kv_heads, hd, pos0, append;
-  } p{n, heads.heads, heads.kv_heads, heads.hd, pos0, append ? 1u : 0u};
+  } p{n, u32(heads.heads), u32(heads.kv_heads), u32(heads.head_dim), pos0, append ? 1u : 0u};
   const BufferView none{&dummy_, 0, 0};
   r.dispatch(kernels_.get("rope", 5, sizeof(p)),
              {qkv, table, position, append ? append->k : none, append ? append->v : none}, p,
-             groups_for((heads.q_dim() + heads.kv_dim()) / 2, 64), n);
+             groups_for(u32(heads.q_dim() + heads.kv_dim()) / 2, 64), n);
 }
 
 void Ops::attention(Recorder& r, const BufferView& q, const BufferView& k, const BufferView& v,

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/head_layout.h"
 #include "io/edge_format.h"
 #include "ops/vulkan/context.h"
 #include "ops/vulkan/gpu_times.h"
@@ -137,26 +138,16 @@ class Ops {
   struct KvCache {
     BufferView k, v;
   };
-  // The attention's heads: `heads` query heads and `kv_heads` key/value heads (dividing heads;
-  // query head h reads key/value head h / (heads / kv_heads)) of `hd` floats each. A token's qkv
-  // row is [q | k | v], (heads + 2·kv_heads)·hd floats.
-  struct Heads {
-    uint32_t heads, kv_heads, hd;
-    uint32_t q_dim() const { return heads * hd; }
-    uint32_t kv_dim() const { return kv_heads * hd; }
-    uint32_t row() const { return q_dim() + 2 * kv_dim(); }
-    static Heads multi_head(uint32_t dim, uint32_t heads) { return {heads, heads, dim / heads}; }
-  };
   struct RopeArgs {
     BufferView table, position;
     uint32_t heads;
     KvCache cache;
   };
-  // q and k of qkv (n, heads.row()) rotated at positions p + i; table: (positions, hd/2) vec2
+  // q and k of qkv (n, heads.row()) (core/head_layout.h) rotated at positions p + i; table: (positions, hd/2) vec2
   // {cos, sin}. With a cache, token i's rotated k and its v are also written to row p + i of it
   // (the KV append).
   void rope(Recorder& r, const BufferView& qkv, const BufferView& table, const BufferView& position,
-            uint32_t n, const Heads& heads, uint32_t pos0, const KvCache* append = nullptr);
+            uint32_t n, const HeadLayout& heads, uint32_t pos0, const KvCache* append = nullptr);
   struct AttentionArgs {
     uint32_t n, heads, hd, keys, pos0, causal;
     uint32_t q_off, q_stride, k_off, k_stride, v_off, v_stride, o_stride, max_keys;

@@ -486,14 +486,14 @@ OpCase swiglu(int n, int width) {
 }
 
 // Against cpu::rope_forward; the cache rows other than pos0 .. pos0 + n - 1 must stay as they were.
-OpCase rope(int n, vk::Ops::Heads hs, int pos0, int push, int T) {
-  const int H = static_cast<int>(hs.heads), KV = static_cast<int>(hs.kv_heads), hd = static_cast<int>(hs.hd);
+OpCase rope(int n, HeadLayout hs, int pos0, int push, int T) {
+  const int H = hs.heads, KV = hs.kv_heads, hd = hs.head_dim;
   const std::string shape = shape_of({{"n", n}, {"H", H}, {"KV", KV}, {"hd", hd}, {"pos", pos0}, {"T", T}});
   return vulkan_case("rope", DType::f32, shape, "push=" + std::to_string(push) + " kv append",
                      [=](const OpRun& run, vk::Context& ctx, vk::Ops& ops) {
-    const int row = static_cast<int>(hs.row()), Q = H * hd, C = KV * hd;  // C: a cache row
+    const int row = hs.row(), Q = H * hd, C = KV * hd;  // C: a cache row
     std::vector<float> qkv = random_floats(static_cast<size_t>(n) * row, 11), ref = qkv;
-    cpu::rope_forward(ref.data(), 1, n, cpu::HeadLayout{H, KV, hd}, 10000.f, pos0);
+    cpu::rope_forward(ref.data(), 1, n, HeadLayout{H, KV, hd}, 10000.f, pos0);
     vk::Buffer qb = device_vector(ctx, qkv), tb = device_vector(ctx, rope_table(T, hd));
     vk::Buffer pb = device_vector(ctx, std::vector<uint32_t>{static_cast<uint32_t>(pos0 - push), 0, 0, 0});
     const std::vector<float> kc0 = random_floats(static_cast<size_t>(T) * C, 15),
@@ -517,8 +517,8 @@ OpCase rope(int n, vk::Ops::Heads hs, int pos0, int push, int T) {
   });
 }
 
-OpCase attention(int n, vk::Ops::Heads hs, int T, int pos0, int push, bool causal, AttentionPath path) {
-  const int H = static_cast<int>(hs.heads), KV = static_cast<int>(hs.kv_heads), hd = static_cast<int>(hs.hd);
+OpCase attention(int n, HeadLayout hs, int T, int pos0, int push, bool causal, AttentionPath path) {
+  const int H = hs.heads, KV = hs.kv_heads, hd = hs.head_dim;
   const std::string shape = shape_of({{"n", n}, {"H", H}, {"KV", KV}, {"hd", hd}, {"T", T}, {"pos", pos0}});
   const char* path_name = path == AttentionPath::tiled ? "attention_tiled" : path == AttentionPath::plain ? "attention_plain" : "attention_coopmat";
   const std::string variant = std::string(causal ? "causal push=" + std::to_string(push) + " " : "") + path_name;
@@ -563,19 +563,20 @@ OpCase attention(int n, vk::Ops::Heads hs, int T, int pos0, int push, bool causa
 namespace {
 // n queries (rows of q) over a cache of 4200 rows, the causal attention's arguments at device
 // position p.
-vk::Ops::AttentionArgs long_context_args(vk::Ops::Heads hs, uint32_t n) {
+vk::Ops::AttentionArgs long_context_args(HeadLayout hs, uint32_t n) {
   vk::Ops::AttentionArgs a{};
-  a.n = n, a.heads = hs.heads, a.hd = hs.hd, a.pos0 = 0, a.causal = 1, a.q_off = 0, a.q_stride = hs.q_dim();
-  a.k_off = 0, a.k_stride = hs.kv_dim(), a.v_off = 0, a.v_stride = hs.kv_dim(), a.o_stride = hs.q_dim();
-  a.max_keys = 4200, a.kv_group = hs.heads / hs.kv_heads;
-  a.scale = 1.f / std::sqrt(float(hs.hd));
+  const auto u32 = [](int v) { return static_cast<uint32_t>(v); };
+  a.n = n, a.heads = u32(hs.heads), a.hd = u32(hs.head_dim), a.pos0 = 0, a.causal = 1, a.q_off = 0;
+  a.q_stride = u32(hs.q_dim()), a.k_off = 0, a.k_stride = u32(hs.kv_dim()), a.v_off = 0;
+  a.v_stride = u32(hs.kv_dim()), a.o_stride = u32(hs.q_dim()), a.max_keys = 4200, a.kv_group = u32(hs.group());
+  a.scale = 1.f / std::sqrt(float(hs.head_dim));
   return a;
 }
 }  // namespace
 
-OpCase attention_long_context(vk::Ops::Heads hs) {
+OpCase attention_long_context(HeadLayout hs) {
   return vulkan_case("attention", DType::f32,
-                     shape_of({{"n", 2}, {"H", hs.heads}, {"KV", hs.kv_heads}, {"hd", hs.hd}, {"T", 4200}, {"pos", 3100}}),
+                     shape_of({{"n", 2}, {"H", hs.heads}, {"KV", hs.kv_heads}, {"hd", hs.head_dim}, {"T", 4200}, {"pos", 3100}}),
                      "causal scores in scratch", [=](const OpRun& run, vk::Context& ctx, vk::Ops& ops) {
     const int n = 2, T = 4200;
     const uint32_t pos0 = 3100;
@@ -594,9 +595,9 @@ OpCase attention_long_context(vk::Ops::Heads hs) {
   });
 }
 
-OpCase attention_decode(vk::Ops::Heads hs, uint32_t p) {
+OpCase attention_decode(HeadLayout hs, uint32_t p) {
   return vulkan_case("attention_decode", DType::f32,
-                     shape_of({{"n", 1}, {"H", hs.heads}, {"KV", hs.kv_heads}, {"hd", hs.hd}, {"T", 4200}, {"pos", p}}), "",
+                     shape_of({{"n", 1}, {"H", hs.heads}, {"KV", hs.kv_heads}, {"hd", hs.head_dim}, {"T", 4200}, {"pos", p}}), "",
                      [=](const OpRun& run, vk::Context& ctx, vk::Ops& ops) {
     const int T = 4200;
     const std::vector<float> q = random_floats(static_cast<size_t>(hs.q_dim()), 31),
@@ -604,7 +605,7 @@ OpCase attention_decode(vk::Ops::Heads hs, uint32_t p) {
                              vc = random_floats(static_cast<size_t>(T) * hs.kv_dim(), 33);
     vk::Buffer qb = device_vector(ctx, q), kb = device_vector(ctx, kc), vb = device_vector(ctx, vc);
     vk::Buffer ob = poisoned(ctx, q.size()), pb = device_vector(ctx, std::vector<uint32_t>{p, 0, 0, 0});
-    vk::Buffer partials = ctx.make_buffer(4 * vk::Ops::attention_partials(hs.heads, hs.hd, T), vk::MemoryKind::device);
+    vk::Buffer partials = ctx.make_buffer(4 * vk::Ops::attention_partials(static_cast<uint32_t>(hs.heads), static_cast<uint32_t>(hs.head_dim), T), vk::MemoryKind::device);
     const vk::Ops::AttentionArgs a = long_context_args(hs, 1);
     vk::Recorder rec(ctx);
     ops.attention_decode(rec, {&qb}, {&kb}, {&vb}, {&partials}, {&ob}, {&pb}, a);
@@ -639,7 +640,7 @@ OpCase qkv_rope_gemv(int D, int H, EdgeDType dtype, vk::Ops::GemvShape shape) {
     vk::Recorder rec(ctx);
     ops.normed_gemv(rec, {&qr}, 3u * D, {&xb}, 0, g.device, 1e-5f, w.device, &b.device, false);
     const vk::Ops::KvCache ref_cache{{&kr}, {&vr}};
-    ops.rope(rec, {&qr}, {&tb}, {&pb}, 1, vk::Ops::Heads::multi_head(D, H), 0, &ref_cache);
+    ops.rope(rec, {&qr}, {&tb}, {&pb}, 1, HeadLayout::multi_head(D, H), 0, &ref_cache);
     rec.run();
     const std::vector<float> q_ref = read_floats(ctx, qr, 3 * D), k_ref = read_floats(ctx, kr, T * D),
                              v_ref = read_floats(ctx, vr, T * D);

@@ -74,20 +74,20 @@ OpCase swiglu(int n, int width);
 // qkv (n, heads.row()) rotated at positions pos0 + i, pos0 split between the push constant (push)
 // and the device's position buffer; the rotated k and the v appended to rows pos0 .. of a cache of
 // T rows; against cpu::rope_forward.
-OpCase rope(int n, vk::Ops::Heads heads, int pos0, int push, int T);
+OpCase rope(int n, HeadLayout heads, int pos0, int push, int T);
 // n queries in packed qkv rows, query and key/value heads as `heads` says; causal: keys and values from a cache of T rows, the
 // first query at position pos0 (push of it in the push constant, the rest from the device's
 // position buffer), else the packed rows' own k and v thirds. path: attention_tiled.comp (coopmat
 // off), attention.comp, or attention_coopmat.comp with attention_halves.comp's fp16 operands (skips
 // where it does not run).
 enum class AttentionPath { tiled, plain, coopmat };
-OpCase attention(int n, vk::Ops::Heads heads, int T, int pos0, int push, bool causal, AttentionPath path);
+OpCase attention(int n, HeadLayout heads, int T, int pos0, int push, bool causal, AttentionPath path);
 // Past the shader's 3072 scores in shared memory (through the scratch buffer): two causal queries at
 // position 3100 over a cache of 4200 rows.
-OpCase attention_long_context(vk::Ops::Heads heads);
+OpCase attention_long_context(HeadLayout heads);
 // The decode form at position p over a cache of 4200 rows (chunks of 32 keys combined by each
 // head's last workgroup; past 128 chunks the combine takes them in batches).
-OpCase attention_decode(vk::Ops::Heads heads, uint32_t p);
+OpCase attention_decode(HeadLayout heads, uint32_t p);
 // The qkv GEMV with RoPE and the KV append in its store, against the same work unfused
 // (normed_gemv on the row-per-invocation GEMV, then rope with its append).
 OpCase qkv_rope_gemv(int D, int H, EdgeDType dtype, vk::Ops::GemvShape shape);

@@ -120,7 +120,7 @@ std::vector<OpCase> vulkan_op_table() {
   // rope with its KV append: the position split between the push constant and the device buffer;
   // an odd token count at head dim 20; one token, its position all in the push constant; grouped
   // key/value heads (2 of 4, 1 of 6 at head dim 10).
-  using Heads = vk::Ops::Heads;
+  using Heads = HeadLayout;
   add(rope(6, Heads::multi_head(48, 4), 7, 2, 20));
   add(rope(5, Heads::multi_head(60, 3), 11, 0, 16));
   add(rope(1, Heads::multi_head(48, 4), 19, 19, 20));
@@ -139,17 +139,17 @@ std::vector<OpCase> vulkan_op_table() {
       add(attention(5, Heads{4, 1, 10}, 20, 7, 2, causal, p));
     }
   for (const int hd : {8, 128})
-    for (const bool causal : {kCausal, kFull}) add(attention(37, Heads{3, 3, uint32_t(hd)}, 80, 30, 4, causal, AttentionPath::tiled));
+    for (const bool causal : {kCausal, kFull}) add(attention(37, Heads{3, 3, hd}, 80, 30, 4, causal, AttentionPath::tiled));
   for (const auto& [hd, n] : {std::pair{16, 16}, std::pair{64, 77}, std::pair{128, 130}})
     for (const bool causal : {kCausal, kFull})
-      add(attention(n, Heads{3, 3, uint32_t(hd)}, 30 + n + 9, 30, 4, causal, AttentionPath::coopmat));
+      add(attention(n, Heads{3, 3, hd}, 30 + n + 9, 30, 4, causal, AttentionPath::coopmat));
   for (const bool causal : {kCausal, kFull}) add(attention(77, Heads{4, 2, 64}, 116, 30, 4, causal, AttentionPath::coopmat));
   // Long contexts, head dims 16 and 128 (vec4 loads) and 18 (element by element): the prefill form
   // past 3072 scores, the decode form at positions 0 (one key), 40 (two chunks, the second partial,
   // the rest empty), 3100 and 4190 (131 chunks: two batches in the combine); grouped heads (3 of 6).
   for (const int D : {32, 36, 256}) {
-    add(attention_long_context(Heads::multi_head(uint32_t(D), 2)));
-    for (const uint32_t p : {0u, 40u, 3100u, 4190u}) add(attention_decode(Heads::multi_head(uint32_t(D), 2), p));
+    add(attention_long_context(Heads::multi_head(D, 2)));
+    for (const uint32_t p : {0u, 40u, 3100u, 4190u}) add(attention_decode(Heads::multi_head(D, 2), p));
   }
   add(attention_long_context(Heads{6, 3, 16}));
   for (const uint32_t p : {40u, 3100u}) add(attention_decode(Heads{6, 2, 16}, p));
