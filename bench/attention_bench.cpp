@@ -1,13 +1,18 @@
 // Times the CUDA flash attention (forward, backward) at the seed preset's shape: median of 20 runs
 // after warm-up, CUDA events, TFLOP/s against the 790 TFLOP/s bf16 ceiling measured on the H200.
 // Then the warp-specialised forward (not the default; bench/attention_notes.md) in every compiled shape,
-// forward only. `--sweep` also times every compiled tile shape. Compare with bench/attention_torch_bench.py.
+// forward only. `--sweep` also times every compiled tile shape. `--kv-heads N` times grouped-query
+// attention: N key/value heads (N divides 16 and 32, the shapes' query heads; default: as many as the
+// query heads). Compare with bench/attention_torch_bench.py.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <string>
 #include <vector>
 
+#include "core/head_layout.h"
 #include "core/rng.h"
 #include "ops/cuda/attention.h"
 #include "ops/cuda/runtime.h"
@@ -50,15 +55,17 @@ void fill_random(const DeviceBuffer& buf, size_t n, uint64_t stream) {
 
 struct Shape {
   int B, T, H, hd;
+  int kv_heads;  // 0: H (multi-head)
+  pylon::HeadLayout heads() const { return {H, kv_heads > 0 ? kv_heads : H, hd}; }
 };
 
 // The tensors of one shape, filled with random bf16 once: qkv and dout read, the rest written.
 struct Buffers {
   explicit Buffers(const Shape& s)
-      : D(s.H * s.hd),
-        n_qkv(static_cast<size_t>(s.B) * s.T * 3 * D),
-        n_out(static_cast<size_t>(s.B) * s.T * D),
-        ws_bytes(pylon::cuda::attention_backward_workspace_bytes(s.B, s.T, D, s.H)),
+      : heads(s.heads()),
+        n_qkv(static_cast<size_t>(s.B) * s.T * heads.row()),
+        n_out(static_cast<size_t>(s.B) * s.T * heads.q_dim()),
+        ws_bytes(pylon::cuda::attention_backward_workspace_bytes(s.B, s.T, heads)),
         qkv(n_qkv * sizeof(bf16)),
         dqkv(n_qkv * sizeof(bf16)),
         out(n_out * sizeof(bf16)),
@@ -68,7 +75,7 @@ struct Buffers {
     fill_random(qkv, n_qkv, 1);
     fill_random(dout, n_out, 2);
   }
-  int D;
+  pylon::HeadLayout heads;
   size_t n_qkv, n_out, ws_bytes;
   DeviceBuffer qkv, dqkv, out, dout, lse, ws;
 };
@@ -76,7 +83,7 @@ struct Buffers {
 // Times forward (and backward) at one shape and mask with the given tiles; prints one line for each.
 void bench_shape(const Shape& s, Buffers& buf, bool causal, const pylon::cuda::detail::AttentionTiles& tiles,
                  bool print_tiles, bool backward = true) {
-  const int D = buf.D;
+  const pylon::HeadLayout& heads = buf.heads;
   pylon::cuda::Stream stream;
   const cudaStream_t st = stream.get();
   DeviceBuffer &qkv = buf.qkv, &dqkv = buf.dqkv, &out = buf.out, &dout = buf.dout, &lse = buf.lse, &ws = buf.ws;
@@ -85,13 +92,13 @@ void bench_shape(const Shape& s, Buffers& buf, bool causal, const pylon::cuda::d
   const double fwd_ms = median_ms(
       [&] {
         pylon::cuda::detail::attention_forward_tiled(tiles, out.as<bf16>(), lse.as<float>(), qkv.as<bf16>(), s.B,
-                                                     s.T, D, s.H, causal, st);
+                                                     s.T, heads, causal, st);
       },
       st);
   const double bwd_ms = !backward ? 0.0 : median_ms(
       [&] {
         pylon::cuda::detail::attention_backward_tiled(tiles, dqkv.as<bf16>(), dout.as<bf16>(), qkv.as<bf16>(),
-                                                      out.as<bf16>(), lse.as<float>(), s.B, s.T, D, s.H, causal,
+                                                      out.as<bf16>(), lse.as<float>(), s.B, s.T, heads, causal,
                                                       ws.get(), ws_bytes, st);
       },
       st);
@@ -110,9 +117,9 @@ void bench_shape(const Shape& s, Buffers& buf, bool causal, const pylon::cuda::d
   for (int pass = 0; pass < (backward ? 2 : 1); ++pass) {
     const double ms = pass == 0 ? fwd_ms : bwd_ms, flop = pass == 0 ? fwd_flop : 2.5 * fwd_flop;
     const double tflops = flop / (ms * 1e-3) / 1e12;
-    std::printf("B%d T%d H%-2d hd%-3d  %-6s  %s  %8.3f ms  %6.1f TFLOP/s  %5.1f%%%s\n", s.B, s.T, s.H, s.hd,
-                causal ? "causal" : "full", pass == 0 ? "fwd" : "bwd", ms, tflops, 100.0 * tflops / kCeilingTflops,
-                tile_text);
+    std::printf("B%d T%d H%-2d KV%-2d hd%-3d  %-6s  %s  %8.3f ms  %6.1f TFLOP/s  %5.1f%%%s\n", s.B, s.T, s.H,
+                heads.kv_heads, s.hd, causal ? "causal" : "full", pass == 0 ? "fwd" : "bwd", ms, tflops,
+                100.0 * tflops / kCeilingTflops, tile_text);
   }
 }
 
@@ -124,10 +131,26 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "pylon_bench_attention: no CUDA device\n");
     return 1;
   }
-  const bool sweep = argc > 1 && std::strcmp(argv[1], "--sweep") == 0;
+  bool sweep = false;
+  int kv_heads = 0;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--sweep") == 0) {
+      sweep = true;
+    } else if (std::strcmp(argv[i], "--kv-heads") == 0 && i + 1 < argc) {
+      kv_heads = std::atoi(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: pylon_bench_attention [--sweep] [--kv-heads N]\n");
+      return 1;
+    }
+  }
+  if (kv_heads < 0 || (kv_heads > 0 && (16 % kv_heads != 0 || 32 % kv_heads != 0))) {
+    std::fprintf(stderr, "pylon_bench_attention: --kv-heads %d does not divide the shapes' 16 and 32 heads\n",
+                 kv_heads);
+    return 1;
+  }
   try {
     const auto tiles128 = pylon::cuda::detail::default_attention_tiles(128);
-    const Shape shapes[] = {{8, 1024, 16, 128}, {8, 1024, 32, 64}};  // D = 2048: the seed preset
+    const Shape shapes[] = {{8, 1024, 16, 128, kv_heads}, {8, 1024, 32, 64, kv_heads}};  // D = 2048: the seed preset
     std::printf("flash attention (%s kernels), bf16, median of %d (ceiling %.0f TFLOP/s)\n",
                 tiles128.wgmma ? "wgmma" : "mma.sync", kRuns, kCeilingTflops);
     for (const Shape& s : shapes) {

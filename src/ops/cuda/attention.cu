@@ -1,4 +1,5 @@
-// Host API of the fused attention: argument checks, tile-shape choice, and the order of the passes.
+// Host API of the fused attention: argument checks, tile-shape choice, and the order of the passes; head
+// dims without tensor-core kernels go to the row-per-warp kernels (attention_rowwise.cu).
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
@@ -11,24 +12,23 @@
 #include "ops/cuda/check.h"
 
 namespace pylon::cuda {
-namespace {
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
-// User errors: shapes and pointers the kernels cannot take. Returns hd.
-int check_attention_args(const char* op, int B, int T, int D, int H, std::initializer_list<const void*> ptrs) {
-  PYLON_CHECK(B >= 1 && T >= 1 && H >= 1 && D >= 1, op, ": B, T, D, H must be positive, got B=", B, " T=", T,
-              " D=", D, " H=", H);
-  PYLON_CHECK(D % H == 0, op, ": D=", D, " is not a multiple of H=", H);
-  const int hd = D / H;
-  PYLON_CHECK(hd == 64 || hd == 128, op, ": head dim D/H=", hd, " has no kernel (64 or 128)");
-  PYLON_CHECK(static_cast<int64_t>(B) * H <= 65535, op, ": B*H=", static_cast<int64_t>(B) * H,
-              " exceeds the grid's y limit 65535");
-  for (const void* p : ptrs) PYLON_CHECK(p != nullptr && aligned16(p), op, ": pointers must be 16-byte aligned");
-  return hd;
+void check_attention_args(const char* op, int B, int T, const HeadLayout& heads, size_t alignment,
+                          std::initializer_list<const void*> ptrs) {
+  PYLON_CHECK(B >= 1 && T >= 1, op, ": B and T must be positive, got B=", B, " T=", T);
+  PYLON_CHECK(heads.heads >= 1 && heads.kv_heads >= 1 && heads.head_dim >= 1, op,
+              ": heads, kv_heads and head_dim must be positive, got heads=", heads.heads, " kv_heads=",
+              heads.kv_heads, " head_dim=", heads.head_dim);
+  PYLON_CHECK(heads.heads % heads.kv_heads == 0, op, ": kv_heads=", heads.kv_heads, " does not divide heads=",
+              heads.heads);
+  PYLON_CHECK(heads.head_dim % 2 == 0 && heads.head_dim <= 256, op, ": head_dim=", heads.head_dim,
+              " has no kernel (even, at most 256)");
+  PYLON_CHECK(static_cast<int64_t>(B) * heads.heads <= 65535, op, ": B*heads=",
+              static_cast<int64_t>(B) * heads.heads, " exceeds the grid's y limit 65535");
+  for (const void* p : ptrs)
+    PYLON_CHECK(p != nullptr && reinterpret_cast<uintptr_t>(p) % alignment == 0, op, ": pointers must be ",
+                alignment, "-byte aligned");
 }
-
-}  // namespace
 
 namespace detail {
 namespace {
@@ -182,67 +182,73 @@ std::vector<AttentionTiles> compiled_attention_tiles(int head_dim) {
 }
 
 void attention_forward_tiled(const AttentionTiles& tiles, __nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv,
-                             int B, int T, int D, int H, bool causal, cudaStream_t stream) {
-  const int hd = check_attention_args("attention_forward", B, T, D, H, {out, lse, qkv});
+                             int B, int T, const HeadLayout& heads, bool causal, cudaStream_t stream) {
+  check_attention_args("attention_forward", B, T, heads, 16, {out, lse, qkv});
+  const QkvLayout L = qkv_layout(heads);
+  if (!has_tensor_core_kernels(L.head_dim))
+    return launch_attention_rowwise_forward(out, lse, qkv, B, T, L, causal, stream);
   bool launched = false;
   if (tiles.fwd_ws)  // the warp-specialised kernel needs what wgmma needs (sm_90a build, Hopper device)
-    launched = tiles.wgmma && launch_attention_forward_ws(tiles, hd, out, lse, qkv, B, T, D, H, causal, stream);
+    launched = tiles.wgmma && launch_attention_forward_ws(tiles, out, lse, qkv, B, T, L, causal, stream);
   else if (tiles.wgmma)
-    launched = launch_attention_forward_wgmma(tiles, hd, out, lse, qkv, B, T, D, H, causal, stream);
+    launched = launch_attention_forward_wgmma(tiles, out, lse, qkv, B, T, L, causal, stream);
   else
-    launched = launch_attention_forward(tiles, hd, out, lse, qkv, B, T, D, H, causal, stream);
-  PYLON_CHECK(launched, "attention_forward: no kernel for hd=", hd, " wgmma=", tiles.wgmma, " ws=", tiles.fwd_ws,
-              " warps=", tiles.fwd_warps, " block_n=", tiles.fwd_block_n, " stages=", tiles.fwd_stages);
+    launched = launch_attention_forward(tiles, out, lse, qkv, B, T, L, causal, stream);
+  PYLON_CHECK(launched, "attention_forward: no kernel for hd=", L.head_dim, " wgmma=", tiles.wgmma, " ws=",
+              tiles.fwd_ws, " warps=", tiles.fwd_warps, " block_n=", tiles.fwd_block_n, " stages=", tiles.fwd_stages);
 }
 
 void attention_backward_tiled(const AttentionTiles& tiles, __nv_bfloat16* dqkv, const __nv_bfloat16* dout,
                               const __nv_bfloat16* qkv, const __nv_bfloat16* out, const float* lse, int B, int T,
-                              int D, int H, bool causal, void* workspace, size_t workspace_bytes,
+                              const HeadLayout& heads, bool causal, void* workspace, size_t workspace_bytes,
                               cudaStream_t stream) {
-  const int hd = check_attention_args("attention_backward", B, T, D, H, {dqkv, dout, qkv, out, lse, workspace});
-  PYLON_CHECK(workspace_bytes >= attention_backward_workspace_bytes(B, T, D, H),
+  check_attention_args("attention_backward", B, T, heads, 16, {dqkv, dout, qkv, out, lse, workspace});
+  PYLON_CHECK(workspace_bytes >= attention_backward_workspace_bytes(B, T, heads),
               "attention_backward: workspace of ", workspace_bytes, " bytes, needs ",
-              attention_backward_workspace_bytes(B, T, D, H));
-  auto* dsum = static_cast<float*>(workspace);  // (B, H, T)
-  launch_attention_backward_dsum(dsum, dout, out, B, T, D, H, stream);
+              attention_backward_workspace_bytes(B, T, heads));
+  const QkvLayout L = qkv_layout(heads);
+  auto* dsum = static_cast<float*>(workspace);  // (B, heads, T)
+  if (!has_tensor_core_kernels(L.head_dim))
+    return launch_attention_rowwise_backward(dqkv, dsum, dout, qkv, out, lse, B, T, L, causal, stream);
+  launch_attention_backward_dsum(dsum, dout, out, B, T, L, stream);
   bool dkdv = false;
   if (tiles.bwd_ws)  // needs what wgmma needs (sm_90a build, Hopper device)
-    dkdv = tiles.wgmma && launch_attention_backward_dkdv_ws(tiles, hd, dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream);
+    dkdv = tiles.wgmma && launch_attention_backward_dkdv_ws(tiles, dqkv, dout, qkv, lse, dsum, B, T, L, causal, stream);
   else if (tiles.wgmma)
-    dkdv = launch_attention_backward_dkdv_wgmma(tiles, hd, dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream);
+    dkdv = launch_attention_backward_dkdv_wgmma(tiles, dqkv, dout, qkv, lse, dsum, B, T, L, causal, stream);
   else
-    dkdv = launch_attention_backward_dkdv(tiles, hd, dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream);
-  PYLON_CHECK(dkdv,
-              "attention_backward: no dk/dv kernel for hd=", hd, " wgmma=", tiles.wgmma, " ws=", tiles.bwd_ws,
-              " warps=", tiles.dkdv_warps, " block_m=", tiles.dkdv_block_m, " stages=", tiles.bwd_stages);
+    dkdv = launch_attention_backward_dkdv(tiles, dqkv, dout, qkv, lse, dsum, B, T, L, causal, stream);
+  PYLON_CHECK(dkdv, "attention_backward: no dk/dv kernel for hd=", L.head_dim, " wgmma=", tiles.wgmma, " ws=",
+              tiles.bwd_ws, " warps=", tiles.dkdv_warps, " block_m=", tiles.dkdv_block_m, " stages=",
+              tiles.bwd_stages);
   bool dq = false;
   if (tiles.dq_ws)
-    dq = tiles.wgmma && launch_attention_backward_dq_ws(tiles, hd, dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream);
+    dq = tiles.wgmma && launch_attention_backward_dq_ws(tiles, dqkv, dout, qkv, lse, dsum, B, T, L, causal, stream);
   else if (tiles.wgmma)
-    dq = launch_attention_backward_dq_wgmma(tiles, hd, dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream);
+    dq = launch_attention_backward_dq_wgmma(tiles, dqkv, dout, qkv, lse, dsum, B, T, L, causal, stream);
   else
-    dq = launch_attention_backward_dq(tiles, hd, dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream);
-  PYLON_CHECK(dq,
-              "attention_backward: no dq kernel for hd=", hd, " wgmma=", tiles.wgmma, " warps=", tiles.dq_warps, " block_n=", tiles.dq_block_n);
+    dq = launch_attention_backward_dq(tiles, dqkv, dout, qkv, lse, dsum, B, T, L, causal, stream);
+  PYLON_CHECK(dq, "attention_backward: no dq kernel for hd=", L.head_dim, " wgmma=", tiles.wgmma, " warps=",
+              tiles.dq_warps, " block_n=", tiles.dq_block_n);
 }
 
 }  // namespace detail
 
-void attention_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv, int B, int T, int D, int H,
-                       bool causal, cudaStream_t stream) {
-  detail::attention_forward_tiled(detail::default_attention_tiles(H > 0 ? D / H : 0), out, lse, qkv, B, T, D, H,
-                                  causal, stream);
+void attention_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv, int B, int T,
+                       const HeadLayout& heads, bool causal, cudaStream_t stream) {
+  detail::attention_forward_tiled(detail::default_attention_tiles(heads.head_dim), out, lse, qkv, B, T, heads, causal,
+                                  stream);
 }
 
-size_t attention_backward_workspace_bytes(int B, int T, int /*D*/, int H) {
-  return static_cast<size_t>(B) * H * T * sizeof(float);
+size_t attention_backward_workspace_bytes(int B, int T, const HeadLayout& heads) {
+  return static_cast<size_t>(B) * static_cast<size_t>(heads.heads) * static_cast<size_t>(T) * sizeof(float);
 }
 
 void attention_backward(__nv_bfloat16* dqkv, const __nv_bfloat16* dout, const __nv_bfloat16* qkv,
-                        const __nv_bfloat16* out, const float* lse, int B, int T, int D, int H, bool causal,
-                        void* workspace, size_t workspace_bytes, cudaStream_t stream) {
-  detail::attention_backward_tiled(detail::default_attention_tiles(H > 0 ? D / H : 0), dqkv, dout, qkv, out, lse,
-                                   B, T, D, H, causal, workspace, workspace_bytes, stream);
+                        const __nv_bfloat16* out, const float* lse, int B, int T, const HeadLayout& heads,
+                        bool causal, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  detail::attention_backward_tiled(detail::default_attention_tiles(heads.head_dim), dqkv, dout, qkv, out, lse, B, T,
+                                   heads, causal, workspace, workspace_bytes, stream);
 }
 
 }  // namespace pylon::cuda

@@ -1,5 +1,6 @@
-// Fused multi-head attention on CUDA (flash attention: the (T, T) scores never reach device memory).
-// Same semantics as pylon::cpu::attention_forward / attention_backward, in bf16 with fp32 accumulation.
+// Fused attention on CUDA (flash attention: the (T, T) scores never reach device memory), multi-head
+// and grouped-query. Same semantics as pylon::cpu::attention_forward / attention_backward, in bf16 with
+// fp32 accumulation.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -8,29 +9,63 @@
 #include <cstddef>
 #include <vector>
 
+#include "core/error.h"
+#include "core/head_layout.h"
+
 namespace pylon::cuda {
 
-// out (B, T, D) = concat_h softmax(q_h k_hᵀ / sqrt(hd) [+ causal mask]) v_h, where qkv (B, T, 3*D) is
-// [q | k | v] with head h at columns h*hd .. h*hd+hd-1 of each third and hd = D / H in {64, 128}.
-// lse (B, H, T) = ln Σ_j exp(q_i·k_j / sqrt(hd)) over the unmasked keys, kept for backward.
-// Any T >= 1; pointers 16-byte aligned. Asynchronous on `stream`.
-void attention_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv, int B, int T, int D, int H,
-                       bool causal, cudaStream_t stream);
+// qkv (B, T, heads.row()) = [q (heads·hd) | k (kv_heads·hd) | v (kv_heads·hd)] per token, hd =
+// heads.head_dim; query head h reads key/value head h / heads.group().
+// out (B, T, heads.q_dim()) = concat_h softmax(q_h k_{h/group}ᵀ / sqrt(hd) [+ causal mask]) v_{h/group}.
+// lse (B, heads.heads, T) = ln Σ_j exp(q_i·k_j / sqrt(hd)) over the unmasked keys, kept for backward.
+// Head dims 64 and 128 run the tensor-core kernels; any other even hd up to 256 a slower kernel (one
+// warp per row, attention_rowwise.cu). kv_heads divides heads; any T >= 1; pointers 16-byte aligned.
+// Asynchronous on `stream`. What cannot run throws pylon::Error (one line).
+void attention_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv, int B, int T,
+                       const HeadLayout& heads, bool causal, cudaStream_t stream);
 
-// Scratch that attention_backward needs: D_i = Σ_c dout_ic·out_ic, fp32 (B, H, T).
-size_t attention_backward_workspace_bytes(int B, int T, int D, int H);
+// Scratch that attention_backward needs: D_i = Σ_c dout_ic·out_ic, fp32 (B, heads.heads, T).
+size_t attention_backward_workspace_bytes(int B, int T, const HeadLayout& heads);
 
-// dqkv (B, T, 3*D), every element written: the gradient w.r.t. qkv given dout (B, T, D), and the
-// forward's qkv, out (B, T, D) and lse (B, H, T). Deterministic: dk, dv and dq are each summed by one
-// thread block in a fixed order (dq by a second pass over the keys instead of atomic adds).
+// dqkv (B, T, heads.row()), every element written: the gradient w.r.t. qkv given dout (B, T, q_dim),
+// and the forward's qkv, out (B, T, q_dim) and lse (B, heads, T); a key/value head's dk and dv sum
+// over the query heads of its group. Deterministic: dk, dv and dq are each summed by one thread block
+// in a fixed order (dk and dv over the group's heads, then their query tiles; dq by a second pass
+// over the keys instead of atomic adds).
 void attention_backward(__nv_bfloat16* dqkv, const __nv_bfloat16* dout, const __nv_bfloat16* qkv,
-                        const __nv_bfloat16* out, const float* lse, int B, int T, int D, int H, bool causal,
-                        void* workspace, size_t workspace_bytes, cudaStream_t stream);
+                        const __nv_bfloat16* out, const float* lse, int B, int T, const HeadLayout& heads,
+                        bool causal, void* workspace, size_t workspace_bytes, cudaStream_t stream);
+
+namespace detail {
+// HeadLayout::multi_head(D, H) for the (D, H) forms below; D not a multiple of H is a user error.
+inline HeadLayout multi_head_layout(int D, int H) {
+  PYLON_CHECK(H >= 1 && D % H == 0, "attention: D=", D, " is not a multiple of H=", H);
+  return HeadLayout::multi_head(D, H);
+}
+}  // namespace detail
+
+// (D, H) form: multi-head callers
+inline void attention_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv, int B, int T, int D, int H,
+                              bool causal, cudaStream_t stream) {
+  attention_forward(out, lse, qkv, B, T, detail::multi_head_layout(D, H), causal, stream);
+}
+// (D, H) form: multi-head callers
+inline size_t attention_backward_workspace_bytes(int B, int T, int D, int H) {
+  return attention_backward_workspace_bytes(B, T, detail::multi_head_layout(D, H));
+}
+// (D, H) form: multi-head callers
+inline void attention_backward(__nv_bfloat16* dqkv, const __nv_bfloat16* dout, const __nv_bfloat16* qkv,
+                               const __nv_bfloat16* out, const float* lse, int B, int T, int D, int H, bool causal,
+                               void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  attention_backward(dqkv, dout, qkv, out, lse, B, T, detail::multi_head_layout(D, H), causal, workspace,
+                     workspace_bytes, stream);
+}
 
 namespace detail {
 // Kernel family and tile shapes, exposed for bench/attention_bench.cpp and the tests; the functions above
 // pick default_attention_tiles. wgmma: Hopper warpgroup kernels (16 rows per warp, 4 warps per group,
-// tiles of 64 in the backward passes); otherwise mma.sync kernels (any sm_80+ GPU).
+// tiles of 64 in the backward passes); otherwise mma.sync kernels (any sm_80+ GPU). Head dims other than
+// 64 and 128 ignore the tiles (the row-per-warp kernel runs).
 struct AttentionTiles {
   bool wgmma = false;
   int fwd_warps = 4;      // forward: 16 query rows per warp
@@ -62,16 +97,16 @@ AttentionTiles default_attention_tiles(int head_dim);
 AttentionTiles warp_specialized_tiles(int head_dim);
 // Every compiled shape of this head dim's kernels (the lists of attention_tiles.h), each at least once (for
 // the tile sweep and its test); wgmma and warp-specialised shapes only where default_attention_tiles picks
-// wgmma.
+// wgmma. Empty for head dims without tensor-core kernels.
 std::vector<AttentionTiles> compiled_attention_tiles(int head_dim);
-// Throws pylon::Error for a shape with no compiled kernel.
+// The functions above through `tiles`. Throws pylon::Error for a shape with no compiled kernel.
 void attention_forward_tiled(const AttentionTiles& tiles, __nv_bfloat16* out, float* lse,
-                             const __nv_bfloat16* qkv, int B, int T, int D, int H, bool causal,
+                             const __nv_bfloat16* qkv, int B, int T, const HeadLayout& heads, bool causal,
                              cudaStream_t stream);
 void attention_backward_tiled(const AttentionTiles& tiles, __nv_bfloat16* dqkv, const __nv_bfloat16* dout,
                               const __nv_bfloat16* qkv, const __nv_bfloat16* out, const float* lse, int B,
-                              int T, int D, int H, bool causal, void* workspace, size_t workspace_bytes,
-                              cudaStream_t stream);
+                              int T, const HeadLayout& heads, bool causal, void* workspace,
+                              size_t workspace_bytes, cudaStream_t stream);
 }  // namespace detail
 
 }  // namespace pylon::cuda

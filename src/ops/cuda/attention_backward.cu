@@ -16,13 +16,13 @@ namespace {
 using namespace mma;
 using flash::kLog2e;
 
-// dsum (B, H, T) = Σ_c dout[b, t, h*hd + c] · out[b, t, h*hd + c]; kHeadDim/8 lanes per (b, t, h).
+// dsum (B, heads, T) = Σ_c dout[b, t, h*hd + c] · out[b, t, h*hd + c]; kHeadDim/8 lanes per (b, t, h).
 template <int kHeadDim>
 __global__ void attention_backward_dsum(float* __restrict__ dsum, const bf16* __restrict__ dout,
                                         const bf16* __restrict__ out, int64_t rows, int T, int H) {
   constexpr int kLanes = kHeadDim / 8;  // each lane reads 8 bf16 of dout and of out
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t row = idx / kLanes;  // = (b*T + t)*H + h: dout and out are (B*T*H, hd)
+  const int64_t row = idx / kLanes;  // = (b*T + t)*H + h: dout and out (B, T, H·hd) are (B*T*H, hd)
   float acc = 0.f;
   if (row < rows) {
     const int64_t offset = row * kHeadDim + (idx % kLanes) * 8;
@@ -90,15 +90,17 @@ __device__ __forceinline__ void product_over_tile(float (&acc)[kHeadDim / 8][4],
   }
 }
 
-// Each warp owns 16 keys of the block's kBlockN and sums their dk, dv over all query tiles.
+// A block owns kBlockN keys of one (batch, key/value head); each warp owns 16 of them and sums their dk,
+// dv over the group's query heads in order, each head's query tiles in order: iteration it of the
+// block's group·n_m tiles is query head kvh·group + it / n_m, query tile m_begin + it % n_m.
 template <int kHeadDim, int kWarps, int kBlockM>
 __global__ void __launch_bounds__(kWarps * 32)
-    flash_attention_backward_dkdv_mma(bf16* __restrict__ dqkv,        // (B, T, 3*D): writes the k, v thirds
-                                      const bf16* __restrict__ dout,  // (B, T, D)
-                                      const bf16* __restrict__ qkv,   // (B, T, 3*D)
-                                      const float* __restrict__ lse,  // (B, H, T)
-                                      const float* __restrict__ dsum, // (B, H, T)
-                                      int T, int D, int H, float scale, float scale_log2, bool causal) {
+    flash_attention_backward_dkdv_mma(bf16* __restrict__ dqkv,        // (B, T, ld): writes the k, v columns
+                                      const bf16* __restrict__ dout,  // (B, T, q_dim)
+                                      const bf16* __restrict__ qkv,   // (B, T, ld)
+                                      const float* __restrict__ lse,  // (B, heads, T)
+                                      const float* __restrict__ dsum, // (B, heads, T)
+                                      int T, QkvLayout L, float scale, float scale_log2, bool causal) {
   constexpr int kBlockN = 16 * kWarps, kThreads = 32 * kWarps, kStride = kHeadDim + 8;
   constexpr int kTilesM = kBlockM / 8, kTilesD = kHeadDim / 8;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -110,25 +112,30 @@ __global__ void __launch_bounds__(kWarps * 32)
   float* dsum_s = lse_s + 2 * kBlockM;                                    // (2, kBlockM)
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-  const int bh = blockIdx.y, b = bh / H, h = bh % H;
+  const int bkv = blockIdx.y, b = bkv / L.kv_heads, kvh = bkv % L.kv_heads;
   const int n0 = blockIdx.x * kBlockN;  // causal: low key tiles see the most queries and start first
-  const int ld = 3 * D;
-  const bf16* q_g = qkv + static_cast<int64_t>(b) * T * ld + h * kHeadDim;
-  const bf16* k_g = q_g + D;
-  const bf16* v_g = q_g + 2 * D;
-  const bf16* do_g = dout + static_cast<int64_t>(b) * T * D + h * kHeadDim;
-  const float* lse_g = lse + static_cast<int64_t>(bh) * T;
-  const float* dsum_g = dsum + static_cast<int64_t>(bh) * T;
+  const int ld = L.ld;
+  const bf16* row_g = qkv + static_cast<int64_t>(b) * T * ld;
+  const bf16* k_g = row_g + L.k_col(kvh);
+  const bf16* v_g = row_g + L.v_col(kvh);
   const int m_begin = causal ? n0 / kBlockM : 0;  // earlier query tiles cannot see these keys
-  const int m_tiles = (T + kBlockM - 1) / kBlockM;
+  const int n_m = (T + kBlockM - 1) / kBlockM - m_begin;  // query tiles per head, >= 1 (n0 < T)
+  const int n_iter = L.group * n_m;
+  // Iteration it's query head (its q, dout columns and lse, dsum rows) and first query.
+  auto head_of = [&](int it) { return kvh * L.group + it / n_m; };
+  auto m0_of = [&](int it) { return (m_begin + it % n_m) * kBlockM; };
+  auto q_of = [&](int it) { return row_g + L.q_col(head_of(it)); };
+  auto do_of = [&](int it) { return dout + static_cast<int64_t>(b) * T * L.q_dim + L.q_col(head_of(it)); };
+  auto lse_of = [&](int it) { return lse + (static_cast<int64_t>(b) * L.heads + head_of(it)) * T; };
+  auto dsum_of = [&](int it) { return dsum + (static_cast<int64_t>(b) * L.heads + head_of(it)) * T; };
 
   load_tile_async<kBlockN, kHeadDim, kThreads>(k_s, k_g, ld, n0, T, tid);
-  load_tile_async<kBlockM, kHeadDim, kThreads>(q_s, q_g, ld, m_begin * kBlockM, T, tid);
-  load_row_stats_async<kBlockM, kThreads>(lse_s, lse_g, m_begin * kBlockM, T, tid);
+  load_tile_async<kBlockM, kHeadDim, kThreads>(q_s, q_of(0), ld, m0_of(0), T, tid);
+  load_row_stats_async<kBlockM, kThreads>(lse_s, lse_of(0), m0_of(0), T, tid);
   cp_async_commit();
   load_tile_async<kBlockN, kHeadDim, kThreads>(v_s, v_g, ld, n0, T, tid);
-  load_tile_async<kBlockM, kHeadDim, kThreads>(do_s, do_g, D, m_begin * kBlockM, T, tid);
-  load_row_stats_async<kBlockM, kThreads>(dsum_s, dsum_g, m_begin * kBlockM, T, tid);
+  load_tile_async<kBlockM, kHeadDim, kThreads>(do_s, do_of(0), L.q_dim, m0_of(0), T, tid);
+  load_row_stats_async<kBlockM, kThreads>(dsum_s, dsum_of(0), m0_of(0), T, tid);
   cp_async_commit();
 
   float dk[kTilesD][4] = {}, dv[kTilesD][4] = {};  // rows: keys g and g+8 of this warp
@@ -136,14 +143,15 @@ __global__ void __launch_bounds__(kWarps * 32)
   const bf16* k_w = k_s + warp * 16 * kStride;
   const bf16* v_w = v_s + warp * 16 * kStride;
 
-  for (int m = m_begin; m < m_tiles; ++m) {
-    const int buf = (m - m_begin) & 1, m0 = m * kBlockM;
-    const bool has_next = m + 1 < m_tiles;
+  for (int it = 0; it < n_iter; ++it) {
+    const int buf = it & 1, m0 = m0_of(it);
+    const bool has_next = it + 1 < n_iter;
     cp_async_wait<1>();  // q tile and lse (and k on the first pass) have landed
     __syncthreads();
     if (has_next) {
-      load_tile_async<kBlockM, kHeadDim, kThreads>(q_s + (buf ^ 1) * kBlockM * kStride, q_g, ld, m0 + kBlockM, T, tid);
-      load_row_stats_async<kBlockM, kThreads>(lse_s + (buf ^ 1) * kBlockM, lse_g, m0 + kBlockM, T, tid);
+      load_tile_async<kBlockM, kHeadDim, kThreads>(q_s + (buf ^ 1) * kBlockM * kStride, q_of(it + 1), ld,
+                                                   m0_of(it + 1), T, tid);
+      load_row_stats_async<kBlockM, kThreads>(lse_s + (buf ^ 1) * kBlockM, lse_of(it + 1), m0_of(it + 1), T, tid);
       cp_async_commit();
     }
     const bf16* q_t = q_s + buf * kBlockM * kStride;
@@ -160,8 +168,9 @@ __global__ void __launch_bounds__(kWarps * 32)
     else cp_async_wait<0>();
     __syncthreads();  // dout tile and dsum (and v on the first pass) have landed
     if (has_next) {
-      load_tile_async<kBlockM, kHeadDim, kThreads>(do_s + (buf ^ 1) * kBlockM * kStride, do_g, D, m0 + kBlockM, T, tid);
-      load_row_stats_async<kBlockM, kThreads>(dsum_s + (buf ^ 1) * kBlockM, dsum_g, m0 + kBlockM, T, tid);
+      load_tile_async<kBlockM, kHeadDim, kThreads>(do_s + (buf ^ 1) * kBlockM * kStride, do_of(it + 1), L.q_dim,
+                                                   m0_of(it + 1), T, tid);
+      load_row_stats_async<kBlockM, kThreads>(dsum_s + (buf ^ 1) * kBlockM, dsum_of(it + 1), m0_of(it + 1), T, tid);
       cp_async_commit();
     }
 
@@ -183,25 +192,27 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int r = 0; r < 2; ++r) {
     const int key = key_base + 8 * r;
     if (key >= T) continue;
-    bf16* dst = dqkv + (static_cast<int64_t>(b) * T + key) * ld + D + h * kHeadDim + 2 * t;
+    bf16* dk_dst = dqkv + (static_cast<int64_t>(b) * T + key) * ld + L.k_col(kvh) + 2 * t;
+    bf16* dv_dst = dk_dst + L.kv_dim;  // v_col(kvh) - k_col(kvh)
 #pragma unroll
     for (int dt = 0; dt < kTilesD; ++dt) {
-      *reinterpret_cast<__nv_bfloat162*>(dst + dt * 8) =
+      *reinterpret_cast<__nv_bfloat162*>(dk_dst + dt * 8) =
           __floats2bfloat162_rn(dk[dt][2 * r] * scale, dk[dt][2 * r + 1] * scale);
-      *reinterpret_cast<__nv_bfloat162*>(dst + D + dt * 8) = __floats2bfloat162_rn(dv[dt][2 * r], dv[dt][2 * r + 1]);
+      *reinterpret_cast<__nv_bfloat162*>(dv_dst + dt * 8) = __floats2bfloat162_rn(dv[dt][2 * r], dv[dt][2 * r + 1]);
     }
   }
 }
 
-// Each warp owns 16 query rows and sums their dq over the key tiles, recomputing p and dp.
+// Each warp owns 16 query rows of the block's (batch, query head) and sums their dq over the key tiles
+// of key/value head h / group, recomputing p and dp.
 template <int kHeadDim, int kWarps, int kBlockN>
 __global__ void __launch_bounds__(kWarps * 32)
-    flash_attention_backward_dq_mma(bf16* __restrict__ dqkv,        // (B, T, 3*D): writes the q third
-                                    const bf16* __restrict__ dout,  // (B, T, D)
-                                    const bf16* __restrict__ qkv,   // (B, T, 3*D)
-                                    const float* __restrict__ lse,  // (B, H, T)
-                                    const float* __restrict__ dsum, // (B, H, T)
-                                    int T, int D, int H, float scale, float scale_log2, bool causal) {
+    flash_attention_backward_dq_mma(bf16* __restrict__ dqkv,        // (B, T, ld): writes the q columns
+                                    const bf16* __restrict__ dout,  // (B, T, q_dim)
+                                    const bf16* __restrict__ qkv,   // (B, T, ld)
+                                    const float* __restrict__ lse,  // (B, heads, T)
+                                    const float* __restrict__ dsum, // (B, heads, T)
+                                    int T, QkvLayout L, float scale, float scale_log2, bool causal) {
   constexpr int kBlockM = 16 * kWarps, kThreads = 32 * kWarps, kStride = kHeadDim + 8;
   constexpr int kSteps = kHeadDim / 16, kTilesN = kBlockN / 8, kTilesD = kHeadDim / 8;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -212,18 +223,19 @@ __global__ void __launch_bounds__(kWarps * 32)
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int m_block = gridDim.x - 1 - blockIdx.x;  // heaviest causal tiles first
-  const int bh = blockIdx.y, b = bh / H, h = bh % H;
+  const int bh = blockIdx.y, b = bh / L.heads, h = bh % L.heads, kvh = h / L.group;
   const int q0 = m_block * kBlockM;
-  const int ld = 3 * D;
-  const bf16* q_g = qkv + static_cast<int64_t>(b) * T * ld + h * kHeadDim;
-  const bf16* k_g = q_g + D;
-  const bf16* v_g = q_g + 2 * D;
-  const bf16* do_g = dout + static_cast<int64_t>(b) * T * D + h * kHeadDim;
+  const int ld = L.ld;
+  const bf16* row_g = qkv + static_cast<int64_t>(b) * T * ld;
+  const bf16* q_g = row_g + L.q_col(h);
+  const bf16* k_g = row_g + L.k_col(kvh);
+  const bf16* v_g = row_g + L.v_col(kvh);
+  const bf16* do_g = dout + static_cast<int64_t>(b) * T * L.q_dim + L.q_col(h);
   const int kv_end = causal ? min(T, q0 + kBlockM) : T;
   const int n_tiles = (kv_end + kBlockN - 1) / kBlockN;
 
   load_tile_async<kBlockM, kHeadDim, kThreads>(q_s, q_g, ld, q0, T, tid);
-  load_tile_async<kBlockM, kHeadDim, kThreads>(do_s, do_g, D, q0, T, tid);
+  load_tile_async<kBlockM, kHeadDim, kThreads>(do_s, do_g, L.q_dim, q0, T, tid);
   load_tile_async<kBlockN, kHeadDim, kThreads>(k_s, k_g, ld, 0, T, tid);
   cp_async_commit();
   load_tile_async<kBlockN, kHeadDim, kThreads>(v_s, v_g, ld, 0, T, tid);
@@ -291,7 +303,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int r = 0; r < 2; ++r) {
     const int row = row_base + 8 * r;
     if (row >= T) continue;
-    bf16* dst = dqkv + (static_cast<int64_t>(b) * T + row) * ld + h * kHeadDim + 2 * t;
+    bf16* dst = dqkv + (static_cast<int64_t>(b) * T + row) * ld + L.q_col(h) + 2 * t;
 #pragma unroll
     for (int dt = 0; dt < kTilesD; ++dt)
       *reinterpret_cast<__nv_bfloat162*>(dst + dt * 8) =
@@ -301,64 +313,64 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 template <int kHeadDim, int kWarps, int kBlockM>
 void launch_dkdv(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* dsum, int B, int T,
-                 int D, int H, bool causal, cudaStream_t stream) {
+                 const QkvLayout& L, bool causal, cudaStream_t stream) {
   constexpr int kBlockN = 16 * kWarps;
   constexpr int smem = (2 * kBlockN + 4 * kBlockM) * (kHeadDim + 8) * static_cast<int>(sizeof(bf16)) +
                        4 * kBlockM * static_cast<int>(sizeof(float));
   auto kernel = flash_attention_backward_dkdv_mma<kHeadDim, kWarps, kBlockM>;
   PYLON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  const dim3 grid((T + kBlockN - 1) / kBlockN, B * H);
+  const dim3 grid((T + kBlockN - 1) / kBlockN, B * L.kv_heads);
   const float scale = 1.f / std::sqrt(static_cast<float>(kHeadDim));
-  kernel<<<grid, kWarps * 32, smem, stream>>>(dqkv, dout, qkv, lse, dsum, T, D, H, scale, scale * kLog2e, causal);
+  kernel<<<grid, kWarps * 32, smem, stream>>>(dqkv, dout, qkv, lse, dsum, T, L, scale, scale * kLog2e, causal);
   PYLON_CUDA_CHECK_LAUNCH();
 }
 
 template <int kHeadDim, int kWarps, int kBlockN>
 void launch_dq(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* dsum, int B, int T,
-               int D, int H, bool causal, cudaStream_t stream) {
+               const QkvLayout& L, bool causal, cudaStream_t stream) {
   constexpr int kBlockM = 16 * kWarps;
   constexpr int smem = (2 * kBlockM + 4 * kBlockN) * (kHeadDim + 8) * static_cast<int>(sizeof(bf16));
   auto kernel = flash_attention_backward_dq_mma<kHeadDim, kWarps, kBlockN>;
   PYLON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  const dim3 grid((T + kBlockM - 1) / kBlockM, B * H);
+  const dim3 grid((T + kBlockM - 1) / kBlockM, B * L.heads);
   const float scale = 1.f / std::sqrt(static_cast<float>(kHeadDim));
-  kernel<<<grid, kWarps * 32, smem, stream>>>(dqkv, dout, qkv, lse, dsum, T, D, H, scale, scale * kLog2e, causal);
+  kernel<<<grid, kWarps * 32, smem, stream>>>(dqkv, dout, qkv, lse, dsum, T, L, scale, scale * kLog2e, causal);
   PYLON_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
-void launch_attention_backward_dsum(float* dsum, const bf16* dout, const bf16* out, int B, int T, int D, int H,
+void launch_attention_backward_dsum(float* dsum, const bf16* dout, const bf16* out, int B, int T, const QkvLayout& L,
                                     cudaStream_t stream) {
-  const int64_t rows = static_cast<int64_t>(B) * T * H;
-  const int64_t threads = rows * (D / H / 8);
+  const int64_t rows = static_cast<int64_t>(B) * T * L.heads;
+  const int64_t threads = rows * (L.head_dim / 8);
   const int block = 256;
   const auto grid = static_cast<unsigned>((threads + block - 1) / block);
-  if (D / H == 64) attention_backward_dsum<64><<<grid, block, 0, stream>>>(dsum, dout, out, rows, T, H);
-  else attention_backward_dsum<128><<<grid, block, 0, stream>>>(dsum, dout, out, rows, T, H);
+  if (L.head_dim == 64) attention_backward_dsum<64><<<grid, block, 0, stream>>>(dsum, dout, out, rows, T, L.heads);
+  else attention_backward_dsum<128><<<grid, block, 0, stream>>>(dsum, dout, out, rows, T, L.heads);
   PYLON_CUDA_CHECK_LAUNCH();
 }
 
-bool launch_attention_backward_dkdv(const detail::AttentionTiles& tiles, int head_dim, bf16* dqkv, const bf16* dout,
-                                    const bf16* qkv, const float* lse, const float* dsum, int B, int T, int D, int H,
-                                    bool causal, cudaStream_t stream) {
-#define PYLON_DKDV_CASE(HD, WARPS, BM)                                                  \
-  if (head_dim == HD && tiles.dkdv_warps == WARPS && tiles.dkdv_block_m == BM) {        \
-    launch_dkdv<HD, WARPS, BM>(dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream); \
-    return true;                                                                        \
+bool launch_attention_backward_dkdv(const detail::AttentionTiles& tiles, bf16* dqkv, const bf16* dout,
+                                    const bf16* qkv, const float* lse, const float* dsum, int B, int T,
+                                    const QkvLayout& L, bool causal, cudaStream_t stream) {
+#define PYLON_DKDV_CASE(HD, WARPS, BM)                                               \
+  if (L.head_dim == HD && tiles.dkdv_warps == WARPS && tiles.dkdv_block_m == BM) {   \
+    launch_dkdv<HD, WARPS, BM>(dqkv, dout, qkv, lse, dsum, B, T, L, causal, stream); \
+    return true;                                                                     \
   }
   PYLON_ATTENTION_MMA_DKDV_TILES(PYLON_DKDV_CASE)
 #undef PYLON_DKDV_CASE
   return false;
 }
 
-bool launch_attention_backward_dq(const detail::AttentionTiles& tiles, int head_dim, bf16* dqkv, const bf16* dout,
-                                  const bf16* qkv, const float* lse, const float* dsum, int B, int T, int D, int H,
-                                  bool causal, cudaStream_t stream) {
-#define PYLON_DQ_CASE(HD, WARPS, BN)                                                  \
-  if (head_dim == HD && tiles.dq_warps == WARPS && tiles.dq_block_n == BN) {          \
-    launch_dq<HD, WARPS, BN>(dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream); \
-    return true;                                                                      \
+bool launch_attention_backward_dq(const detail::AttentionTiles& tiles, bf16* dqkv, const bf16* dout,
+                                  const bf16* qkv, const float* lse, const float* dsum, int B, int T,
+                                  const QkvLayout& L, bool causal, cudaStream_t stream) {
+#define PYLON_DQ_CASE(HD, WARPS, BN)                                               \
+  if (L.head_dim == HD && tiles.dq_warps == WARPS && tiles.dq_block_n == BN) {     \
+    launch_dq<HD, WARPS, BN>(dqkv, dout, qkv, lse, dsum, B, T, L, causal, stream); \
+    return true;                                                                   \
   }
   PYLON_ATTENTION_MMA_DQ_TILES(PYLON_DQ_CASE)
 #undef PYLON_DQ_CASE

@@ -108,37 +108,37 @@ __device__ __forceinline__ void dq_tile_step(float (&dq)[kHeadDim / 64][8][4], u
   for (int cb = 0; cb < kHeadDim / 64; ++cb) wgmma::fence_accumulators(dq[cb]);
 }
 
-// The passes' stores, a lane's two rows (key_base / row_base and + 8) in the accumulator layout: dk
-// (times the softmax scale) and dv into the k and v thirds of dqkv (B, T, 3D), dq (times the scale) into
-// the q third. Rows at or past T are skipped.
+// The passes' stores, a lane's two rows (key_base / row_base and + 8) in the accumulator layout, into
+// dqkv (B, T, ld): dk (times the softmax scale) at columns k_col.. and dv at k_col + kv_dim.. (the key/value
+// head's), dq (times the scale) at q_col.. (the query head's). Rows at or past T are skipped.
 template <int kHeadDim>
 __device__ __forceinline__ void store_dkdv(__nv_bfloat16* dqkv, const float (&dk)[kHeadDim / 64][8][4],
-                                           const float (&dv)[kHeadDim / 64][8][4], int b, int h, int key_base,
-                                           int t, int T, int D, float scale) {
+                                           const float (&dv)[kHeadDim / 64][8][4], int b, int k_col, int kv_dim,
+                                           int key_base, int t, int T, int ld, float scale) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int key = key_base + 8 * r;
     if (key >= T) continue;
-    __nv_bfloat16* dst = dqkv + (static_cast<int64_t>(b) * T + key) * 3 * D + D + h * kHeadDim + 2 * t;
+    __nv_bfloat16* dst = dqkv + (static_cast<int64_t>(b) * T + key) * ld + k_col + 2 * t;
 #pragma unroll
     for (int cb = 0; cb < kHeadDim / 64; ++cb)
 #pragma unroll
       for (int dt = 0; dt < 8; ++dt) {
         *reinterpret_cast<__nv_bfloat162*>(dst + cb * 64 + dt * 8) =
             __floats2bfloat162_rn(dk[cb][dt][2 * r] * scale, dk[cb][dt][2 * r + 1] * scale);
-        *reinterpret_cast<__nv_bfloat162*>(dst + D + cb * 64 + dt * 8) =
+        *reinterpret_cast<__nv_bfloat162*>(dst + kv_dim + cb * 64 + dt * 8) =
             __floats2bfloat162_rn(dv[cb][dt][2 * r], dv[cb][dt][2 * r + 1]);
       }
   }
 }
 template <int kHeadDim>
-__device__ __forceinline__ void store_dq(__nv_bfloat16* dqkv, const float (&dq)[kHeadDim / 64][8][4], int b, int h,
-                                         int row_base, int t, int T, int D, float scale) {
+__device__ __forceinline__ void store_dq(__nv_bfloat16* dqkv, const float (&dq)[kHeadDim / 64][8][4], int b,
+                                         int q_col, int row_base, int t, int T, int ld, float scale) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int row = row_base + 8 * r;
     if (row >= T) continue;
-    __nv_bfloat16* dst = dqkv + (static_cast<int64_t>(b) * T + row) * 3 * D + h * kHeadDim + 2 * t;
+    __nv_bfloat16* dst = dqkv + (static_cast<int64_t>(b) * T + row) * ld + q_col + 2 * t;
 #pragma unroll
     for (int cb = 0; cb < kHeadDim / 64; ++cb)
 #pragma unroll

@@ -11,7 +11,9 @@
 // Protocol (barriers in shared memory after the tiles):
 //   kv_full   1 arrival (arrive_expect_tx) + k's and v's bytes; consumers wait its completion 0.
 //   full[s]   32 arrivals (each lane of the producer warp once its lse/dsum values are stored; lane 0's
-//             with expect_tx) + q's and dout's bytes. The block's i-th query tile lives in stage
+//             with expect_tx) + q's and dout's bytes. The block's i-th query tile (with grouped-query
+//             heads: query head kvh·group + i / n_m, query tile m_begin + i % n_m, so dk and dv sum the
+//             group's heads in a fixed order) lives in stage
 //             s = i % kStages as completion r = i / kStages of full[s]: parity r & 1.
 //   empty[s]  256 arrivals: every consumer thread, once the products that read tile i have completed.
 //             Before filling tile i >= kStages the producer warp waits completion r - 1 (tile i - kStages).
@@ -60,13 +62,13 @@ struct DkdvWsSmem {
 
 template <int kHeadDim, int kStages>
 __global__ void __launch_bounds__(kThreads, 1)
-    flash_attention_backward_dkdv_ws(bf16* __restrict__ dqkv,                     // (B, T, 3*D): k, v thirds
-                                     const float* __restrict__ lse,               // (B, H, T)
-                                     const float* __restrict__ dsum,              // (B, H, T)
+    flash_attention_backward_dkdv_ws(bf16* __restrict__ dqkv,                     // (B, T, ld): k, v columns
+                                     const float* __restrict__ lse,               // (B, heads, T)
+                                     const float* __restrict__ dsum,              // (B, heads, T)
                                      const __grid_constant__ CUtensorMap kv_map,  // qkv, boxes (128 rows, 64)
                                      const __grid_constant__ CUtensorMap q_map,   // qkv, boxes (64, 64)
-                                     const __grid_constant__ CUtensorMap do_map,  // dout (B, T, D), (64, 64)
-                                     int T, int D, int H, float scale, float scale_log2, bool causal) {
+                                     const __grid_constant__ CUtensorMap do_map,  // dout (B, T, q_dim), (64, 64)
+                                     int T, QkvLayout L, float scale, float scale_log2, bool causal) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   __trap();  // built without sm_90a: the host never picks this kernel
 #else
@@ -86,10 +88,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   const int tid = threadIdx.x, lane = tid % 32;
   const int warpgroup = __shfl_sync(0xffffffffu, tid / 128, 0);  // uniform per warp (see the forward)
-  const int bh = blockIdx.y, b = bh / H, h = bh % H;
+  const int bkv = blockIdx.y, b = bkv / L.kv_heads, kvh = bkv % L.kv_heads;
   const int n0 = blockIdx.x * kKeys;
-  const int m_begin = causal ? n0 / kTile : 0;          // causal: earlier queries see none of these keys
-  const int n_tiles = (T + kTile - 1) / kTile - m_begin;  // >= 1: n0 < T
+  const int m_begin = causal ? n0 / kTile : 0;      // causal: earlier queries see none of these keys
+  const int n_m = (T + kTile - 1) / kTile - m_begin;  // query tiles per head, >= 1: n0 < T
+  const int n_tiles = L.group * n_m;                  // the group's heads' query tiles, head by head
 
   if (tid == 0) {
     tma::mbar_init(kv_full, 1);
@@ -104,18 +107,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (warpgroup == 0) {  // producer: warp 0 loads, warps 1-3 leave
     tma::set_max_registers_dec<kProducerRegisters>();
     if (tid >= 32) return;
-    const int col = h * kHeadDim;  // q's columns in qkv and dout's in dout; k's at D + col, v's at 2D + col
     if (lane == 0) {
       tma::mbar_arrive_expect_tx(kv_full, 2 * Smem::kKVBytes);
       for (int cb = 0; cb < kColBlocks; ++cb) {
-        tma::load_3d(k_s + cb * kKeys * 128, &kv_map, D + col + cb * 64, n0, b, kv_full);
-        tma::load_3d(v_s + cb * kKeys * 128, &kv_map, 2 * D + col + cb * 64, n0, b, kv_full);
+        tma::load_3d(k_s + cb * kKeys * 128, &kv_map, L.k_col(kvh) + cb * 64, n0, b, kv_full);
+        tma::load_3d(v_s + cb * kKeys * 128, &kv_map, L.v_col(kvh) + cb * 64, n0, b, kv_full);
       }
     }
-    const float* lse_g = lse + static_cast<int64_t>(bh) * T;
-    const float* dsum_g = dsum + static_cast<int64_t>(bh) * T;
     for (int i = 0; i < n_tiles; ++i) {
-      const int st = i % kStages, round = i / kStages, m0 = (m_begin + i) * kTile;
+      const int st = i % kStages, round = i / kStages, m0 = (m_begin + i % n_m) * kTile;
+      const int h = kvh * L.group + i / n_m;  // its query head
+      const int col = L.q_col(h);             // q's columns in qkv, dout's in dout
+      const float* lse_g = lse + (static_cast<int64_t>(b) * L.heads + h) * T;
+      const float* dsum_g = dsum + (static_cast<int64_t>(b) * L.heads + h) * T;
       if (i >= kStages) tma::mbar_wait(empty(st), (round - 1) & 1);  // tile i - kStages released
       for (int r = lane; r < kTile; r += 32) {  // queries past T: 0 (their columns are masked)
         const bool valid = m0 + r < T;
@@ -143,19 +147,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   float dk[kColBlocks][8][4] = {}, dv[kColBlocks][8][4] = {};
   tma::mbar_wait(kv_full, 0);
   for (int i = 0; i < n_tiles; ++i) {
-    const int st = i % kStages, m0 = (m_begin + i) * kTile;
+    const int st = i % kStages, m0 = (m_begin + i % n_m) * kTile;
     tma::mbar_wait(full(st), (i / kStages) & 1);
     dkdv_tile_step<kHeadDim, kKeys>(dk, dv, k_s, v_s, group * 64, q_tile(st), do_tile(st), lse_tile(st),
                                     dsum_tile(st), group_key0, key_base, m0, t, T, causal, scale_log2);
     tma::mbar_arrive(empty(st));  // this thread's reads of tile i (products and stats) are done
   }
 
-  store_dkdv<kHeadDim>(dqkv, dk, dv, b, h, key_base, t, T, D, scale);
+  store_dkdv<kHeadDim>(dqkv, dk, dv, b, L.k_col(kvh), L.kv_dim, key_base, t, T, L.ld, scale);
 #endif
 }
 
-// The dq pass, warp-specialised the same way: the block's 128 query rows' q and dout loaded once, key
-// tiles of 64 (k and v, TMA) through the ring; each consumer warpgroup owns 64 rows and runs
+// The dq pass, warp-specialised the same way: the block's 128 query rows' q and dout (of one query head)
+// loaded once, key tiles of 64 (k and v of key/value head h / group, TMA) through the ring; each consumer warpgroup owns 64 rows and runs
 // attention_backward_wgmma.cu's dq math (s and dp over the head dim, p and ds in registers, dq += ds·k).
 // Barriers: qd_full (1 arrival + q's and dout's bytes), full[s] (1 arrival + k's and v's bytes),
 // empty[s] (256 arrivals), with the dk/dv pass's parities.
@@ -174,13 +178,13 @@ struct DqWsSmem {
 
 template <int kHeadDim, int kStages>
 __global__ void __launch_bounds__(kThreads, 1)
-    flash_attention_backward_dq_ws(bf16* __restrict__ dqkv,                     // (B, T, 3*D): q third
-                                   const float* __restrict__ lse,               // (B, H, T)
-                                   const float* __restrict__ dsum,              // (B, H, T)
+    flash_attention_backward_dq_ws(bf16* __restrict__ dqkv,                     // (B, T, ld): q columns
+                                   const float* __restrict__ lse,               // (B, heads, T)
+                                   const float* __restrict__ dsum,              // (B, heads, T)
                                    const __grid_constant__ CUtensorMap q_map,   // qkv, boxes (128 rows, 64)
                                    const __grid_constant__ CUtensorMap do_map,  // dout, boxes (128, 64)
                                    const __grid_constant__ CUtensorMap kv_map,  // qkv, boxes (64, 64)
-                                   int T, int D, int H, float scale, float scale_log2, bool causal) {
+                                   int T, QkvLayout L, float scale, float scale_log2, bool causal) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   __trap();
 #else
@@ -198,7 +202,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int tid = threadIdx.x, lane = tid % 32;
   const int warpgroup = __shfl_sync(0xffffffffu, tid / 128, 0);
   const int m_block = gridDim.x - 1 - blockIdx.x;  // heaviest causal blocks first
-  const int bh = blockIdx.y, b = bh / H, h = bh % H;
+  const int bh = blockIdx.y, b = bh / L.heads, h = bh % L.heads, kvh = h / L.group;
   const int q0 = m_block * kKeys;
   const int kv_end = causal ? min(T, q0 + kKeys) : T;
   const int n_tiles = (kv_end + kTile - 1) / kTile;  // >= 1: q0 < T
@@ -216,7 +220,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (warpgroup == 0) {  // producer: thread 0 loads
     tma::set_max_registers_dec<kProducerRegisters>();
     if (tid == 0) {
-      const int col = h * kHeadDim;
+      const int col = L.q_col(h);  // q's columns in qkv, dout's in dout
       tma::mbar_arrive_expect_tx(qd_full, 2 * Smem::kRowBytes);
       for (int cb = 0; cb < kColBlocks; ++cb) {
         tma::load_3d(q_s + cb * kKeys * 128, &q_map, col + cb * 64, q0, b, qd_full);
@@ -227,8 +231,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (j >= kStages) tma::mbar_wait(empty(st), (round - 1) & 1);
         tma::mbar_arrive_expect_tx(full(st), 2 * Smem::kTileBytes);
         for (int cb = 0; cb < kColBlocks; ++cb) {
-          tma::load_3d(k_tile(st) + cb * kTile * 128, &kv_map, D + col + cb * 64, j * kTile, b, full(st));
-          tma::load_3d(v_tile(st) + cb * kTile * 128, &kv_map, 2 * D + col + cb * 64, j * kTile, b, full(st));
+          tma::load_3d(k_tile(st) + cb * kTile * 128, &kv_map, L.k_col(kvh) + cb * 64, j * kTile, b, full(st));
+          tma::load_3d(v_tile(st) + cb * kTile * 128, &kv_map, L.v_col(kvh) + cb * 64, j * kTile, b, full(st));
         }
       }
     }
@@ -250,70 +254,68 @@ __global__ void __launch_bounds__(kThreads, 1)
     tma::mbar_arrive(empty(st));
   }
 
-  store_dq<kHeadDim>(dqkv, dq, b, h, row_base, t, T, D, scale);
+  store_dq<kHeadDim>(dqkv, dq, b, L.q_col(h), row_base, t, T, L.ld, scale);
 #endif
 }
 
 template <int kHeadDim, int kStages>
 void launch_dkdv_ws(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* dsum, int B,
-                    int T, int D, int H, bool causal, cudaStream_t stream) {
+                    int T, const QkvLayout& L, bool causal, cudaStream_t stream) {
   constexpr int smem = DkdvWsSmem<kHeadDim, kStages>::kBytes;
   static_assert(smem <= 227 * 1024, "over the 227 KB of shared memory a block may opt into");
   auto kernel = flash_attention_backward_dkdv_ws<kHeadDim, kStages>;
   PYLON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   constexpr const char* who = "attention_backward (ws)";
-  const int64_t qkv_cols = 3 * static_cast<int64_t>(D);
-  const CUtensorMap kv_map = bf16_rows_tensor_map(qkv, qkv_cols, T, B, kKeys, who);
-  const CUtensorMap q_map = bf16_rows_tensor_map(qkv, qkv_cols, T, B, kTile, who);
-  const CUtensorMap do_map = bf16_rows_tensor_map(dout, D, T, B, kTile, who);
-  const dim3 grid((T + kKeys - 1) / kKeys, B * H);
+  const CUtensorMap kv_map = bf16_rows_tensor_map(qkv, L.ld, T, B, kKeys, who);
+  const CUtensorMap q_map = bf16_rows_tensor_map(qkv, L.ld, T, B, kTile, who);
+  const CUtensorMap do_map = bf16_rows_tensor_map(dout, L.q_dim, T, B, kTile, who);
+  const dim3 grid((T + kKeys - 1) / kKeys, B * L.kv_heads);
   const float scale = 1.f / std::sqrt(static_cast<float>(kHeadDim));
-  kernel<<<grid, kThreads, smem, stream>>>(dqkv, lse, dsum, kv_map, q_map, do_map, T, D, H, scale, scale * kLog2e,
+  kernel<<<grid, kThreads, smem, stream>>>(dqkv, lse, dsum, kv_map, q_map, do_map, T, L, scale, scale * kLog2e,
                                            causal);
   PYLON_CUDA_CHECK_LAUNCH();
 }
 
 template <int kHeadDim, int kStages>
 void launch_dq_ws(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* dsum, int B,
-                  int T, int D, int H, bool causal, cudaStream_t stream) {
+                  int T, const QkvLayout& L, bool causal, cudaStream_t stream) {
   constexpr int smem = DqWsSmem<kHeadDim, kStages>::kBytes;
   static_assert(smem <= 227 * 1024, "over the 227 KB of shared memory a block may opt into");
   auto kernel = flash_attention_backward_dq_ws<kHeadDim, kStages>;
   PYLON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   constexpr const char* who = "attention_backward (ws dq)";
-  const int64_t qkv_cols = 3 * static_cast<int64_t>(D);
-  const CUtensorMap q_map = bf16_rows_tensor_map(qkv, qkv_cols, T, B, kKeys, who);
-  const CUtensorMap do_map = bf16_rows_tensor_map(dout, D, T, B, kKeys, who);
-  const CUtensorMap kv_map = bf16_rows_tensor_map(qkv, qkv_cols, T, B, kTile, who);
-  const dim3 grid((T + kKeys - 1) / kKeys, B * H);
+  const CUtensorMap q_map = bf16_rows_tensor_map(qkv, L.ld, T, B, kKeys, who);
+  const CUtensorMap do_map = bf16_rows_tensor_map(dout, L.q_dim, T, B, kKeys, who);
+  const CUtensorMap kv_map = bf16_rows_tensor_map(qkv, L.ld, T, B, kTile, who);
+  const dim3 grid((T + kKeys - 1) / kKeys, B * L.heads);
   const float scale = 1.f / std::sqrt(static_cast<float>(kHeadDim));
-  kernel<<<grid, kThreads, smem, stream>>>(dqkv, lse, dsum, q_map, do_map, kv_map, T, D, H, scale, scale * kLog2e,
+  kernel<<<grid, kThreads, smem, stream>>>(dqkv, lse, dsum, q_map, do_map, kv_map, T, L, scale, scale * kLog2e,
                                            causal);
   PYLON_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
-bool launch_attention_backward_dkdv_ws(const detail::AttentionTiles& tiles, int head_dim, bf16* dqkv,
-                                       const bf16* dout, const bf16* qkv, const float* lse, const float* dsum,
-                                       int B, int T, int D, int H, bool causal, cudaStream_t stream) {
-#define PYLON_DKDV_WS_CASE(HD, STAGES)                                                  \
-  if (head_dim == HD && tiles.bwd_stages == STAGES) {                                   \
-    launch_dkdv_ws<HD, STAGES>(dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream); \
-    return true;                                                                        \
+bool launch_attention_backward_dkdv_ws(const detail::AttentionTiles& tiles, bf16* dqkv, const bf16* dout,
+                                       const bf16* qkv, const float* lse, const float* dsum, int B, int T,
+                                       const QkvLayout& L, bool causal, cudaStream_t stream) {
+#define PYLON_DKDV_WS_CASE(HD, STAGES)                                               \
+  if (L.head_dim == HD && tiles.bwd_stages == STAGES) {                              \
+    launch_dkdv_ws<HD, STAGES>(dqkv, dout, qkv, lse, dsum, B, T, L, causal, stream); \
+    return true;                                                                     \
   }
   PYLON_ATTENTION_WS_BACKWARD_TILES(PYLON_DKDV_WS_CASE)
 #undef PYLON_DKDV_WS_CASE
   return false;
 }
 
-bool launch_attention_backward_dq_ws(const detail::AttentionTiles& tiles, int head_dim, bf16* dqkv,
-                                     const bf16* dout, const bf16* qkv, const float* lse, const float* dsum, int B,
-                                     int T, int D, int H, bool causal, cudaStream_t stream) {
-#define PYLON_DQ_WS_CASE(HD, STAGES)                                                  \
-  if (head_dim == HD && tiles.bwd_stages == STAGES) {                                 \
-    launch_dq_ws<HD, STAGES>(dqkv, dout, qkv, lse, dsum, B, T, D, H, causal, stream); \
-    return true;                                                                      \
+bool launch_attention_backward_dq_ws(const detail::AttentionTiles& tiles, bf16* dqkv, const bf16* dout,
+                                     const bf16* qkv, const float* lse, const float* dsum, int B, int T,
+                                     const QkvLayout& L, bool causal, cudaStream_t stream) {
+#define PYLON_DQ_WS_CASE(HD, STAGES)                                               \
+  if (L.head_dim == HD && tiles.bwd_stages == STAGES) {                            \
+    launch_dq_ws<HD, STAGES>(dqkv, dout, qkv, lse, dsum, B, T, L, causal, stream); \
+    return true;                                                                   \
   }
   PYLON_ATTENTION_WS_BACKWARD_TILES(PYLON_DQ_WS_CASE)
 #undef PYLON_DQ_WS_CASE

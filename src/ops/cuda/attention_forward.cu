@@ -14,13 +14,14 @@ namespace {
 
 using namespace mma;
 
-// Each warp owns 16 query rows; the block walks the key tiles [0, kv_end) of its (batch, head).
+// Each warp owns 16 query rows; the block walks the key tiles [0, kv_end) of its (batch, query head),
+// reading the key/value head h / group.
 template <int kHeadDim, int kWarps, int kBlockN>
 __global__ void __launch_bounds__(kWarps * 32)
-    flash_attention_forward_mma(bf16* __restrict__ out,          // (B, T, D)
-                                float* __restrict__ lse,         // (B, H, T)
-                                const bf16* __restrict__ qkv,    // (B, T, 3*D)
-                                int T, int D, int H, float scale_log2, bool causal) {
+    flash_attention_forward_mma(bf16* __restrict__ out,          // (B, T, q_dim)
+                                float* __restrict__ lse,         // (B, heads, T)
+                                const bf16* __restrict__ qkv,    // (B, T, ld)
+                                int T, QkvLayout L, float scale_log2, bool causal) {
   constexpr int kBlockM = 16 * kWarps, kThreads = 32 * kWarps, kStride = kHeadDim + 8;
   constexpr int kSteps = kHeadDim / 16;  // k-steps of q·kᵀ
   constexpr int kTilesN = kBlockN / 8;   // 8-key column tiles of the scores
@@ -32,12 +33,13 @@ __global__ void __launch_bounds__(kWarps * 32)
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int m_block = gridDim.x - 1 - blockIdx.x;  // heaviest causal tiles first
-  const int bh = blockIdx.y, b = bh / H, h = bh % H;
+  const int bh = blockIdx.y, b = bh / L.heads, h = bh % L.heads, kvh = h / L.group;
   const int q0 = m_block * kBlockM;
-  const int ld = 3 * D;
-  const bf16* q_g = qkv + static_cast<int64_t>(b) * T * ld + h * kHeadDim;
-  const bf16* k_g = q_g + D;
-  const bf16* v_g = q_g + 2 * D;
+  const int ld = L.ld;
+  const bf16* row_g = qkv + static_cast<int64_t>(b) * T * ld;
+  const bf16* q_g = row_g + L.q_col(h);
+  const bf16* k_g = row_g + L.k_col(kvh);
+  const bf16* v_g = row_g + L.v_col(kvh);
   const int kv_end = causal ? min(T, q0 + kBlockM) : T;
   const int n_tiles = (kv_end + kBlockN - 1) / kBlockN;
 
@@ -131,7 +133,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     const int row = row_base + 8 * r;
     if (row >= T) continue;
     const float inv = 1.f / sum;
-    bf16* dst = out + (static_cast<int64_t>(b) * T + row) * D + h * kHeadDim + 2 * t;
+    bf16* dst = out + (static_cast<int64_t>(b) * T + row) * L.q_dim + L.q_col(h) + 2 * t;
 #pragma unroll
     for (int dt = 0; dt < kTilesD; ++dt)
       *reinterpret_cast<__nv_bfloat162*>(dst + dt * 8) = __floats2bfloat162_rn(o[dt][2 * r] * inv, o[dt][2 * r + 1] * inv);
@@ -140,26 +142,26 @@ __global__ void __launch_bounds__(kWarps * 32)
 }
 
 template <int kHeadDim, int kWarps, int kBlockN>
-void launch_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int D, int H, bool causal,
+void launch_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, const QkvLayout& L, bool causal,
                     cudaStream_t stream) {
   constexpr int kBlockM = 16 * kWarps;
   constexpr int smem = (kBlockM + 4 * kBlockN) * (kHeadDim + 8) * static_cast<int>(sizeof(bf16));
   auto kernel = flash_attention_forward_mma<kHeadDim, kWarps, kBlockN>;
   PYLON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  const dim3 grid((T + kBlockM - 1) / kBlockM, B * H);
+  const dim3 grid((T + kBlockM - 1) / kBlockM, B * L.heads);
   const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(kHeadDim));
-  kernel<<<grid, kWarps * 32, smem, stream>>>(out, lse, qkv, T, D, H, scale_log2, causal);
+  kernel<<<grid, kWarps * 32, smem, stream>>>(out, lse, qkv, T, L, scale_log2, causal);
   PYLON_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
-bool launch_attention_forward(const detail::AttentionTiles& tiles, int head_dim, bf16* out, float* lse,
-                              const bf16* qkv, int B, int T, int D, int H, bool causal, cudaStream_t stream) {
-#define PYLON_FORWARD_CASE(HD, WARPS, BN)                                      \
-  if (head_dim == HD && tiles.fwd_warps == WARPS && tiles.fwd_block_n == BN) { \
-    launch_forward<HD, WARPS, BN>(out, lse, qkv, B, T, D, H, causal, stream);  \
-    return true;                                                               \
+bool launch_attention_forward(const detail::AttentionTiles& tiles, bf16* out, float* lse, const bf16* qkv, int B,
+                              int T, const QkvLayout& L, bool causal, cudaStream_t stream) {
+#define PYLON_FORWARD_CASE(HD, WARPS, BN)                                         \
+  if (L.head_dim == HD && tiles.fwd_warps == WARPS && tiles.fwd_block_n == BN) {  \
+    launch_forward<HD, WARPS, BN>(out, lse, qkv, B, T, L, causal, stream);        \
+    return true;                                                                  \
   }
   PYLON_ATTENTION_MMA_FORWARD_TILES(PYLON_FORWARD_CASE)
 #undef PYLON_FORWARD_CASE

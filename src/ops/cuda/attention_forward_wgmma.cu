@@ -20,10 +20,10 @@ using namespace mma;
 
 template <int kHeadDim, int kGroups, int kBlockN>
 __global__ void __launch_bounds__(kGroups * 128)
-    flash_attention_forward_wgmma(bf16* __restrict__ out,        // (B, T, D)
-                                  float* __restrict__ lse,       // (B, H, T)
-                                  const bf16* __restrict__ qkv,  // (B, T, 3*D)
-                                  int T, int D, int H, float scale_log2, bool causal) {
+    flash_attention_forward_wgmma(bf16* __restrict__ out,        // (B, T, q_dim)
+                                  float* __restrict__ lse,       // (B, heads, T)
+                                  const bf16* __restrict__ qkv,  // (B, T, ld)
+                                  int T, QkvLayout L, float scale_log2, bool causal) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   __trap();  // built without sm_90a: the host never picks this kernel
 #else
@@ -38,12 +38,13 @@ __global__ void __launch_bounds__(kGroups * 128)
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int group = warp / 4;                      // warpgroup: rows 64*group .. of the block
   const int m_block = gridDim.x - 1 - blockIdx.x;  // heaviest causal tiles first
-  const int bh = blockIdx.y, b = bh / H, h = bh % H;
+  const int bh = blockIdx.y, b = bh / L.heads, h = bh % L.heads, kvh = h / L.group;
   const int q0 = m_block * kBlockM;
-  const int ld = 3 * D;
-  const bf16* q_g = qkv + static_cast<int64_t>(b) * T * ld + h * kHeadDim;
-  const bf16* k_g = q_g + D;
-  const bf16* v_g = q_g + 2 * D;
+  const int ld = L.ld;
+  const bf16* row_g = qkv + static_cast<int64_t>(b) * T * ld;
+  const bf16* q_g = row_g + L.q_col(h);
+  const bf16* k_g = row_g + L.k_col(kvh);
+  const bf16* v_g = row_g + L.v_col(kvh);
   const int kv_end = causal ? min(T, q0 + kBlockM) : T;
   const int n_tiles = (kv_end + kBlockN - 1) / kBlockN;
 
@@ -130,32 +131,32 @@ __global__ void __launch_bounds__(kGroups * 128)
     for (int cb = 0; cb < kColBlocks; ++cb) wgmma::fence_accumulators(o[cb]);
   }
 
-  flash::store_output_rows(out, lse, o, row_max, row_sum, b, bh, h, row_base, t, T, D, scale_log2);
+  flash::store_output_rows(out, lse, o, row_max, row_sum, b, bh, L.q_col(h), row_base, t, T, L.q_dim, scale_log2);
 #endif
 }
 
 template <int kHeadDim, int kGroups, int kBlockN>
-void launch_forward_wgmma(bf16* out, float* lse, const bf16* qkv, int B, int T, int D, int H, bool causal,
+void launch_forward_wgmma(bf16* out, float* lse, const bf16* qkv, int B, int T, const QkvLayout& L, bool causal,
                           cudaStream_t stream) {
   constexpr int kBlockM = 64 * kGroups;
   constexpr int smem = (kBlockM + 4 * kBlockN) * kHeadDim * static_cast<int>(sizeof(bf16)) + 1024;  // + alignment
   auto kernel = flash_attention_forward_wgmma<kHeadDim, kGroups, kBlockN>;
   PYLON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  const dim3 grid((T + kBlockM - 1) / kBlockM, B * H);
+  const dim3 grid((T + kBlockM - 1) / kBlockM, B * L.heads);
   const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(kHeadDim));
-  kernel<<<grid, kGroups * 128, smem, stream>>>(out, lse, qkv, T, D, H, scale_log2, causal);
+  kernel<<<grid, kGroups * 128, smem, stream>>>(out, lse, qkv, T, L, scale_log2, causal);
   PYLON_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
-bool launch_attention_forward_wgmma(const detail::AttentionTiles& tiles, int head_dim, bf16* out, float* lse,
-                                    const bf16* qkv, int B, int T, int D, int H, bool causal, cudaStream_t stream) {
-#define PYLON_FORWARD_CASE(HD, WARPS, BN)                                              \
-  if (head_dim == HD && tiles.fwd_warps == WARPS && tiles.fwd_block_n == BN) {         \
-    static_assert(WARPS % 4 == 0, "whole warpgroups");                                 \
-    launch_forward_wgmma<HD, WARPS / 4, BN>(out, lse, qkv, B, T, D, H, causal, stream); \
-    return true;                                                                       \
+bool launch_attention_forward_wgmma(const detail::AttentionTiles& tiles, bf16* out, float* lse, const bf16* qkv,
+                                    int B, int T, const QkvLayout& L, bool causal, cudaStream_t stream) {
+#define PYLON_FORWARD_CASE(HD, WARPS, BN)                                            \
+  if (L.head_dim == HD && tiles.fwd_warps == WARPS && tiles.fwd_block_n == BN) {     \
+    static_assert(WARPS % 4 == 0, "whole warpgroups");                               \
+    launch_forward_wgmma<HD, WARPS / 4, BN>(out, lse, qkv, B, T, L, causal, stream); \
+    return true;                                                                     \
   }
   PYLON_ATTENTION_WGMMA_FORWARD_TILES(PYLON_FORWARD_CASE)
 #undef PYLON_FORWARD_CASE

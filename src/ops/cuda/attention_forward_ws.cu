@@ -65,11 +65,11 @@ struct WsSmem {
 
 template <int kHeadDim, int kBlockN, int kStages>
 __global__ void __launch_bounds__(kThreads, 1)
-    flash_attention_forward_ws(bf16* __restrict__ out,                    // (B, T, D)
-                               float* __restrict__ lse,                   // (B, H, T)
-                               const __grid_constant__ CUtensorMap q_map,   // qkv (B, T, 3*D), boxes (128, 64)
+    flash_attention_forward_ws(bf16* __restrict__ out,                    // (B, T, q_dim)
+                               float* __restrict__ lse,                   // (B, heads, T)
+                               const __grid_constant__ CUtensorMap q_map,   // qkv (B, T, ld), boxes (128, 64)
                                const __grid_constant__ CUtensorMap kv_map,  // qkv, boxes (kBlockN rows, 64 cols)
-                               int T, int D, int H, float scale_log2, bool causal) {
+                               int T, QkvLayout L, float scale_log2, bool causal) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   __trap();  // built without sm_90a: the host never picks this kernel
 #else
@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // on it; wgmma in code it cannot prove warp-uniform gets serialised).
   const int warpgroup = __shfl_sync(0xffffffffu, tid / 128, 0);
   const int m_block = gridDim.x - 1 - blockIdx.x;  // heaviest causal tiles first
-  const int bh = blockIdx.y, b = bh / H, h = bh % H;
+  const int bh = blockIdx.y, b = bh / L.heads, h = bh % L.heads, kvh = h / L.group;
   const int q0 = m_block * kBlockM;
   const int kv_end = causal ? min(T, q0 + kBlockM) : T;
   const int n_tiles = (kv_end + kBlockN - 1) / kBlockN;  // >= 1: q0 < T
@@ -109,19 +109,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (warpgroup == 0) {  // producer
     tma::set_max_registers_dec<kProducerRegisters>();
     if (tid == 0) {
-      const int col = h * kHeadDim;  // q's columns in qkv; k's at D + col, v's at 2D + col
+      const int q_col = L.q_col(h), k_col = L.k_col(kvh), v_col = L.v_col(kvh);  // columns of qkv
       tma::mbar_arrive_expect_tx(q_full, Smem::kQBytes);
       for (int cb = 0; cb < kColBlocks; ++cb)
-        tma::load_3d(q_s + cb * kBlockM * 128, &q_map, col + cb * 64, q0, b, q_full);
+        tma::load_3d(q_s + cb * kBlockM * 128, &q_map, q_col + cb * 64, q0, b, q_full);
       for (int j = 0; j < n_tiles; ++j) {
         const int st = j % kStages, round = j / kStages;
         if (j >= kStages) tma::mbar_wait(empty(st), (round - 1) & 1);  // tile j - kStages released
         tma::mbar_arrive_expect_tx(k_full(st), Smem::kTileBytes);
         for (int cb = 0; cb < kColBlocks; ++cb)
-          tma::load_3d(k_tile(st) + cb * kBlockN * 128, &kv_map, D + col + cb * 64, j * kBlockN, b, k_full(st));
+          tma::load_3d(k_tile(st) + cb * kBlockN * 128, &kv_map, k_col + cb * 64, j * kBlockN, b, k_full(st));
         tma::mbar_arrive_expect_tx(v_full(st), Smem::kTileBytes);
         for (int cb = 0; cb < kColBlocks; ++cb)
-          tma::load_3d(v_tile(st) + cb * kBlockN * 128, &kv_map, 2 * D + col + cb * 64, j * kBlockN, b, v_full(st));
+          tma::load_3d(v_tile(st) + cb * kBlockN * 128, &kv_map, v_col + cb * 64, j * kBlockN, b, v_full(st));
       }
     }
     return;
@@ -224,33 +224,33 @@ __global__ void __launch_bounds__(kThreads, 1)
   fence_o();
   tma::mbar_arrive(empty(last % kStages));  // not awaited (no later tile); keeps the count uniform
 
-  flash::store_output_rows(out, lse, o, row_max, row_sum, b, bh, h, row_base, t, T, D, scale_log2);
+  flash::store_output_rows(out, lse, o, row_max, row_sum, b, bh, L.q_col(h), row_base, t, T, L.q_dim, scale_log2);
 #endif
 }
 
 template <int kHeadDim, int kBlockN, int kStages>
-void launch_forward_ws(bf16* out, float* lse, const bf16* qkv, int B, int T, int D, int H, bool causal,
+void launch_forward_ws(bf16* out, float* lse, const bf16* qkv, int B, int T, const QkvLayout& L, bool causal,
                        cudaStream_t stream) {
   constexpr int smem = WsSmem<kHeadDim, kBlockN, kStages>::kBytes;
   static_assert(smem <= 227 * 1024, "over the 227 KB of shared memory a block may opt into");
   auto kernel = flash_attention_forward_ws<kHeadDim, kBlockN, kStages>;
   PYLON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  const CUtensorMap q_map = bf16_rows_tensor_map(qkv, 3 * static_cast<int64_t>(D), T, B, kBlockM, "attention_forward (ws)");
-  const CUtensorMap kv_map = bf16_rows_tensor_map(qkv, 3 * static_cast<int64_t>(D), T, B, kBlockN, "attention_forward (ws)");
-  const dim3 grid((T + kBlockM - 1) / kBlockM, B * H);
+  const CUtensorMap q_map = bf16_rows_tensor_map(qkv, L.ld, T, B, kBlockM, "attention_forward (ws)");
+  const CUtensorMap kv_map = bf16_rows_tensor_map(qkv, L.ld, T, B, kBlockN, "attention_forward (ws)");
+  const dim3 grid((T + kBlockM - 1) / kBlockM, B * L.heads);
   const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(kHeadDim));
-  kernel<<<grid, kThreads, smem, stream>>>(out, lse, q_map, kv_map, T, D, H, scale_log2, causal);
+  kernel<<<grid, kThreads, smem, stream>>>(out, lse, q_map, kv_map, T, L, scale_log2, causal);
   PYLON_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
-bool launch_attention_forward_ws(const detail::AttentionTiles& tiles, int head_dim, bf16* out, float* lse,
-                                 const bf16* qkv, int B, int T, int D, int H, bool causal, cudaStream_t stream) {
-#define PYLON_FORWARD_WS_CASE(HD, BN, STAGES)                                     \
-  if (head_dim == HD && tiles.fwd_block_n == BN && tiles.fwd_stages == STAGES) {  \
-    launch_forward_ws<HD, BN, STAGES>(out, lse, qkv, B, T, D, H, causal, stream); \
-    return true;                                                                  \
+bool launch_attention_forward_ws(const detail::AttentionTiles& tiles, bf16* out, float* lse, const bf16* qkv, int B,
+                                 int T, const QkvLayout& L, bool causal, cudaStream_t stream) {
+#define PYLON_FORWARD_WS_CASE(HD, BN, STAGES)                                       \
+  if (L.head_dim == HD && tiles.fwd_block_n == BN && tiles.fwd_stages == STAGES) {  \
+    launch_forward_ws<HD, BN, STAGES>(out, lse, qkv, B, T, L, causal, stream);      \
+    return true;                                                                    \
   }
   PYLON_ATTENTION_WS_FORWARD_TILES(PYLON_FORWARD_WS_CASE)
 #undef PYLON_FORWARD_WS_CASE

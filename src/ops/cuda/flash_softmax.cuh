@@ -54,13 +54,13 @@ __device__ __forceinline__ void online_softmax(float (&s)[kTilesN][4], float (&r
 }
 
 // The forward's end for the wgmma layout (64 output columns per block cb): this lane's two rows of
-// out (B, T, D) = o / Σ exp in bf16 and, from the quad's first lane, lse (B, H, T) = max · scale + log Σ
-// (natural log; row_max holds raw scores, scale_log2 = log2(e) / sqrt(hd)). Rows at or past T are skipped.
+// out (B, T, ld_out) = o / Σ exp in bf16 at columns col.. (the query head's), and, from the quad's first
+// lane, lse (B, heads, T) = max · scale + log Σ at bh = b·heads + h (natural log; row_max holds raw
+// scores, scale_log2 = log2(e) / sqrt(hd)). Rows at or past T are skipped.
 template <int kColBlocks>
 __device__ __forceinline__ void store_output_rows(__nv_bfloat16* out, float* lse, const float (&o)[kColBlocks][8][4],
                                                   const float (&row_max)[2], const float (&row_sum)[2], int b, int bh,
-                                                  int h, int row_base, int t, int T, int D, float scale_log2) {
-  constexpr int kHeadDim = 64 * kColBlocks;
+                                                  int col, int row_base, int t, int T, int ld_out, float scale_log2) {
   const float scale = scale_log2 * (1.0f / 1.4426950408889634f);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -70,7 +70,7 @@ __device__ __forceinline__ void store_output_rows(__nv_bfloat16* out, float* lse
     const int row = row_base + 8 * r;
     if (row >= T) continue;
     const float inv = 1.f / sum;
-    __nv_bfloat16* dst = out + (static_cast<int64_t>(b) * T + row) * D + h * kHeadDim + 2 * t;
+    __nv_bfloat16* dst = out + (static_cast<int64_t>(b) * T + row) * ld_out + col + 2 * t;
 #pragma unroll
     for (int cb = 0; cb < kColBlocks; ++cb)
 #pragma unroll

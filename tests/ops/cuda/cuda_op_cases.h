@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/head_layout.h"
 #include "ops/op_harness.h"
 #include "support/cuda_test_util.h"
 
@@ -78,12 +79,14 @@ OpCase sum_of_squares(size_t n, size_t offset);
 OpCase sum_of_squares_accumulate(size_t n);
 OpCase clip_coefficient(float sumsq, float max_norm);
 
-// attention_cases.cpp: flash attention over qkv (B, T, 3D), heads of hd; the kernels a row takes.
+// attention_cases.cpp: flash attention over qkv (B, T, heads.row()) (multi-head, grouped-query,
+// multi-query); the kernels a row takes (head dims other than 64 and 128: the row-per-warp kernel,
+// whatever k says).
 enum class AttentionKernels { default_path, mma, ws };
-OpCase attention_forward(DType d, int B, int T, int H, int hd, bool causal, AttentionKernels k);
-OpCase attention_backward(DType d, int B, int T, int H, int hd, bool causal, AttentionKernels k);
-OpCase attention_every_compiled_tile(int hd, bool causal);
-OpCase attention_backward_large_grid(bool causal);
-OpCase attention_forward_ws_against_wgmma(int hd, bool causal);
+OpCase attention_forward(DType d, int B, int T, HeadLayout heads, bool causal, AttentionKernels k);
+OpCase attention_backward(DType d, int B, int T, HeadLayout heads, bool causal, AttentionKernels k);
+OpCase attention_every_compiled_tile(HeadLayout heads, bool causal);
+OpCase attention_backward_large_grid(bool causal, int kv_heads);
+OpCase attention_forward_ws_against_wgmma(int hd, bool causal, int kv_heads);
 
 }  // namespace pylon::cuda::testing

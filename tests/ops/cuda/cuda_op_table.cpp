@@ -178,34 +178,74 @@ std::vector<OpCase> cuda_op_table() {
   // dimension and head offsets past the first), backward where the CPU reference is cheap; the
   // seed preset's shape, forward.
   using K = AttentionKernels;
+  auto mha = [](int heads, int hd) { return HeadLayout{heads, heads, hd}; };
   for (const K k : {K::default_path, K::mma})
     for (const int hd : {64, 128})
       for (const bool causal : {kFull, kCausal})
         for (const int T : {1, 77, 128, 1024}) {
-          add(attention_forward(bf16, 2, T, 2, hd, causal, k));
-          add(attention_backward(bf16, 2, T, 2, hd, causal, k));
+          add(attention_forward(bf16, 2, T, mha(2, hd), causal, k));
+          add(attention_backward(bf16, 2, T, mha(2, hd), causal, k));
         }
   for (const int hd : {64, 128})
     for (const bool causal : {kFull, kCausal})
       for (const int T : {1, 77, 128, 1024}) {
-        add(attention_forward(bf16, 3, T, 5, hd, causal, K::ws));
-        if (T <= 128) add(attention_backward(bf16, 3, T, 5, hd, causal, K::ws));
+        add(attention_forward(bf16, 3, T, mha(5, hd), causal, K::ws));
+        if (T <= 128) add(attention_backward(bf16, 3, T, mha(5, hd), causal, K::ws));
       }
-  add(attention_forward(bf16, 2, 1024, 16, 128, kFull, K::default_path));
-  add(attention_forward(bf16, 2, 1024, 16, 128, kCausal, K::default_path));
+  add(attention_forward(bf16, 2, 1024, mha(16, 128), kFull, K::default_path));
+  add(attention_forward(bf16, 2, 1024, mha(16, 128), kCausal, K::default_path));
+  // Grouped-query (8 query heads over 2 key/value heads) and multi-query (4 over 1) in every kernel
+  // family: T = 77 and 200 leave partial tiles of 32, 64 and 128 and 200 > 128 makes dk/dv blocks loop
+  // over several query tiles of each head of the group; B·heads = 18 and 15 for the ws kernels.
   for (const int hd : {64, 128})
     for (const bool causal : {kFull, kCausal}) {
-      add(attention_every_compiled_tile(hd, causal));
-      add(attention_forward_ws_against_wgmma(hd, causal));
+      for (const K k : {K::default_path, K::mma})
+        for (const int T : {77, 200}) {
+          add(attention_forward(bf16, 2, T, HeadLayout{8, 2, hd}, causal, k));
+          add(attention_backward(bf16, 2, T, HeadLayout{8, 2, hd}, causal, k));
+          add(attention_forward(bf16, 2, T, HeadLayout{4, 1, hd}, causal, k));
+          add(attention_backward(bf16, 2, T, HeadLayout{4, 1, hd}, causal, k));
+        }
+      for (const int T : {77, 300}) {
+        add(attention_forward(bf16, 3, T, HeadLayout{6, 2, hd}, causal, K::ws));
+        add(attention_backward(bf16, 3, T, HeadLayout{6, 2, hd}, causal, K::ws));
+        add(attention_forward(bf16, 3, T, HeadLayout{5, 1, hd}, causal, K::ws));
+        add(attention_backward(bf16, 3, T, HeadLayout{5, 1, hd}, causal, K::ws));
+      }
     }
-  add(attention_backward_large_grid(kFull));
-  add(attention_backward_large_grid(kCausal));
-  // attention_fp32.h: T = 77 leaves partial blocks of 4 rows
+  // Other head dims (the row-per-warp kernel): a pair per lane or fewer (10, 32), partial pairs past
+  // 64 (80, 96, 200), the largest (256); grouped-query and multi-query.
+  for (const HeadLayout heads : {HeadLayout{6, 2, 10}, HeadLayout{8, 2, 32}, HeadLayout{8, 2, 80},
+                                 HeadLayout{4, 1, 96}, HeadLayout{3, 3, 48}, HeadLayout{4, 2, 200},
+                                 HeadLayout{2, 2, 256}})
+    for (const bool causal : {kFull, kCausal})
+      for (const int T : {1, 77}) {
+        add(attention_forward(bf16, 2, T, heads, causal, K::default_path));
+        add(attention_backward(bf16, 2, T, heads, causal, K::default_path));
+      }
+  for (const int hd : {64, 128})
+    for (const bool causal : {kFull, kCausal}) {
+      add(attention_every_compiled_tile(mha(2, hd), causal));
+      add(attention_every_compiled_tile(HeadLayout{4, 2, hd}, causal));
+      add(attention_forward_ws_against_wgmma(hd, causal, 5));
+      add(attention_forward_ws_against_wgmma(hd, causal, 1));
+    }
+  for (const int kv_heads : {16, 4})
+    for (const bool causal : {kFull, kCausal}) add(attention_backward_large_grid(causal, kv_heads));
+  // attention_fp32.h: T = 77 leaves partial blocks of 4 rows; grouped-query and multi-query at the
+  // tensor-core head dims and at others
   for (const int hd : {64, 128})
     for (const bool causal : {kFull, kCausal})
       for (const int T : {1, 77, 128}) {
-        add(attention_forward(f32, 2, T, 2, hd, causal, K::default_path));
-        add(attention_backward(f32, 2, T, 2, hd, causal, K::default_path));
+        add(attention_forward(f32, 2, T, mha(2, hd), causal, K::default_path));
+        add(attention_backward(f32, 2, T, mha(2, hd), causal, K::default_path));
+      }
+  for (const HeadLayout heads : {HeadLayout{8, 2, 64}, HeadLayout{4, 1, 128}, HeadLayout{6, 3, 10},
+                                 HeadLayout{4, 1, 96}})
+    for (const bool causal : {kFull, kCausal})
+      for (const int T : {1, 77}) {
+        add(attention_forward(f32, 2, T, heads, causal, K::default_path));
+        add(attention_backward(f32, 2, T, heads, causal, K::default_path));
       }
   return t;
 }
