@@ -56,6 +56,29 @@ if(NOT PYLON_HAVE_SENTENCEPIECE)
   message(WARNING "SentencePiece not found (apt install libsentencepiece-dev): no tokenizer")
 endif()
 
+# Hugging Face tokenizer.json files (byte-level BPE): PCRE2 runs their split patterns
+# (libpcre2-dev >= 10.40, the first with \p{White_Space}; JIT), libunistring their NFC normalizer
+# (libunistring-dev). Without PCRE2 such files are refused with a line saying so; without
+# libunistring, those with NFC.
+set(PYLON_HAVE_PCRE2 OFF)
+if(PkgConfig_FOUND)
+  pkg_check_modules(PCRE2 IMPORTED_TARGET libpcre2-8>=10.40)
+  if(PCRE2_FOUND)
+    set(PYLON_HAVE_PCRE2 ON)
+  endif()
+endif()
+if(NOT PYLON_HAVE_PCRE2)
+  message(WARNING "PCRE2 >= 10.40 not found (apt install libpcre2-dev): tokenizer.json files are refused")
+endif()
+find_path(PYLON_UNISTRING_INCLUDE uninorm.h)
+find_library(PYLON_UNISTRING_LIB unistring)
+if(PYLON_UNISTRING_INCLUDE AND PYLON_UNISTRING_LIB)
+  set(PYLON_HAVE_UNISTRING ON)
+else()
+  set(PYLON_HAVE_UNISTRING OFF)
+  message(WARNING "libunistring not found (apt install libunistring-dev): tokenizer.json files with NFC are refused")
+endif()
+
 # Optional GPU / distributed parts. AUTO = on when found; ON = required.
 function(pylon_optional var found)
   if(${var} STREQUAL "ON" AND NOT ${found})

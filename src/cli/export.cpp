@@ -25,7 +25,9 @@ int run_export(int argc, char** argv) {
   args.add_choice("quant", &quant, {"f32", "f16", "int8", "int4"},
                   "matrices of the blocks and the head (embedding, norms, biases: f16; f32 with f32)");
   args.add("group-size", &group_size, "int4: columns per scale, 32 or 64");
-  args.add("tokenizer", &tokenizer_path, "SentencePiece model to embed (default: the checkpoint's)");
+  args.add("tokenizer", &tokenizer_path,
+           "tokenizer to embed: SentencePiece .model, tokenizer.json or a folder with either (default: the "
+           "checkpoint's)");
   if (!args.parse(argc, argv)) {
     std::fputs(args.help().c_str(), stdout);
     return 0;
@@ -39,15 +41,14 @@ int run_export(int argc, char** argv) {
   fallback.heads = heads;
   const LoadedModel m = load_model(model_path, fallback, args.given("preset"), args.given("heads"));
   if (tokenizer_path.empty()) tokenizer_path = m.tokenizer;
-  std::string tokenizer = m.tokenizer_model;
-  if (!tokenizer_path.empty()) {
-    PYLON_CHECK(std::filesystem::is_regular_file(tokenizer_path), tokenizer_path, ": no such file");
-    tokenizer = read_text_file(tokenizer_path);
-  }
-  if (!tokenizer.empty()) {
-    const Tokenizer tok = Tokenizer::from_bytes(tokenizer, tokenizer_path.empty() ? model_path : tokenizer_path);
+  std::string tokenizer = m.tokenizer_model;  // an edge file's own
+  if (!tokenizer_path.empty() || !tokenizer.empty()) {
+    // A tokenizer.json goes in with the bos and eos of the tokenizer_config.json beside it.
+    const Tokenizer tok = tokenizer_path.empty() ? Tokenizer::from_bytes(tokenizer, model_path)
+                                                 : Tokenizer::load(tokenizer_path);
     PYLON_CHECK(tok.vocab_size() <= m.config.vocab, "tokenizer vocab ", tok.vocab_size(),
                 " exceeds the model's ", m.config.vocab);
+    tokenizer = tok.to_bytes();
   }
 
   EdgeQuant q;

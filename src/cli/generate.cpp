@@ -31,7 +31,8 @@ int run_generate(int argc, char** argv) {
   ArgParser args("generate", "Continue a prompt with a trained model (KV cache for the causal preset).");
   args.add("model", &model_path, "weights: checkpoint directory, step folder, .safetensors or edge file");
   args.add("prompt", &prompt, "text to continue");
-  args.add("tokenizer", &tokenizer_path, "SentencePiece model (default: the checkpoint's or edge file's)");
+  args.add("tokenizer", &tokenizer_path,
+           "SentencePiece .model, tokenizer.json or a folder with either (default: the checkpoint's or edge file's)");
   args.add_choice("preset", &preset, preset_names(), "preset of a file without Pylon metadata");
   args.add("heads", &heads, "heads of a file without Pylon metadata");
   args.add("device", &device, "compute device: cpu, vulkan or vulkan:N (edge files)");
@@ -98,7 +99,7 @@ int run_generate(int argc, char** argv) {
     feed = [&cpu](const int32_t* t, int n) { return cpu->feed(t, n); };
   }
   PYLON_CHECK(!tokenizer_path.empty() || !tokenizer_model.empty(), model_path,
-              " carries no tokenizer: pass --tokenizer FILE.model");
+              " carries no tokenizer: pass --tokenizer FILE (a .model, a tokenizer.json or a folder)");
   const Tokenizer tok = tokenizer_path.empty() ? Tokenizer::from_bytes(tokenizer_model, model_path)
                                                : Tokenizer::load(tokenizer_path);
   PYLON_CHECK(tok.vocab_size() <= config.vocab, "tokenizer vocab ", tok.vocab_size(),
@@ -123,7 +124,20 @@ int run_generate(int argc, char** argv) {
   const double prefill_s = prefill_clock.seconds();
   std::printf("%s", prompt.c_str());
   std::fflush(stdout);
-  std::string shown = tok.decode(ids);
+  // The text so far, less a character whose last bytes are still to come (decoded as U+FFFD):
+  // byte-level tokens often split a character.
+  auto settled_text = [&tok](const std::vector<int>& v) {
+    std::string t = tok.decode(v);
+    while (t.size() >= 3 && t.compare(t.size() - 3, 3, "\xEF\xBF\xBD") == 0) t.resize(t.size() - 3);
+    return t;
+  };
+  auto print_new = [](const std::string& text, const std::string& shown) {
+    if (text.size() > shown.size() && text.compare(0, shown.size(), shown) == 0) {
+      std::fputs(text.c_str() + shown.size(), stdout);
+      std::fflush(stdout);
+    }
+  };
+  std::string shown = settled_text(ids);
   const Stopwatch decode_clock;
   int generated = 0;
   for (; generated < max_new; ++generated) {
@@ -131,18 +145,16 @@ int run_generate(int argc, char** argv) {
     const int next = sample_token(logits, tok.vocab_size(), s, rng);
     if (next == tok.eos_id()) break;
     ids.push_back(next);
-    const std::string text = tok.decode(ids);  // print what the new token added
-    if (text.size() > shown.size() && text.compare(0, shown.size(), shown) == 0) {
-      std::fputs(text.c_str() + shown.size(), stdout);
-      std::fflush(stdout);
-    }
-    shown = text;
+    std::string text = settled_text(ids);  // print what the new token added
+    print_new(text, shown);
+    shown = std::move(text);
     if (generated + 1 < max_new) {
       const int32_t t = next;
       logits = feed(&t, 1);
     }
   }
   const double decode_s = decode_clock.seconds();
+  print_new(tok.decode(ids), shown);  // an incomplete character at the very end
   std::printf("\n");
   std::fflush(stdout);
   if (gave_up() >= 0)

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "model/edge_model.h"
 #include "io/safetensors.h"
+#include "io/tokenizer.h"
 #include "model/edge_weights.h"
 
 namespace pylon {
@@ -35,11 +36,10 @@ int run_inspect(int argc, char** argv) {
               c.preset.name, c.vocab, c.dim, c.layers, c.heads, c.kv_head_count(), c.head_dim(), c.ffn_hidden(),
               c.qkv_bias ? "yes" : "no", c.out_bias ? "yes" : "no", c.tied_head ? "yes" : "no", c.norm_eps,
               c.rope_theta);
-  std::printf("tokenizer: %s\n", file.tokenizer().empty()
-                                     ? "none"
-                                     : ("SentencePiece model, " + std::to_string(file.tokenizer().size()) +
-                                        " bytes")
-                                           .c_str());
+  const std::string_view tokenizer = file.tokenizer();
+  const char* kind = is_tokenizer_json(tokenizer) ? "Hugging Face tokenizer.json" : "SentencePiece model";
+  std::printf("tokenizer: %s\n",
+              tokenizer.empty() ? "none" : (kind + (", " + std::to_string(tokenizer.size()) + " bytes")).c_str());
   std::printf("%-32s %-5s %-14s %12s %12s %s\n", "tensor", "dtype", "shape", "bytes", "offset", "quant");
   for (const EdgeTensor& t : file.tensors()) {
     std::string quant;

@@ -15,8 +15,8 @@ namespace pylon {
 struct LoadedModel {
   ModelConfig config;
   std::vector<float> params;  // flat, table order
-  std::string tokenizer;      // the checkpoint's tokenizer.model, or ""
-  std::string tokenizer_model;  // an edge file's SentencePiece model bytes, or ""
+  std::string tokenizer;        // the folder's tokenizer.json or tokenizer.model, or ""
+  std::string tokenizer_model;  // an edge file's tokenizer bytes (Tokenizer::from_bytes), or ""
 };
 
 // True for an edge model file (a regular file with the edge magic).

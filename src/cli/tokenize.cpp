@@ -1,4 +1,5 @@
-// pylon tokenize: text -> token file(s), with an existing SentencePiece model or a newly trained one.
+// pylon tokenize: text -> token file(s), with an existing tokenizer (SentencePiece or tokenizer.json)
+// or a newly trained SentencePiece model.
 #include <cstdio>
 #include <filesystem>
 
@@ -37,11 +38,12 @@ int run_tokenize(int argc, char** argv) {
   std::string input, model, model_out, out, width_text = "auto";
   int train_vocab = 32000;
   double val_fraction = 0;
-  ArgParser args("tokenize", "Turn a UTF-8 text file into a token file with a SentencePiece model;\n"
-                             "without --model, train a BPE model first.");
+  ArgParser args("tokenize", "Turn a UTF-8 text file into a token file with a SentencePiece model or a\n"
+                             "Hugging Face tokenizer.json; without --model, train a SentencePiece BPE model first.");
   args.add("input", &input, "text file to tokenize (required)");
   args.add("out", &out, "token file to write, e.g. train.bin (required)");
-  args.add("model", &model, "existing SentencePiece .model to use");
+  args.add("model", &model,
+           "existing tokenizer: a SentencePiece .model, a tokenizer.json (byte-level BPE) or a folder with either");
   args.add("train-vocab", &train_vocab, "vocabulary size of the BPE model to train when no --model");
   args.add("model-out", &model_out,
            "prefix of the trained model: PREFIX.model, PREFIX.vocab [default: --out without extension]");
@@ -80,7 +82,7 @@ int run_tokenize(int argc, char** argv) {
   PYLON_CHECK(width == TokenWidth::u32 || vocab <= 65536, "--width u16: vocabulary ", vocab,
               " does not fit in uint16");
 
-  const std::vector<int> ids = encode_by_lines(tokenizer, text);
+  const std::vector<int> ids = encode_long_text(tokenizer, text);
   PYLON_CHECK(!ids.empty(), input, ": no text to tokenize");
   const auto n = static_cast<int64_t>(ids.size());
   const auto n_val = static_cast<int64_t>(static_cast<double>(n) * val_fraction);

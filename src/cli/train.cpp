@@ -24,6 +24,7 @@
 #include "io/tokenizer.h"
 #include "profile/counter_profile.h"
 #include "profile/device_trace.h"
+#include "train/checkpoint.h"
 #include "train/trainer.h"
 
 namespace pylon {
@@ -79,7 +80,9 @@ int run_train(int argc, char** argv) {
   args.add("val-data", &o.val_data, "token file for validation loss");
   args.add("eval-every", &o.eval_every, "validation every K steps (0 = off)");
   args.add("eval-steps", &o.eval_steps, "micro-batches per validation");
-  args.add("tokenizer", &o.tokenizer, "SentencePiece model stored with checkpoints");
+  args.add("tokenizer", &o.tokenizer,
+           "tokenizer stored with checkpoints: SentencePiece .model, tokenizer.json or a folder with either "
+           "(default: the data's, or the --init-from folder's)");
   args.add("init-from", &o.init_from,
            "initial weights: a .safetensors file of this model, or a folder (Hugging Face's config.json and "
            "model.safetensors, sharded or not; a Pylon step folder) whose config sets the model");
@@ -181,7 +184,11 @@ int run_train(int argc, char** argv) {
       PYLON_CHECK(!args.given(flag), "--", flag, " with --init-from ", o.init_from,
                   ": the model comes from the folder's config (drop --", flag, ")");
     o.model = config_from_weights(SafetensorsReader(o.init_from), o.model, false, false);
+    if (o.tokenizer.empty()) resolve_model_path(o.init_from, &o.tokenizer);  // its tokenizer, if it has one
   }
+  if (!o.tokenizer.empty())  // checked now rather than at the first save
+    PYLON_CHECK(std::filesystem::is_regular_file(resolve_tokenizer_path(o.tokenizer)), "--tokenizer ", o.tokenizer,
+                ": no such file");
   o.model.validate();
   o.schedule.kind = parse_lr_schedule(schedule);
   o.schedule.lr = o.adamw.lr;

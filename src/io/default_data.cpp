@@ -99,7 +99,7 @@ void build(const fs::path& fortune_dir, const fs::path& tmp, int vocab_size) {
 
   std::fprintf(stderr, "preparing default data: encoding\n");
   const Tokenizer tokenizer = Tokenizer::load((tmp / "tokenizer.model").string());
-  const std::vector<int> ids = encode_by_lines(tokenizer, text);
+  const std::vector<int> ids = encode_long_text(tokenizer, text);
   const size_t n_train = ids.size() * 95 / 100;
   PYLON_CHECK(n_train > 0 && n_train < ids.size(), fortune_dir.string(), ": too little text (",
               ids.size(), " tokens)");

@@ -6,7 +6,8 @@
 //   bytes 8..11   u32 version (1)
 //   bytes 12..15  u32 CRC-32 (zlib's) of the JSON header
 //   bytes 16..23  u64 JSON header length N
-//   bytes 24..    N bytes of JSON: {"config": {...} (the model's: model/edge_model.h), "tokenizer": {offset, length} (optional, SentencePiece .model bytes),
+//   bytes 24..    N bytes of JSON: {"config": {...} (the model's: model/edge_model.h), "tokenizer": {offset, length} (optional: a SentencePiece
+//                 .model's bytes or a tokenizer.json's text, Tokenizer::to_bytes),
 //                 "tensors": [{name, shape, dtype, offset, length, quant?}]}, quant = {scale_dtype,
 //                 scale_offset, scale_length, group_size (int4)}; offsets are from the file start.
 //   then the blobs, each at a multiple of 4096, zero padding between them and after the last:
@@ -66,7 +67,7 @@ class EdgeFile {
   const EdgeTensor* find(const std::string& name) const;  // nullptr if absent
   const std::byte* values(const EdgeTensor& t) const { return file_.data() + t.offset; }
   const std::byte* scales(const EdgeTensor& t) const { return file_.data() + t.scale_offset; }
-  std::string_view tokenizer() const;  // SentencePiece model bytes, empty if none
+  std::string_view tokenizer() const;  // the tokenizer's bytes (Tokenizer::from_bytes), empty if none
   const MappedFile& mapped() const { return file_; }  // the whole file, for zero-copy import
   uint64_t header_json_bytes() const { return json_bytes_; }
 
@@ -82,7 +83,7 @@ struct EdgeTensorToWrite {
   std::vector<std::byte> values, scales;
 };
 
-// Writes atomically (AtomicFile). config: a JSON object; tokenizer: SentencePiece model bytes, or empty.
+// Writes atomically (AtomicFile). config: a JSON object; tokenizer: Tokenizer::to_bytes, or empty.
 void write_edge_file(const std::string& path, const nlohmann::json& config,
                      const std::vector<EdgeTensorToWrite>& tensors, std::string_view tokenizer);
 

@@ -11,6 +11,12 @@
 
 namespace pylon {
 
+// A text from a file as a JSON string literal (control characters escaped, bad UTF-8 replaced), so
+// that a message naming it stays one line.
+inline std::string json_quoted(const std::string& text) {
+  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 class JsonFields {
  public:
   using json = nlohmann::json;

@@ -1,27 +1,48 @@
-// Text <-> token ids through SentencePiece (Debian's libsentencepiece). Training makes a BPE model.
+// Text <-> token ids: a SentencePiece model (Debian's libsentencepiece; training makes a BPE model)
+// or a Hugging Face tokenizer.json whose model is byte-level BPE (io/hf_tokenizer.h).
 #pragma once
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace pylon {
 
+enum class TokenizerKind { sentencepiece, byte_level_bpe };
+const char* tokenizer_kind_name(TokenizerKind kind);  // "SentencePiece", "tokenizer.json (byte-level BPE)"
+
+// Whether a tokenizer's bytes are a tokenizer.json (a JSON object, maybe after whitespace) rather
+// than a SentencePiece model (a protobuf: byte 0x0A, '\n', then the length of its first piece's
+// record, that of <unk>: a few bytes, never the 123 of '{').
+bool is_tokenizer_json(std::string_view bytes);
+
+// The tokenizer file a path names: the path itself, or a folder's tokenizer.json, else its
+// tokenizer.model. Throws pylon::Error for a folder with neither.
+std::string resolve_tokenizer_path(const std::string& path);
+
 class Tokenizer {
  public:
-  // Loads a SentencePiece .model file; throws pylon::Error naming the path if it cannot.
+  // Loads a tokenizer.json (with the bos and eos tokens of the tokenizer_config.json beside it) or
+  // a SentencePiece .model, told apart by their bytes, or a folder's (resolve_tokenizer_path).
+  // Throws pylon::Error naming the file if it cannot.
   static Tokenizer load(const std::string& path);
-  // The same from a model's bytes (e.g. embedded in an edge file); `source` names it in errors.
+  // The same from a file's bytes (e.g. embedded in an edge file); `source` names it in errors.
   static Tokenizer from_bytes(const std::string& bytes, const std::string& source);
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;
   ~Tokenizer();
 
+  // The text's ids, without BOS or EOS. Throws pylon::Error for text a tokenizer.json cannot take
+  // (not UTF-8).
   std::vector<int> encode(const std::string& text) const;
   std::string decode(const std::vector<int>& ids) const;
   int vocab_size() const;
   int bos_id() const;  // -1 if the model has none
   int eos_id() const;
+  TokenizerKind kind() const;
+  // Bytes from_bytes reads back as this tokenizer (what an edge file embeds).
+  std::string to_bytes() const;
 
  private:
   struct Impl;
@@ -41,8 +62,9 @@ struct TokenizerTrainOptions {
 void train_tokenizer(const std::string& text_path, const std::string& model_prefix,
                      const TokenizerTrainOptions& options);
 
-// Encodes a long text one line at a time ('\n' stays with its line): for models made by
-// train_tokenizer the ids equal encode(text), at a fraction of the memory.
-std::vector<int> encode_by_lines(const Tokenizer& tokenizer, const std::string& text);
+// Encodes a long text (a corpus): a SentencePiece model one line at a time ('\n' stays with its
+// line; for models made by train_tokenizer the ids equal encode(text), at a fraction of the memory);
+// a tokenizer.json all at once (its split pattern may join whitespace across lines).
+std::vector<int> encode_long_text(const Tokenizer& tokenizer, const std::string& text);
 
 }  // namespace pylon

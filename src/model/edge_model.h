@@ -21,7 +21,7 @@ struct EdgeModel {
   ModelConfig config;
 };
 
-// Writes the edge file of `config` (atomically; tokenizer: SentencePiece model bytes, or empty).
+// Writes the edge file of `config` (atomically; tokenizer: Tokenizer::to_bytes, or empty).
 void write_edge_model(const std::string& path, const ModelConfig& config,
                       const std::vector<EdgeTensorToWrite>& tensors, std::string_view tokenizer);
 

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
+#include "io/tokenizer.h"
 #include "model/hf_config.h"
 #include "model/weights.h"
 
@@ -50,6 +51,29 @@ nlohmann::json read_json(const fs::path& path) {
 }
 
 std::string tensor_name(const ShardUnit& u, const char* what) { return u.name + "." + what; }
+
+// The folder's tokenizer: its tokenizer.json, else its tokenizer.model, else "".
+std::string tokenizer_in(const fs::path& folder) {
+  for (const char* name : {"tokenizer.json", "tokenizer.model"})
+    if (fs::is_regular_file(folder / name)) return (folder / name).string();
+  return "";
+}
+
+// Copies a tokenizer into a step folder under its kind's name: a SentencePiece model as
+// tokenizer.model; a tokenizer.json as tokenizer.json with the tokenizer_config.json beside it
+// (its bos and eos), so that the folder is a Hugging Face folder that generate and export read.
+void copy_tokenizer(const std::string& path, const fs::path& folder) {
+  const std::string file = resolve_tokenizer_path(path);
+  const bool json = is_tokenizer_json(read_text_file(file));
+  std::error_code ec;
+  fs::copy_file(file, folder / (json ? "tokenizer.json" : "tokenizer.model"), fs::copy_options::overwrite_existing, ec);
+  PYLON_CHECK(!ec, file, ": cannot copy tokenizer into checkpoint: ", ec.message());
+  const fs::path config = fs::path(file).parent_path() / "tokenizer_config.json";
+  if (json && fs::is_regular_file(config)) {
+    fs::copy_file(config, folder / "tokenizer_config.json", fs::copy_options::overwrite_existing, ec);
+    PYLON_CHECK(!ec, config.string(), ": cannot copy into checkpoint: ", ec.message());
+  }
+}
 
 }  // namespace
 
@@ -105,10 +129,7 @@ std::string save_checkpoint(const std::string& dir, const CheckpointMeta& meta, 
     trainer["step"] = meta.step;
     trainer["world"] = world;
     write_file_atomic((tmp / "trainer.json").string(), trainer.dump(2) + "\n");
-    if (!meta.tokenizer_path.empty()) {
-      fs::copy_file(meta.tokenizer_path, tmp / "tokenizer.model", fs::copy_options::overwrite_existing, ec);
-      PYLON_CHECK(!ec, meta.tokenizer_path, ": cannot copy tokenizer into checkpoint: ", ec.message());
-    }
+    if (!meta.tokenizer_path.empty()) copy_tokenizer(meta.tokenizer_path, tmp);
   }
   comm.barrier();  // every shard is written
   if (rank == 0) {
@@ -148,7 +169,7 @@ CheckpointInfo read_checkpoint_info(const std::string& dir) {
     PYLON_CHECK(fs::exists(shard), shard.string(), ": missing: the checkpoint is incomplete");
   }
   PYLON_CHECK(c.step >= 0, (folder / "trainer.json").string(), ": negative step");
-  if (fs::exists(folder / "tokenizer.model")) c.tokenizer_path = (folder / "tokenizer.model").string();
+  c.tokenizer_path = tokenizer_in(folder);
   return c;
 }
 
@@ -237,8 +258,7 @@ std::string resolve_model_path(const std::string& arg, std::string* tokenizer) {
   // A folder of weights (a step folder, a Hugging Face folder, sharded or not), else a save
   // directory's latest step.
   const fs::path folder = is_safetensors_folder(arg) ? fs::path(arg) : resolve_step_folder(arg, "model.safetensors");
-  if (tokenizer && fs::exists(folder / "tokenizer.model"))
-    *tokenizer = (folder / "tokenizer.model").string();
+  if (tokenizer) *tokenizer = tokenizer_in(folder);
   return folder.string();
 }
 

@@ -9,7 +9,9 @@
 //   DIR/step_000100/model.safetensors            the full fp32 parameters with PyTorch names and
 //                                                pylon.* metadata (export; eval and generate)
 //   DIR/step_000100/trainer.json                 step count, world size, options
-//   DIR/step_000100/tokenizer.model              when the run knew its tokenizer
+//   DIR/step_000100/tokenizer.model              when the run knew its tokenizer: a SentencePiece
+//   DIR/step_000100/tokenizer.json               model, or a tokenizer.json (with the
+//                                                tokenizer_config.json that was beside it)
 // Every rank writes its shard into DIR/.step_000100.tmp; after a barrier rank 0 renames the
 // folder into place and replaces `latest` atomically, so a crash never leaves a broken checkpoint.
 // With several nodes, DIR must be on a filesystem every node sees. Loading works at any world
@@ -31,7 +33,7 @@ struct CheckpointMeta {
   ModelConfig config;
   int64_t step = 0;            // completed optimizer steps
   nlohmann::json trainer;      // free-form trainer state (options)
-  std::string tokenizer_path;  // empty if none
+  std::string tokenizer_path;  // a tokenizer file or a folder with one (io/tokenizer.h); empty if none
 };
 
 // Collective (every rank calls it): writes DIR/step_<step>/ and points DIR/latest at it.
@@ -60,7 +62,7 @@ void load_checkpoint_shards(const CheckpointInfo& c, const ShardLayout& to, int 
 // Resolves a --model argument: a .safetensors file, a folder of weights (a step folder, a Hugging
 // Face folder: SafetensorsReader reads either), or a save directory (its latest step folder).
 // Returns the file or folder to open with SafetensorsReader; `tokenizer` gets the folder's
-// tokenizer.model or "".
+// tokenizer.json, else its tokenizer.model, else "".
 std::string resolve_model_path(const std::string& arg, std::string* tokenizer = nullptr);
 
 std::string shard_file_name(int rank, int world);  // "shard-00001-of-00004.safetensors"

@@ -60,7 +60,7 @@ TEST_F(TokenizerTest, EncodeDecodeRoundTripsAnyText) {
     const std::vector<int> ids = t.encode(text);
     for (int id : ids) EXPECT_TRUE(id >= 0 && id < t.vocab_size());
     EXPECT_EQ(t.decode(ids), text);
-    EXPECT_EQ(encode_by_lines(t, text), ids) << text;
+    EXPECT_EQ(encode_long_text(t, text), ids) << text;
   }
   EXPECT_LT(t.encode("the quick brown fox").size(), 10u);  // merges were learned
 }

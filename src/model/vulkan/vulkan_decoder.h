@@ -33,7 +33,7 @@ class VulkanDecoder {
   VulkanDecoder& operator=(const VulkanDecoder&) = delete;
 
   const ModelConfig& config() const;
-  std::string tokenizer_model() const;  // the file's SentencePiece bytes, or ""
+  std::string tokenizer_model() const;  // the file's tokenizer bytes (Tokenizer::from_bytes), or ""
   // One line: device name and type, which GEMM, how a token is decoded, which weight path.
   std::string describe() const;
 
