@@ -133,8 +133,6 @@ CheckpointInfo check_train_options(const TrainOptions& o) {
   PYLON_CHECK(!o.cuda_graph || o.profile.dir.empty(),
               "--cuda-graph and --profile exclude each other: a replayed step has no host ranges or launches to trace");
   PYLON_CHECK(!o.data.empty(), "no training data (--data FILE)");
-  PYLON_CHECK(o.device != "cuda" || o.model.preset.naming == Naming::torch, "--device cuda trains the seed and ",
-              "causal presets so far; the ", o.model.preset.name, " preset trains on the CPU");
   o.model.validate();
   const TokenFile data(o.data);  // exists and is a token file (the vocab scan comes with training)
   if (!o.val_data.empty()) {

@@ -1,7 +1,6 @@
 // The models the tests loop over: the presets each path runs, and llama variants that cover the
-// per-model options. Every path runs the nn.MultiheadAttention presets (seed, causal); the llama
-// preset trains on CPU ranks and decodes on the CPU and on Vulkan, while the CUDA step refuses it
-// with a line saying so.
+// per-model options. Every path runs every preset: the nn.MultiheadAttention ones (seed, causal) and
+// llama.
 #pragma once
 
 #include <vector>

@@ -1,9 +1,13 @@
-// The MiniLLM step on a CUDA stream (Act = bf16, or float for --dtype fp32), told as a story.
+// The step on a CUDA stream (Act = bf16, or float for --dtype fp32), told as a story: embed, L
+// pre-norm blocks (attention, then the MLP), [final norm,] head, loss; then the gradients in reverse.
+// The preset's traits choose the mask, the positions and the MLP (SiLU, or SwiGLU over [gate | up]);
+// grouped-query heads, biases and a tied head come from the config, as in model/minillm.cpp.
 // Saved per block (recompute selective, the default): its input x, qkv (after RoPE), the attention
-// output and log-sum-exp, x_mid and the FFN pre-activation f1; the normalised inputs and SiLU(f1)
-// are recomputed in backward (cheap, and saves 12·N·D bytes a block in bf16). none keeps those too;
-// full keeps only x and redoes the block up to f1.
-// Backward recomputes SiLU(f1) in the kernel that forms df1, writing it over f1.
+// output and log-sum-exp, x_mid and the MLP pre-activation f1; the normalised inputs and act(f1)
+// are recomputed in backward (cheap, and saves 12·N·D bytes a block in bf16). none keeps those too
+// (SwiGLU's act excepted: recomputed); full keeps only x and redoes the block up to f1.
+// Backward recomputes act(f1) in the kernel that forms df1 (SiLU: over f1; SwiGLU: over d(act), with
+// df1 over f1).
 #include "model/cuda/minillm_cuda.h"
 
 #include <algorithm>
@@ -67,22 +71,25 @@ template <typename Act>
 MiniLLMCuda<Act>::MiniLLMCuda(const ModelConfig& config, int B, int T, Recompute recompute)
     : config_(config), table_(param_table(config)), B_(B), T_(T), N_(B * T), recompute_(recompute) {
   config_.validate();
-  PYLON_CHECK(config_.preset.naming == Naming::torch, "--device cuda trains the seed and causal presets so far; the ",
-              config_.preset.name, " preset trains on the CPU");
+  heads_ = {config_.heads, config_.kv_head_count(), config_.head_dim()};
+  swiglu_ = config_.preset.ffn == Ffn::swiglu;
   const size_t N = N_, D = config.dim, V = config.vocab, H = config.heads;
+  const size_t Q = heads_.q_dim(), QKV = heads_.row(), F = config_.ffn_hidden(), FIn = swiglu_ ? 2 * F : F;
   const int L = config.layers;
   workspace_bytes_ = std::max({embedding_backward_workspace_bytes(N_, config.dim, config.vocab),
                                rmsnorm_backward_workspace_bytes(N_, config.dim),
-                               bias_backward_workspace_bytes(N_, 3 * config.dim),
+                               bias_backward_workspace_bytes(N_, heads_.row()),
                                loss_mean_workspace_bytes(N_),
-                               attention_backward_workspace_bytes(B, T, config.dim, config.heads)});
+                               attention_backward_workspace_bytes(B, T, heads_)});
   auto plan = [&](Carver& c) {
     auto take_saved = [&](Layer& l) {  // what backward reads besides x
-      l.qkv = c.take<Act>(N * 3 * D), l.att = c.take<Act>(N * D);
-      l.x_mid = c.take<Act>(N * D), l.f1 = c.take<Act>(N * 4 * D);
+      l.qkv = c.take<Act>(N * QKV), l.att = c.take<Act>(N * Q);
+      l.x_mid = c.take<Act>(N * D), l.f1 = c.take<Act>(N * FIn);
       l.rstd1 = c.take<float>(N), l.rstd2 = c.take<float>(N), l.lse = c.take<float>(B * H * T);
-      if (recompute == Recompute::none)
-        l.h1 = c.take<Act>(N * D), l.h2 = c.take<Act>(N * D), l.act = c.take<Act>(N * 4 * D);
+      if (recompute == Recompute::none) {
+        l.h1 = c.take<Act>(N * D), l.h2 = c.take<Act>(N * D);
+        if (!swiglu_) l.act = c.take<Act>(N * F);
+      }
     };
     Layer shared{};  // full: one block's worth, refilled by backward's recompute
     if (recompute == Recompute::full) take_saved(shared);
@@ -92,9 +99,10 @@ MiniLLMCuda<Act>::MiniLLMCuda(const ModelConfig& config, int B, int T, Recompute
       if (recompute != Recompute::full) take_saved(l);
     }
     x_last_ = c.take<Act>(N * D), logits_ = c.take<Act>(N * V);
-    h_ = c.take<Act>(N * D), wide_ = c.take<Act>(N * 4 * D), tmp_ = c.take<Act>(N * D);
+    if (config_.preset.final_norm) x_final_ = c.take<Act>(N * D), rstd_final_ = c.take<float>(N);
+    h_ = c.take<Act>(N * D), wide_ = c.take<Act>(N * F), tmp_ = c.take<Act>(N * D);
     dx_ = c.take<Act>(N * D), dx_mid_ = c.take<Act>(N * D), dh_ = c.take<Act>(N * D);
-    datt_ = c.take<Act>(N * D), dqkv_ = c.take<Act>(N * 3 * D);
+    datt_ = c.take<Act>(N * Q), dqkv_ = c.take<Act>(N * QKV);
     losses_ = c.take<float>(N), rstd_tmp_ = c.take<float>(N), loss_tmp_ = c.take<float>(1);
     workspace_ = c.take<char>(workspace_bytes_);
   };
@@ -121,24 +129,25 @@ void MiniLLMCuda<Act>::linear_backward(Act* din, float* dW, float* db, const Act
 
 template <typename Act>
 void MiniLLMCuda<Act>::block_forward_to_f1(const std::vector<const Act*>& P, int l, const Act* h1, cudaStream_t s) {
-  const int D = config_.dim, H = config_.heads;
+  const int D = config_.dim, Q = heads_.q_dim(), QKV = heads_.row();
+  const int FIn = swiglu_ ? 2 * config_.ffn_hidden() : config_.ffn_hidden();
   const auto W = block_params(table_, P, l);
   Layer& a = layers_[l];
-  linear_forward(a.qkv, h1, W[kQkv], W[kQkvBias], D, 3 * D, s);  // (N, 3D)
-  if (config_.preset.positions == Positions::rope) rope_forward(a.qkv, B_, T_, D, H, config_.rope_theta, 0, s);
-  attention_forward(a.att, a.lse, a.qkv, B_, T_, D, H, config_.preset.mask == Mask::causal, s);  // (N, D)
-  linear_forward(tmp_, a.att, W[kOut], W[kOutBias], D, D, s);
+  linear_forward(a.qkv, h1, W[kQkv], W[kQkvBias], D, QKV, s);  // (N, Q + 2KV)
+  if (config_.preset.positions == Positions::rope) rope_forward(a.qkv, B_, T_, heads_, config_.rope_theta, 0, s);
+  attention_forward(a.att, a.lse, a.qkv, B_, T_, heads_, config_.preset.mask == Mask::causal, s);  // (N, Q)
+  linear_forward(tmp_, a.att, W[kOut], W[kOutBias], Q, D, s);
   // x_mid = x + proj; h2 = RMSNorm2(x_mid)
   Act* h2 = a.h2 ? a.h2 : h_;
   residual_rmsnorm_forward(a.x_mid, h2, a.rstd2, a.x, tmp_, W[kNorm2], N_, D, config_.norm_eps, s);
-  linear_forward(a.f1, h2, W[kFfnIn], nullptr, D, 4 * D, s);  // (N, 4D)
+  linear_forward(a.f1, h2, W[kFfnIn], nullptr, D, FIn, s);  // (N, F) or (N, 2F) = [gate | up]
 }
 
 template <typename Act>
 void MiniLLMCuda<Act>::forward(const std::vector<const Act*>& P, const int32_t* inputs,
                           const int32_t* targets, float* loss_sum, cudaStream_t s,
                           UnitHooks* hooks) {
-  const int D = config_.dim, V = config_.vocab, L = config_.layers;
+  const int D = config_.dim, V = config_.vocab, L = config_.layers, F = config_.ffn_hidden();
   const float eps = config_.norm_eps;
   inputs_ = inputs;
   const int64_t N = N_;
@@ -159,19 +168,26 @@ void MiniLLMCuda<Act>::forward(const std::vector<const Act*>& P, const int32_t* 
     Layer& a = layers_[l];
     block_forward_to_f1(P, l, a.h1 ? a.h1 : h_, s);
     Act* act = a.act ? a.act : wide_;
-    silu_forward(act, a.f1, N * 4 * D, s);
-    linear_forward(tmp_, act, W[kFfnOut], nullptr, 4 * D, D, s);
+    if (swiglu_)
+      swiglu_forward(act, a.f1, N, F, s);
+    else
+      silu_forward(act, a.f1, N * F, s);
+    linear_forward(tmp_, act, W[kFfnOut], nullptr, F, D, s);
     if (l + 1 < L) {  // x_{l+1} = x_mid + ffn; h = RMSNorm1_{l+1}(x_{l+1})
       if (hooks) hooks->before_forward(l + 1);
       Layer& next = layers_[l + 1];
       residual_rmsnorm_forward(next.x, next.h1 ? next.h1 : h_, next.rstd1, a.x_mid, tmp_,
                                block_params(table_, P, l + 1)[kNorm1], N_, D, eps, s);
+    } else if (config_.preset.final_norm) {  // x_L = x_mid + ffn; x_final = RMSNorm_final(x_L)
+      residual_rmsnorm_forward(x_last_, x_final_, rstd_final_, a.x_mid, tmp_, P[table_.final_norm], N_, D, eps, s);
     } else {
       residual_add(x_last_, a.x_mid, tmp_, N * D, s);
     }
     if (hooks) hooks->after_forward(l);
   }
-  linear_forward(logits_, x_last_, P[table_.head_or_embed()], nullptr, D, V, s);  // (N, V)
+  if (L == 0 && config_.preset.final_norm)
+    residual_rmsnorm_forward(nullptr, x_final_, rstd_final_, x_last_, nullptr, P[table_.final_norm], N_, D, eps, s);
+  linear_forward(logits_, head_input(), P[table_.head_or_embed()], nullptr, D, V, s);  // (N, V)
   // Loss per position; the logits become d(loss_scale·Σ loss)/d(logits) in place.
   cross_entropy_forward_backward(losses_, logits_, targets, N_, V, loss_scale_, s);
   loss_mean(loss_tmp_, losses_, N_, workspace_, s);
@@ -182,26 +198,39 @@ void MiniLLMCuda<Act>::forward(const std::vector<const Act*>& P, const int32_t* 
 template <typename Act>
 void MiniLLMCuda<Act>::backward(const std::vector<const Act*>& P, const std::vector<float*>& G,
                            bool accumulate, cudaStream_t s, UnitHooks* hooks) {
-  const int D = config_.dim, H = config_.heads, V = config_.vocab, L = config_.layers;
+  const int D = config_.dim, V = config_.vocab, L = config_.layers, Q = heads_.q_dim(), QKV = heads_.row();
+  const int F = config_.ffn_hidden(), FIn = swiglu_ ? 2 * F : F;
   const float eps = config_.norm_eps;
   const int64_t N = N_;
   const float beta = accumulate ? 1.f : 0.f;
+  const bool tied = table_.head < 0;
   PYLON_RANGE("model", "backward");
-  // A unit's gradients that kernels add into (embedding, norms, biases) start at zero unless
-  // accumulating; the GEMM-written ones are overwritten (beta 0). Zeroed once the unit is entered.
-  auto zero_added_grads = [&](int unit) {
+  // The gradients that kernels add into (the embedding, norms, biases) start at zero unless
+  // accumulating; the GEMM-written ones are overwritten (beta 0). Zeroed once the unit is entered;
+  // the root's embedding only after the last block (unit_hooks.h), its others (a final norm) first.
+  auto zero_added_grads = [&](int unit, bool embedding) {
     if (accumulate) return;
     for (size_t i = 0; i < table_.params.size(); ++i) {
       const ParamInfo& p = table_.params[i];
-      const bool gemm_written = p.shape.size() == 2 && static_cast<int>(i) != table_.embed;
-      if (p.unit == unit && !gemm_written)
+      const bool is_embedding = static_cast<int>(i) == table_.embed;
+      const bool gemm_written = p.shape.size() == 2 && !is_embedding;
+      if (p.unit == unit && !gemm_written && is_embedding == embedding)
         PYLON_CUDA_CHECK(cudaMemsetAsync(G[i], 0, static_cast<size_t>(p.numel) * sizeof(float), s));
     }
   };
-  // Head: dx = dlogits·W_head; dW_head += dlogitsᵀ·x_L. (The root's kernel-added gradient, the
-  // embedding's, is zeroed only after the last block: unit_hooks.h.)
+  // Head: d(head input) = dlogits·W_head; dW_head += dlogitsᵀ·(head input), for a tied head into the
+  // embedding's gradient at the end (where the embedding's is written); then through the final norm.
   if (hooks) hooks->before_backward(-1);
-  linear_backward(dx_, G[table_.head_or_embed()], nullptr, logits_, x_last_, P[table_.head_or_embed()], D, V, beta, s);
+  zero_added_grads(-1, false);
+  const int head = table_.head_or_embed();
+  Act* d_head_input = config_.preset.final_norm ? dh_ : dx_;
+  if (tied)
+    gemm_act(gemm_, false, false, N_, D, V, logits_, V, P[head], D, d_head_input, D, nullptr, s);
+  else
+    linear_backward(d_head_input, G[head], nullptr, logits_, head_input(), P[head], D, V, beta, s);
+  if (config_.preset.final_norm)
+    rmsnorm_backward(dx_, G[table_.final_norm], dh_, nullptr, x_last_, P[table_.final_norm], rstd_final_, N_, D,
+                     workspace_, s);
   for (int l = L - 1; l >= 0; --l) {
     const auto W = block_params(table_, P, l);
     const auto dW = block_params(table_, G, l);
@@ -209,37 +238,45 @@ void MiniLLMCuda<Act>::backward(const std::vector<const Act*>& P, const std::vec
     if (layer_range.on()) layer_range.set_int("layer", l);
     Layer& a = layers_[l];
     if (hooks) hooks->before_backward(l);
-    zero_added_grads(l);
+    zero_added_grads(l, false);
     if (recompute_ == Recompute::full && l + 1 < L) {  // the shared buffers hold block L-1 after forward
       residual_rmsnorm_forward(nullptr, h_, a.rstd1, a.x, nullptr, W[kNorm1], N_, D, eps, s);
       block_forward_to_f1(P, l, h_, s);
     }
-    // FFN branch: x_out = x_mid + W2·SiLU(W1·h2), h2 = RMSNorm2(x_mid).
-    // da = dx·W2 first: a recomputed SiLU(f1) is formed in the same pass as df1 and overwrites f1,
-    // which backward reads for the last time there.
-    gemm_act(gemm_, false, false, N_, 4 * D, D, dx_, D, W[kFfnOut], 4 * D, wide_, 4 * D, nullptr, s);  // da = dx·W2
+    // MLP branch: x_out = x_mid + W2·act(W1·h2), h2 = RMSNorm2(x_mid).
+    // da = dx·W2 first: a recomputed act(f1) is formed in the same pass as df1 and overwrites f1
+    // (SiLU) or da (SwiGLU, df1 then over f1), which backward reads for the last time there.
+    gemm_act(gemm_, false, false, N_, F, D, dx_, D, W[kFfnOut], F, wide_, F, nullptr, s);  // da = dx·W2
     const Act* act = a.act ? a.act : a.f1;
-    if (a.act)
-      silu_backward(wide_, wide_, a.f1, N * 4 * D, s);                             // df1
-    else
-      silu_recompute_backward(a.f1, wide_, wide_, a.f1, N * 4 * D, s);             // SiLU(f1), df1
-    gemm_grad(gemm_, true, false, D, 4 * D, N_, dx_, D, act, 4 * D, beta, dW[kFfnOut], 4 * D, s);  // dW2 += dxᵀ·a
+    if (swiglu_) {
+      swiglu_backward(a.f1, wide_, wide_, a.f1, N, F, s);  // df1 over f1, act over da
+      act = wide_;
+    } else if (a.act) {
+      silu_backward(wide_, wide_, a.f1, N * F, s);  // df1
+    } else {
+      silu_recompute_backward(a.f1, wide_, wide_, a.f1, N * F, s);  // SiLU(f1), df1
+    }
+    const Act* df1 = swiglu_ ? a.f1 : wide_;
+    gemm_grad(gemm_, true, false, D, F, N_, dx_, D, act, F, beta, dW[kFfnOut], F, s);  // dW2 += dxᵀ·a
     if (!a.h2) residual_rmsnorm_forward(nullptr, h_, rstd_tmp_, a.x_mid, nullptr, W[kNorm2], N_, D, eps, s);
-    linear_backward(dh_, dW[kFfnIn], nullptr, wide_, a.h2 ? a.h2 : h_, W[kFfnIn], D, 4 * D, beta, s);
+    linear_backward(dh_, dW[kFfnIn], nullptr, df1, a.h2 ? a.h2 : h_, W[kFfnIn], D, FIn, beta, s);
     // db_out += Σ rows of dx_mid, summed by the norm's backward as it writes dx_mid.
     rmsnorm_backward(dx_mid_, dW[kNorm2], dh_, dx_, a.x_mid, W[kNorm2], a.rstd2, N_, D, workspace_, s,
                      dW[kOutBias]);
-    // Attention branch: x_mid = x + W_out·att + b_out.
-    linear_backward(datt_, dW[kOut], nullptr, dx_mid_, a.att, W[kOut], D, D, beta, s);
-    attention_backward(dqkv_, datt_, a.qkv, a.att, a.lse, B_, T_, D, H, config_.preset.mask == Mask::causal,
+    // Attention branch: x_mid = x + W_out·att [+ b_out].
+    linear_backward(datt_, dW[kOut], nullptr, dx_mid_, a.att, W[kOut], Q, D, beta, s);
+    attention_backward(dqkv_, datt_, a.qkv, a.att, a.lse, B_, T_, heads_, config_.preset.mask == Mask::causal,
                        workspace_, workspace_bytes_, s);
-    if (config_.preset.positions == Positions::rope) rope_backward(dqkv_, B_, T_, D, H, config_.rope_theta, 0, s);
+    if (config_.preset.positions == Positions::rope) rope_backward(dqkv_, B_, T_, heads_, config_.rope_theta, 0, s);
     if (!a.h1) residual_rmsnorm_forward(nullptr, h_, rstd_tmp_, a.x, nullptr, W[kNorm1], N_, D, eps, s);
-    linear_backward(dh_, dW[kQkv], dW[kQkvBias], dqkv_, a.h1 ? a.h1 : h_, W[kQkv], D, 3 * D, beta, s);
+    linear_backward(dh_, dW[kQkv], dW[kQkvBias], dqkv_, a.h1 ? a.h1 : h_, W[kQkv], D, QKV, beta, s);
     rmsnorm_backward(dx_, dW[kNorm1], dh_, dx_mid_, a.x, W[kNorm1], a.rstd1, N_, D, workspace_, s);
     if (hooks) hooks->after_backward(l);
   }
-  zero_added_grads(-1);
+  if (tied)  // the head's weight gradient first (overwriting unless accumulating), then the lookups'
+    gemm_grad(gemm_, true, false, V, D, N_, logits_, V, head_input(), D, beta, G[table_.embed], D, s);
+  else
+    zero_added_grads(-1, true);
   embedding_backward(G[table_.embed], dx_, inputs_, N_, D, V, workspace_, s);
   if (hooks) hooks->after_backward(-1);
 }

@@ -1,4 +1,6 @@
-// MiniLLM forward and backward on one CUDA device with activations and weights of type Act: bf16
+// The model's forward and backward (every preset: MiniLLM's seed and causal, and the Llama family's
+// grouped-query attention, SwiGLU, final norm and tied head) on one CUDA device with activations
+// and weights of type Act: bf16
 // (the training path: fp32 accumulation, fp32 parameter gradients) or float (--dtype fp32: fp32
 // end to end, comparable with the CPU reference at fp32 tolerance). Weights are read through
 // per-parameter device pointers, so the caller decides where they live (one flat buffer, or FSDP's
@@ -11,6 +13,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/head_layout.h"
 #include "model/config.h"
 #include "model/params.h"
 #include "model/recompute.h"
@@ -50,10 +53,14 @@ class MiniLLMCuda {
 
  private:
   struct Layer {  // saved for backward; N = B*T rows. full: all but x shared by the blocks
-    Act *x, *qkv, *att, *x_mid, *f1;  // f1 holds SiLU(f1) after backward unless act is kept
+    // qkv (N, Q + 2KV), att (N, Q), f1 (N, F) or (N, 2F) for SwiGLU; after backward f1 holds SiLU(f1)
+    // unless act is kept, or, for SwiGLU, df1.
+    Act *x, *qkv, *att, *x_mid, *f1;
     float *rstd1, *rstd2, *lse;
     Act *h1 = nullptr, *h2 = nullptr, *act = nullptr;  // none only: RMSNorm1(x), RMSNorm2(x_mid), SiLU(f1)
   };
+  // The head's input: the final norm's output, or x_L.
+  const Act* head_input() const { return x_final_ ? x_final_ : x_last_; }
   // Block l from h1 = RMSNorm1(x) (in place) to f1: qkv, attention, x_mid, rstd2 and f1 of `a`.
   void block_forward_to_f1(const std::vector<const Act*>& P, int l, const Act* h1, cudaStream_t s);
   void linear_forward(Act* out, const Act* in, const Act* W, const Act* b, int I, int O,
@@ -64,6 +71,8 @@ class MiniLLMCuda {
 
   ModelConfig config_;
   ParamTable table_;
+  HeadLayout heads_{};
+  bool swiglu_ = false;
   int B_, T_, N_;
   Recompute recompute_;
   float loss_scale_ = 1.f;
@@ -71,7 +80,9 @@ class MiniLLMCuda {
   DeviceBuffer arena_;  // every buffer below lives in it
   std::vector<Layer> layers_;
   Act *x_last_, *logits_, *h_, *wide_, *tmp_, *dx_, *dx_mid_, *dh_, *datt_, *dqkv_;
+  Act* x_final_ = nullptr;  // the final norm's output (N, D), where the preset has one
   float *losses_, *rstd_tmp_, *loss_tmp_;
+  float* rstd_final_ = nullptr;
   void* workspace_;
   size_t workspace_bytes_ = 0;
   const int32_t* inputs_ = nullptr;

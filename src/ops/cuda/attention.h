@@ -9,7 +9,6 @@
 #include <cstddef>
 #include <vector>
 
-#include "core/error.h"
 #include "core/head_layout.h"
 
 namespace pylon::cuda {
@@ -35,31 +34,6 @@ size_t attention_backward_workspace_bytes(int B, int T, const HeadLayout& heads)
 void attention_backward(__nv_bfloat16* dqkv, const __nv_bfloat16* dout, const __nv_bfloat16* qkv,
                         const __nv_bfloat16* out, const float* lse, int B, int T, const HeadLayout& heads,
                         bool causal, void* workspace, size_t workspace_bytes, cudaStream_t stream);
-
-namespace detail {
-// HeadLayout::multi_head(D, H) for the (D, H) forms below; D not a multiple of H is a user error.
-inline HeadLayout multi_head_layout(int D, int H) {
-  PYLON_CHECK(H >= 1 && D % H == 0, "attention: D=", D, " is not a multiple of H=", H);
-  return HeadLayout::multi_head(D, H);
-}
-}  // namespace detail
-
-// (D, H) form: multi-head callers
-inline void attention_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv, int B, int T, int D, int H,
-                              bool causal, cudaStream_t stream) {
-  attention_forward(out, lse, qkv, B, T, detail::multi_head_layout(D, H), causal, stream);
-}
-// (D, H) form: multi-head callers
-inline size_t attention_backward_workspace_bytes(int B, int T, int D, int H) {
-  return attention_backward_workspace_bytes(B, T, detail::multi_head_layout(D, H));
-}
-// (D, H) form: multi-head callers
-inline void attention_backward(__nv_bfloat16* dqkv, const __nv_bfloat16* dout, const __nv_bfloat16* qkv,
-                               const __nv_bfloat16* out, const float* lse, int B, int T, int D, int H, bool causal,
-                               void* workspace, size_t workspace_bytes, cudaStream_t stream) {
-  attention_backward(dqkv, dout, qkv, out, lse, B, T, detail::multi_head_layout(D, H), causal, workspace,
-                     workspace_bytes, stream);
-}
 
 namespace detail {
 // Kernel family and tile shapes, exposed for bench/attention_bench.cpp and the tests; the functions above

@@ -29,17 +29,4 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
                         int T, const HeadLayout& heads, bool causal, void* workspace, size_t workspace_bytes,
                         cudaStream_t stream);
 
-// (D, H) form: multi-head callers
-inline void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int D, int H, bool causal,
-                              cudaStream_t stream) {
-  attention_forward(out, lse, qkv, B, T, detail::multi_head_layout(D, H), causal, stream);
-}
-// (D, H) form: multi-head callers
-inline void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
-                               int B, int T, int D, int H, bool causal, void* workspace, size_t workspace_bytes,
-                               cudaStream_t stream) {
-  attention_backward(dqkv, dout, qkv, out, lse, B, T, detail::multi_head_layout(D, H), causal, workspace,
-                     workspace_bytes, stream);
-}
-
 }  // namespace pylon::cuda

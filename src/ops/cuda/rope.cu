@@ -11,9 +11,10 @@ namespace pylon::cuda {
 namespace {
 
 template <typename Act, int VEC>
-__global__ void rope_kernel(Act* qkv, int T, int D, int H, float theta, int pos0, float sign) {
+__global__ void rope_kernel(Act* qkv, int T, int row_len, int rotated, int hd, float theta, int pos0,
+                            float sign) {
   extern __shared__ float trig[];  // cos (hd/2), then sign·sin (hd/2)
-  const int hd = D / H, half = hd / 2, groups = half / VEC;
+  const int half = hd / 2, groups = half / VEC;
   const float pos = static_cast<float>(pos0 + static_cast<int>(blockIdx.x % T));
   for (int i = threadIdx.x; i < half; i += blockDim.x) {
     const float exponent = -static_cast<float>(2 * i) / static_cast<float>(hd);
@@ -24,9 +25,9 @@ __global__ void rope_kernel(Act* qkv, int T, int D, int H, float theta, int pos0
     trig[half + i] = sign * s;
   }
   __syncthreads();
-  Act* row = qkv + static_cast<int64_t>(blockIdx.x) * 3 * D;
-  for (int item = threadIdx.x; item < 2 * H * groups; item += blockDim.x) {
-    const int head = item / groups, i0 = (item % groups) * VEC;  // q heads, then k heads
+  Act* row = qkv + static_cast<int64_t>(blockIdx.x) * row_len;
+  for (int item = threadIdx.x; item < rotated * groups; item += blockDim.x) {
+    const int head = item / groups, i0 = (item % groups) * VEC;  // q heads, then k heads (contiguous)
     Act* x = row + head * hd + i0;
     float x1[VEC], x2[VEC], y1[VEC], y2[VEC];
     detail::load_vec<VEC>(x1, x);
@@ -43,43 +44,44 @@ __global__ void rope_kernel(Act* qkv, int T, int D, int H, float theta, int pos0
 }
 
 template <typename Act>
-void rope_launch(Act* qkv, int B, int T, int D, int H, float theta, int pos0, float sign,
+void rope_launch(Act* qkv, int B, int T, const HeadLayout& l, float theta, int pos0, float sign,
                  cudaStream_t stream) {
   if (B <= 0 || T <= 0) return;
-  PYLON_CHECK(H > 0 && D % H == 0 && (D / H) % 2 == 0, "rope: head size D/H must be even, got D=", D,
-              " H=", H);
-  const int half = D / H / 2;
-  const bool vec = half % 8 == 0 && D % 8 == 0 && detail::aligned16(qkv);
-  const int items = 2 * H * (half / (vec ? 8 : 1));
+  PYLON_CHECK(l.heads > 0 && l.kv_heads > 0 && l.heads % l.kv_heads == 0 && l.head_dim > 0 && l.head_dim % 2 == 0,
+              "rope: ", l.heads, " heads over ", l.kv_heads, " key/value heads of size ", l.head_dim,
+              " (the size must be even, the key/value heads divide the heads)");
+  const int half = l.head_dim / 2, rotated = l.heads + l.kv_heads;
+  const bool vec = half % 8 == 0 && l.row() % 8 == 0 && detail::aligned16(qkv);
+  const int items = rotated * (half / (vec ? 8 : 1));
   const int threads = static_cast<int>(std::clamp<int64_t>(detail::ceil_div(items, 32) * 32, 32, 1024));
   const auto blocks = static_cast<unsigned>(B * T);
   const size_t smem = sizeof(float) * 2 * static_cast<size_t>(half);
   if (vec) {
-    rope_kernel<Act, 8><<<blocks, threads, smem, stream>>>(qkv, T, D, H, theta, pos0, sign);
+    rope_kernel<Act, 8><<<blocks, threads, smem, stream>>>(qkv, T, l.row(), rotated, l.head_dim, theta, pos0, sign);
   } else {
-    rope_kernel<Act, 1><<<blocks, threads, smem, stream>>>(qkv, T, D, H, theta, pos0, sign);
+    rope_kernel<Act, 1><<<blocks, threads, smem, stream>>>(qkv, T, l.row(), rotated, l.head_dim, theta, pos0, sign);
   }
   PYLON_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
-void rope_forward(__nv_bfloat16* qkv, int B, int T, int D, int H, float theta, int pos0,
+void rope_forward(__nv_bfloat16* qkv, int B, int T, const HeadLayout& heads, float theta, int pos0,
                   cudaStream_t stream) {
-  rope_launch(qkv, B, T, D, H, theta, pos0, 1.f, stream);
+  rope_launch(qkv, B, T, heads, theta, pos0, 1.f, stream);
 }
 
-void rope_backward(__nv_bfloat16* dqkv, int B, int T, int D, int H, float theta, int pos0,
+void rope_backward(__nv_bfloat16* dqkv, int B, int T, const HeadLayout& heads, float theta, int pos0,
                    cudaStream_t stream) {
-  rope_launch(dqkv, B, T, D, H, theta, pos0, -1.f, stream);
+  rope_launch(dqkv, B, T, heads, theta, pos0, -1.f, stream);
 }
 
-void rope_forward(float* qkv, int B, int T, int D, int H, float theta, int pos0, cudaStream_t stream) {
-  rope_launch(qkv, B, T, D, H, theta, pos0, 1.f, stream);
+void rope_forward(float* qkv, int B, int T, const HeadLayout& heads, float theta, int pos0, cudaStream_t stream) {
+  rope_launch(qkv, B, T, heads, theta, pos0, 1.f, stream);
 }
 
-void rope_backward(float* dqkv, int B, int T, int D, int H, float theta, int pos0, cudaStream_t stream) {
-  rope_launch(dqkv, B, T, D, H, theta, pos0, -1.f, stream);
+void rope_backward(float* dqkv, int B, int T, const HeadLayout& heads, float theta, int pos0, cudaStream_t stream) {
+  rope_launch(dqkv, B, T, heads, theta, pos0, -1.f, stream);
 }
 
 }  // namespace pylon::cuda

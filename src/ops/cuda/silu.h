@@ -1,4 +1,5 @@
-// SiLU activation x·sigmoid(x) on bf16 or fp32 activations (one overload each), math in fp32.
+// SiLU activation x·sigmoid(x), and SwiGLU SiLU(gate)·up, on bf16 or fp32 activations (one overload
+// each), math in fp32.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -24,5 +25,16 @@ void silu_forward(float* out, const float* in, int64_t n, cudaStream_t stream);
 void silu_backward(float* din, const float* dout, const float* in, int64_t n, cudaStream_t stream);
 void silu_recompute_backward(float* act, float* din, const float* dout, const float* in, int64_t n,
                              cudaStream_t stream);
+
+// SwiGLU, as cpu::swiglu_forward / swiglu_backward: in (N, 2F) holds rows [gate | up]; out (N, F) =
+// SiLU(gate)·up, rounded once.
+void swiglu_forward(__nv_bfloat16* out, const __nv_bfloat16* in, int64_t N, int64_t F, cudaStream_t stream);
+void swiglu_forward(float* out, const float* in, int64_t N, int64_t F, cudaStream_t stream);
+// din (N, 2F) = [dgate | dup] given dout (N, F); act (may be null) = SiLU(gate)·up, bitwise as
+// swiglu_forward (the backward of a recomputed activation). din may alias in, act may alias dout.
+void swiglu_backward(__nv_bfloat16* din, __nv_bfloat16* act, const __nv_bfloat16* dout, const __nv_bfloat16* in,
+                     int64_t N, int64_t F, cudaStream_t stream);
+void swiglu_backward(float* din, float* act, const float* dout, const float* in, int64_t N, int64_t F,
+                     cudaStream_t stream);
 
 }  // namespace pylon::cuda

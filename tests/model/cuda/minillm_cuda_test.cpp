@@ -1,6 +1,8 @@
-// The bf16 CUDA MiniLLM step against the fp32 CPU reference on the same (bf16-rounded) weights:
-// loss and every parameter gradient, both presets; and the three recompute policies against each other.
-// The fp32 CUDA step (--dtype fp32) against the same reference at fp32 tolerance.
+// The bf16 CUDA step against the fp32 CPU reference on the same (bf16-rounded) weights: loss and
+// every parameter gradient, every preset (the llama variants of support/presets.h: grouped and
+// multi-query heads at head dims 64, 128 and 10, SwiGLU of odd widths, biases, a tied head); and
+// the three recompute policies against each other. The fp32 CUDA step (--dtype fp32) against the
+// same reference at fp32 tolerance.
 #include <gtest/gtest.h>
 
 #include <cuda_bf16.h>
@@ -57,10 +59,14 @@ CudaStep run_cuda_step(const ModelConfig& c, const std::vector<Act>& params_act,
   return r;
 }
 
-void check_step_matches_cpu(const Preset& preset) {
-  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+ModelConfig small_config(const Preset& preset) {
   ModelConfig c;
   c.preset = preset, c.vocab = 509, c.dim = 256, c.layers = 2, c.heads = 4;  // head dim 64
+  return c;
+}
+
+void check_step_matches_cpu(const ModelConfig& c) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
   const int B = 2, T = 96, N = B * T;
   MiniLLM ref(c);
   const ParamTable& table = ref.table();
@@ -98,17 +104,28 @@ void check_step_matches_cpu(const Preset& preset) {
   }
 }
 
-TEST(CudaMiniLLM, SeedStepMatchesCpu) { check_step_matches_cpu(find_preset("seed")); }
-TEST(CudaMiniLLM, CausalStepMatchesCpu) { check_step_matches_cpu(find_preset("causal")); }
+TEST(CudaMiniLLM, SeedStepMatchesCpu) { check_step_matches_cpu(small_config(find_preset("seed"))); }
+TEST(CudaMiniLLM, CausalStepMatchesCpu) { check_step_matches_cpu(small_config(find_preset("causal"))); }
+// heads 4 over 2 of 64 (MLP 427: SwiGLU's scalar path); 4 over 1 of 10 (the generic attention
+// kernel), q/k/v biases, tied; 2 of 128 with every bias.
+TEST(CudaMiniLLM, LlamaStepMatchesCpu) {
+  for (const ModelConfig& c : testing::llama_variants(small_config(find_preset("llama")))) {
+    SCOPED_TRACE(c.describe());
+    check_step_matches_cpu(c);
+  }
+}
 
 // none, selective and full run the same kernels on the same values (recomputation is deterministic),
 // so loss and every gradient are bit-identical; and each keeps less than the one before.
 TEST(CudaMiniLLM, RecomputePoliciesGiveIdenticalGradients) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  for (const Preset& preset : testing::multi_head_presets()) {
-    SCOPED_TRACE(preset.name);
-    ModelConfig c;
-    c.preset = preset, c.vocab = 509, c.dim = 256, c.layers = 3, c.heads = 2;  // head dim 128
+  ModelConfig base;
+  base.vocab = 509, base.dim = 256, base.layers = 3, base.heads = 2;  // head dim 128
+  std::vector<ModelConfig> configs;
+  for (const Preset& preset : testing::multi_head_presets()) configs.push_back(base), configs.back().preset = preset;
+  configs.push_back(testing::llama_variants(base)[0]);  // SwiGLU: its act is recomputed under every policy
+  for (const ModelConfig& c : configs) {
+    SCOPED_TRACE(c.describe());
     const int B = 2, T = 80;
     const ParamTable table = param_table(c);
     std::vector<float> params(table.total);
@@ -141,20 +158,26 @@ TEST(CudaMiniLLM, RecomputePoliciesGiveIdenticalGradients) {
 // relative error of ~1e-6 per op compounding over the chain: the loss to 1e-5 relative and each
 // parameter's normalised gradient error ‖g − g_ref‖ / ‖g_ref‖ under 1e-3 (50x tighter than the bf16 step's 5e-2; a bf16
 // rounding or TF32 GEMM anywhere would show at ~1e-2), for both presets, both head dims and the
-// three recompute policies.
+// three recompute policies; and the llama variants.
 TEST(CudaMiniLLM, Fp32StepMatchesCpuAtFp32Tolerance) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
   struct Variant {
-    Preset preset;
-    int heads;
+    ModelConfig config;
     Recompute recompute;
   };
-  for (const Variant& v : {Variant{find_preset("seed"), 4, Recompute::selective}, Variant{find_preset("causal"), 4, Recompute::selective},
-                           Variant{find_preset("causal"), 2, Recompute::none}, Variant{find_preset("seed"), 2, Recompute::full}}) {
-    SCOPED_TRACE(std::string(v.preset.name) + " hd " + std::to_string(256 / v.heads) + " " +
-                 recompute_name(v.recompute));
-    ModelConfig c;
-    c.preset = v.preset, c.vocab = 509, c.dim = 256, c.layers = 2, c.heads = v.heads;
+  auto config = [](const char* preset, int heads) {
+    ModelConfig c = small_config(find_preset(preset));
+    c.heads = heads;
+    return c;
+  };
+  std::vector<Variant> variants{{config("seed", 4), Recompute::selective}, {config("causal", 4), Recompute::selective},
+                                {config("causal", 2), Recompute::none}, {config("seed", 2), Recompute::full}};
+  const std::vector<ModelConfig> llama = testing::llama_variants(small_config(find_preset("llama")));
+  const Recompute policies[] = {Recompute::selective, Recompute::none, Recompute::full};
+  for (size_t i = 0; i < llama.size(); ++i) variants.push_back({llama[i], policies[i]});
+  for (const Variant& v : variants) {
+    const ModelConfig& c = v.config;
+    SCOPED_TRACE(c.describe() + " " + recompute_name(v.recompute));
     const int B = 2, T = 77, N = B * T;
     MiniLLM ref(c);
     const ParamTable& table = ref.table();

@@ -38,9 +38,9 @@ OpCase bias_backward(DType d, int N, int O, uint64_t seed);
 OpCase column_sum_accumulate(int64_t R, int C, uint64_t seed);
 
 // rope_cases.cpp: in place on qkv (B, T, 3D).
-OpCase rope_forward(DType d, int B, int T, int D, int H, float theta, int pos0, uint64_t seed);
-OpCase rope_backward(DType d, int B, int T, int D, int H, float theta, int pos0, uint64_t seed);
-OpCase rope_backward_inverts_forward(int B, int T, int D, int H, float theta, int pos0, uint64_t seed);
+OpCase rope_forward(DType d, int B, int T, HeadLayout heads, float theta, int pos0, uint64_t seed);
+OpCase rope_backward(DType d, int B, int T, HeadLayout heads, float theta, int pos0, uint64_t seed);
+OpCase rope_backward_inverts_forward(int B, int T, HeadLayout heads, float theta, int pos0, uint64_t seed);
 
 // cross_entropy_cases.cpp: losses (N) and dlogits (N, V) in place over the logits; the mean loss.
 OpCase cross_entropy_forward_backward(DType d, int N, int V, float scale, uint64_t seed);
@@ -56,6 +56,7 @@ OpCase embedding_backward(DType d, int N, int D, int V, uint64_t seed, int hot_i
 OpCase silu_forward(DType d, size_t n, size_t offset, uint64_t seed);
 OpCase silu_backward(DType d, size_t n, size_t offset, bool in_place, uint64_t seed);
 OpCase silu_recompute_backward(DType d, size_t n, size_t offset, bool in_place, uint64_t seed);
+OpCase swiglu(DType d, int64_t N, int64_t F, bool in_place, uint64_t seed);
 
 // rmsnorm_cases.cpp: the fused residual add + RMSNorm (residual: x_out = x + delta) and its backward
 // (residual: + dresidual; and its dx column sums).

@@ -46,15 +46,21 @@ std::vector<OpCase> cuda_op_table() {
   add(bias_backward(f32, 4099, 384, 40));
   add(column_sum_accumulate(1031, 77, 6));
 
-  // rope.h: hd 12 (the scalar path), 128 (the 8-wide path), the seed preset
+  // rope.h: hd 12 (the scalar path), 128 (the 8-wide path), the seed preset; grouped-query heads
+  // (8 over 2 at hd 128 and 64, one KV head of 10: the q and k heads rotated, v untouched)
+  using MHA = HeadLayout;
   for (const auto& make : {rope_forward, rope_backward}) {
-    add(make(bf16, 2, 7, 36, 3, 10000.f, 5, 1));
-    add(make(bf16, 1, 3, 256, 2, 500000.f, 1000, 2));
-    add(make(bf16, 8, 1024, 2048, 16, 10000.f, 0, 3));
-    add(make(f32, 2, 7, 36, 3, 10000.f, 5, 11));
-    add(make(f32, 3, 9, 256, 2, 500000.f, 3, 12));
+    add(make(bf16, 2, 7, MHA::multi_head(36, 3), 10000.f, 5, 1));
+    add(make(bf16, 1, 3, MHA::multi_head(256, 2), 500000.f, 1000, 2));
+    add(make(bf16, 8, 1024, MHA::multi_head(2048, 16), 10000.f, 0, 3));
+    add(make(bf16, 2, 33, HeadLayout{8, 2, 128}, 500000.f, 7, 6));
+    add(make(bf16, 2, 9, HeadLayout{6, 1, 10}, 10000.f, 2, 7));
+    add(make(f32, 2, 7, MHA::multi_head(36, 3), 10000.f, 5, 11));
+    add(make(f32, 3, 9, MHA::multi_head(256, 2), 500000.f, 3, 12));
+    add(make(f32, 2, 5, HeadLayout{8, 2, 64}, 10000.f, 3, 13));
+    add(make(f32, 2, 5, HeadLayout{6, 1, 10}, 10000.f, 3, 14));
   }
-  add(rope_backward_inverts_forward(2, 64, 256, 4, 10000.f, 3, 4));
+  add(rope_backward_inverts_forward(2, 64, MHA::multi_head(256, 4), 10000.f, 3, 4));
 
   // cross_entropy.h: the scalar path and the 16-byte one, rows re-read or in shared memory
   add(cross_entropy_forward_backward(bf16, 5, 40, 1.f, 1));
@@ -108,6 +114,11 @@ std::vector<OpCase> cuda_op_table() {
   add(silu_recompute_backward(f32, 7, 0, kApart, 21));
   add(silu_recompute_backward(f32, kOdd, 0, kApart, 22));
   add(silu_recompute_backward(f32, kOdd, 1, kApart, 23));
+  add(swiglu(bf16, 5, 13, kApart, 31));     // F % 8 != 0: the scalar path
+  add(swiglu(bf16, 64, 344, kInPlace, 32));  // 8-wide, in place as the model does
+  add(swiglu(bf16, 4, 5632, kApart, 33));
+  add(swiglu(f32, 5, 13, kApart, 34));
+  add(swiglu(f32, 33, 72, kInPlace, 35));
 
   // rmsnorm.h: C = 8 is the 8-wide path in one chunk, 2051 the scalar path
   add(residual_rmsnorm_forward(bf16, 7, 2051, kResidual, 1));

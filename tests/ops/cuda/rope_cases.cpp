@@ -16,24 +16,25 @@ constexpr Tolerance kRopeTol{.rtol = 1.6e-2, .atol = 1e-3};
 // the pair norms here (≤ 4.5): atol 2e-5, rtol 1e-5 (a bf16 rounding: 2e-3).
 constexpr Tolerance kRopeF32Tol{.rtol = 1e-5, .atol = 2e-5};
 
-std::string rope_shape(int B, int T, int D, int H, float theta, int pos0) {
-  return shape_of({{"B", B}, {"T", T}, {"D", D}, {"H", H}, {"theta", static_cast<long long>(theta)}, {"pos", pos0}});
+std::string rope_shape(int B, int T, const HeadLayout& l, float theta, int pos0) {
+  return shape_of({{"B", B}, {"T", T}, {"H", l.heads}, {"KV", l.kv_heads}, {"hd", l.head_dim},
+                   {"theta", static_cast<long long>(theta)}, {"pos", pos0}});
 }
 
-OpCase rope_case(bool forward, DType d, int B, int T, int D, int H, float theta, int pos0, uint64_t seed) {
-  return cuda_case(forward ? "rope_forward" : "rope_backward", d, rope_shape(B, T, D, H, theta, pos0), "",
+OpCase rope_case(bool forward, DType d, int B, int T, HeadLayout l, float theta, int pos0, uint64_t seed) {
+  return cuda_case(forward ? "rope_forward" : "rope_backward", d, rope_shape(B, T, l, theta, pos0), "",
                    [=](const OpRun& run) {
-    const size_t n = static_cast<size_t>(B) * T * 3 * D;
+    const size_t n = static_cast<size_t>(B) * T * l.row();
     if (d == DType::bf16) {
       const std::vector<float> qkv = random_bf16_values(n, seed);
       DeviceArray<bf16> d_qkv(to_bf16(qkv));
       std::vector<float> ref = qkv;
       if (forward) {
-        cuda::rope_forward(d_qkv.get(), B, T, D, H, theta, pos0, nullptr);
-        cpu::rope_forward(ref.data(), B, T, D, H, theta, pos0);
+        cuda::rope_forward(d_qkv.get(), B, T, l, theta, pos0, nullptr);
+        cpu::rope_forward(ref.data(), B, T, l, theta, pos0);
       } else {
-        cuda::rope_backward(d_qkv.get(), B, T, D, H, theta, pos0, nullptr);
-        cpu::rope_backward(ref.data(), B, T, D, H, theta, pos0);
+        cuda::rope_backward(d_qkv.get(), B, T, l, theta, pos0, nullptr);
+        cpu::rope_backward(ref.data(), B, T, l, theta, pos0);
       }
       run.expect_close("qkv", to_float(d_qkv.download()), ref, DType::bf16, kRopeTol);
     } else {
@@ -41,11 +42,11 @@ OpCase rope_case(bool forward, DType d, int B, int T, int D, int H, float theta,
       DeviceArray<float> d_qkv(qkv);
       std::vector<double> ref(qkv.begin(), qkv.end());
       if (forward) {
-        cuda::rope_forward(d_qkv.get(), B, T, D, H, theta, pos0, nullptr);
-        cpu::rope_forward(ref.data(), B, T, D, H, static_cast<double>(theta), pos0);
+        cuda::rope_forward(d_qkv.get(), B, T, l, theta, pos0, nullptr);
+        cpu::rope_forward(ref.data(), B, T, l, static_cast<double>(theta), pos0);
       } else {
-        cuda::rope_backward(d_qkv.get(), B, T, D, H, theta, pos0, nullptr);
-        cpu::rope_backward(ref.data(), B, T, D, H, static_cast<double>(theta), pos0);
+        cuda::rope_backward(d_qkv.get(), B, T, l, theta, pos0, nullptr);
+        cpu::rope_backward(ref.data(), B, T, l, static_cast<double>(theta), pos0);
       }
       run.expect_close("qkv", d_qkv.download(), ref, DType::f32, kRopeF32Tol);
     }
@@ -54,21 +55,21 @@ OpCase rope_case(bool forward, DType d, int B, int T, int D, int H, float theta,
 
 }  // namespace
 
-OpCase rope_forward(DType d, int B, int T, int D, int H, float theta, int pos0, uint64_t seed) {
-  return rope_case(true, d, B, T, D, H, theta, pos0, seed);
+OpCase rope_forward(DType d, int B, int T, HeadLayout l, float theta, int pos0, uint64_t seed) {
+  return rope_case(true, d, B, T, l, theta, pos0, seed);
 }
 
-OpCase rope_backward(DType d, int B, int T, int D, int H, float theta, int pos0, uint64_t seed) {
-  return rope_case(false, d, B, T, D, H, theta, pos0, seed);
+OpCase rope_backward(DType d, int B, int T, HeadLayout l, float theta, int pos0, uint64_t seed) {
+  return rope_case(false, d, B, T, l, theta, pos0, seed);
 }
 
-OpCase rope_backward_inverts_forward(int B, int T, int D, int H, float theta, int pos0, uint64_t seed) {
-  return cuda_case("rope_backward", DType::bf16, rope_shape(B, T, D, H, theta, pos0), "of rope_forward",
+OpCase rope_backward_inverts_forward(int B, int T, HeadLayout l, float theta, int pos0, uint64_t seed) {
+  return cuda_case("rope_backward", DType::bf16, rope_shape(B, T, l, theta, pos0), "of rope_forward",
                    [=](const OpRun& run) {
-    const std::vector<float> qkv = random_bf16_values(static_cast<size_t>(B) * T * 3 * D, seed);
+    const std::vector<float> qkv = random_bf16_values(static_cast<size_t>(B) * T * l.row(), seed);
     DeviceArray<bf16> d_qkv(to_bf16(qkv));
-    cuda::rope_forward(d_qkv.get(), B, T, D, H, theta, pos0, nullptr);
-    cuda::rope_backward(d_qkv.get(), B, T, D, H, theta, pos0, nullptr);
+    cuda::rope_forward(d_qkv.get(), B, T, l, theta, pos0, nullptr);
+    cuda::rope_backward(d_qkv.get(), B, T, l, theta, pos0, nullptr);
     // Two bf16 roundings of rotated pairs: each moves an element by up to 2^-9 of its pair's norm
     // (|pair| < 8 here), so ~3e-2 absolute at worst.
     run.expect_close("qkv", to_float(d_qkv.download()), qkv, DType::bf16, Tolerance{.rtol = 1e-2, .atol = 4e-2});
