@@ -187,7 +187,7 @@ void bench_memory_bound(Bench& b) {
     DeviceBuffer qkv = random_buffer<bf16>(kN * 3 * kD, 12);
     DeviceBuffer ws(bias_backward_workspace_bytes(kN, 3 * kD)), db = random_buffer<float>(3 * kD, 13);
     b.memory_bound("rope_forward", dims({8, 1024, 3 * kD}), 8.0 * kN * kD,
-                   [&] { rope_forward(qkv.as<bf16>(), 8, 1024, HeadLayout::multi_head(kD, kH), 10000.f, 0, s); });
+                   [&] { rope_forward(qkv.as<bf16>(), 8, 1024, HeadLayout::multi_head(kD, kH), 10000.f, {}, 0, s); });
     b.memory_bound("bias_backward", dims({kN, 3 * kD}), 6.0 * kN * kD,
                    [&] { bias_backward(db.as<float>(), qkv.as<bf16>(), kN, 3 * kD, ws.get(), s); });
   }

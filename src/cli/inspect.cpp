@@ -36,6 +36,10 @@ int run_inspect(int argc, char** argv) {
               c.preset.name, c.vocab, c.dim, c.layers, c.heads, c.kv_head_count(), c.head_dim(), c.ffn_hidden(),
               c.qkv_bias ? "yes" : "no", c.out_bias ? "yes" : "no", c.tied_head ? "yes" : "no", c.norm_eps,
               c.rope_theta);
+  if (c.rope_scaling.on())
+    std::printf("rope scaling: llama3, factor %g, low_freq_factor %g, high_freq_factor %g, original positions %d\n",
+                c.rope_scaling.factor, c.rope_scaling.low_freq_factor, c.rope_scaling.high_freq_factor,
+                c.rope_scaling.original_max_positions);
   const std::string_view tokenizer = file.tokenizer();
   const char* kind = is_tokenizer_json(tokenizer) ? "Hugging Face tokenizer.json" : "SentencePiece model";
   std::printf("tokenizer: %s\n",

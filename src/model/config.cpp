@@ -32,6 +32,13 @@ void ModelConfig::validate() const {
               "rotary embeddings need an even head size, got ", head_dim());
   PYLON_CHECK(norm_eps > 0, "norm eps must be positive");
   PYLON_CHECK(preset.positions != Positions::rope || rope_theta > 0, "rope theta must be positive");
+  const RopeScaling& rs = rope_scaling;
+  PYLON_CHECK(!rs.on() || (rs.factor >= 1 && rs.low_freq_factor > 0 && rs.high_freq_factor > rs.low_freq_factor &&
+                           rs.original_max_positions > 0),
+              "rope scaling needs factor >= 1, 0 < low_freq_factor < high_freq_factor and original positions > 0; got ",
+              "factor ", rs.factor, ", low_freq_factor ", rs.low_freq_factor, ", high_freq_factor ",
+              rs.high_freq_factor, ", original positions ", rs.original_max_positions);
+  PYLON_CHECK(!rs.on() || preset.positions == Positions::rope, "rope scaling needs rotary embeddings");
   if (preset.naming == Naming::torch)  // nn.MultiheadAttention's parameters
     PYLON_CHECK(kv_head_count() == heads && head_dim() == dim / heads && ffn_hidden() == 4 * dim && qkv_bias &&
                     out_bias && !tied_head && preset.ffn == Ffn::silu && !preset.final_norm,
@@ -44,6 +51,7 @@ std::string ModelConfig::describe() const {
   if (kv_head_count() != heads) s += detail::concat(" KV=", kv_head_count());
   if (head_dim() != dim / heads) s += detail::concat(" hd=", head_dim());
   if (ffn_hidden() != 4 * dim) s += detail::concat(" F=", ffn_hidden());
+  if (rope_scaling.on()) s += detail::concat(" rope x", rope_scaling.factor);
   return s;
 }
 
@@ -56,7 +64,7 @@ std::string float_text(float v) {
 }  // namespace
 
 std::map<std::string, std::string> ModelConfig::to_metadata() const {
-  return {{"pylon.preset", preset.name},
+  std::map<std::string, std::string> meta{{"pylon.preset", preset.name},
           {"pylon.vocab", std::to_string(vocab)},
           {"pylon.dim", std::to_string(dim)},
           {"pylon.layers", std::to_string(layers)},
@@ -69,6 +77,13 @@ std::map<std::string, std::string> ModelConfig::to_metadata() const {
           {"pylon.tied_head", tied_head ? "1" : "0"},
           {"pylon.norm_eps", float_text(norm_eps)},
           {"pylon.rope_theta", float_text(rope_theta)}};
+  if (rope_scaling.on()) {  // Llama 3's; files without these keys have none
+    meta["pylon.rope_scaling_factor"] = float_text(rope_scaling.factor);
+    meta["pylon.rope_scaling_low_freq_factor"] = float_text(rope_scaling.low_freq_factor);
+    meta["pylon.rope_scaling_high_freq_factor"] = float_text(rope_scaling.high_freq_factor);
+    meta["pylon.rope_scaling_original_max_positions"] = std::to_string(rope_scaling.original_max_positions);
+  }
+  return meta;
 }
 
 void ModelConfig::update_from_metadata(const std::map<std::string, std::string>& meta) {
@@ -117,6 +132,10 @@ void ModelConfig::update_from_metadata(const std::map<std::string, std::string>&
   get_bool("pylon.tied_head", tied_head);
   get_float("pylon.norm_eps", norm_eps);
   get_float("pylon.rope_theta", rope_theta);
+  get_float("pylon.rope_scaling_factor", rope_scaling.factor);
+  get_float("pylon.rope_scaling_low_freq_factor", rope_scaling.low_freq_factor);
+  get_float("pylon.rope_scaling_high_freq_factor", rope_scaling.high_freq_factor);
+  get_int("pylon.rope_scaling_original_max_positions", rope_scaling.original_max_positions);
 }
 
 }  // namespace pylon

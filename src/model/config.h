@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 
+#include "core/rope_scaling.h"
 #include "model/preset.h"
 
 namespace pylon {
@@ -24,6 +25,7 @@ struct ModelConfig {
   bool tied_head = false;                 // the head is the embedding table
   float norm_eps = 1.1920929e-07f;  // torch.finfo(float32).eps, nn.RMSNorm's default
   float rope_theta = 10000.0f;      // Positions::rope only
+  RopeScaling rope_scaling;         // Positions::rope only; none by default (Llama 3's from a config.json)
 
   // The preset's default sizes and options (DESIGN §1).
   static ModelConfig with_preset(std::string_view name);

@@ -39,6 +39,14 @@ ModelConfig read_config(const EdgeFile& file) {
   opt_bool("qkv_bias", config.qkv_bias);
   opt_bool("out_bias", config.out_bias);
   opt_bool("tied_head", config.tied_head);
+  if (c.contains("rope_scaling")) {  // Llama 3's: {factor, low_freq_factor, high_freq_factor, original_max_positions}
+    const nlohmann::json& r = c["rope_scaling"];
+    if (!r.is_object()) h.fail("config.rope_scaling is not an object");
+    config.rope_scaling.factor = h.number(r, "factor", "config.rope_scaling");
+    config.rope_scaling.low_freq_factor = h.number(r, "low_freq_factor", "config.rope_scaling");
+    config.rope_scaling.high_freq_factor = h.number(r, "high_freq_factor", "config.rope_scaling");
+    config.rope_scaling.original_max_positions = h.positive_int(r, "original_max_positions", "config.rope_scaling");
+  }
   try {
     config.validate();
   } catch (const Error& e) {
@@ -69,12 +77,17 @@ EdgeModel::EdgeModel(const std::string& path) : file(path), config(read_config(f
 
 void write_edge_model(const std::string& path, const ModelConfig& config,
                       const std::vector<EdgeTensorToWrite>& tensors, std::string_view tokenizer) {
-  const nlohmann::json header = {
+  nlohmann::json header = {
       {"preset", config.preset.name}, {"vocab", config.vocab},          {"dim", config.dim},
       {"layers", config.layers},      {"heads", config.heads},          {"kv_heads", config.kv_head_count()},
       {"head_dim", config.head_dim()}, {"ffn_dim", config.ffn_hidden()}, {"qkv_bias", config.qkv_bias},
       {"out_bias", config.out_bias},  {"tied_head", config.tied_head}, {"norm_eps", config.norm_eps},
       {"rope_theta", config.rope_theta}};
+  if (config.rope_scaling.on())
+    header["rope_scaling"] = {{"factor", config.rope_scaling.factor},
+                              {"low_freq_factor", config.rope_scaling.low_freq_factor},
+                              {"high_freq_factor", config.rope_scaling.high_freq_factor},
+                              {"original_max_positions", config.rope_scaling.original_max_positions}};
   write_edge_file(path, header, tensors, tokenizer);
 }
 

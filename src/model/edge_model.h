@@ -1,8 +1,9 @@
 // An edge file read as a model: the file mapped and validated (io/edge_format.h), its header's
 // config read into a ModelConfig, and its tensors checked to be exactly that model's parameters
 // with their shapes. The header's config: {preset, vocab, dim, layers, heads, kv_heads, head_dim,
-// ffn_dim, qkv_bias, out_bias, tied_head, norm_eps, rope_theta} (files from before the per-model
-// options have the preset's defaults for them).
+// ffn_dim, qkv_bias, out_bias, tied_head, norm_eps, rope_theta[, rope_scaling: {factor,
+// low_freq_factor, high_freq_factor, original_max_positions}]} (files from before the per-model
+// options have the preset's defaults for them; without rope_scaling: none).
 #pragma once
 
 #include <string>

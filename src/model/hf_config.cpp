@@ -56,8 +56,20 @@ ModelConfig read_hf_config(const std::string& dir) {
   if (opt_bool("mlp_bias", false)) f.fail("config.mlp_bias is true: Pylon's MLP has no biases");
   if (c.contains("hidden_act") && !(c["hidden_act"].is_string() && c["hidden_act"] == "silu"))
     f.fail("config.hidden_act is ", c["hidden_act"].dump(), ": Pylon's MLP is SwiGLU (silu)");
-  if (c.contains("rope_scaling") && !c["rope_scaling"].is_null())
-    f.fail("config.rope_scaling ", c["rope_scaling"].dump(), ": no scaled rotary embeddings in Pylon yet");
+  if (c.contains("rope_scaling") && !c["rope_scaling"].is_null()) {  // Llama 3's, or none ("default")
+    const nlohmann::json& r = c["rope_scaling"];
+    if (!r.is_object()) f.fail("config.rope_scaling is ", r.dump(), ", not an object");
+    const char* type_key = r.contains("rope_type") ? "rope_type" : "type";
+    const std::string kind = f.text(r, type_key, "config.rope_scaling");
+    if (kind == "llama3") {
+      m.rope_scaling.factor = f.number(r, "factor", "config.rope_scaling");
+      m.rope_scaling.low_freq_factor = f.number(r, "low_freq_factor", "config.rope_scaling");
+      m.rope_scaling.high_freq_factor = f.number(r, "high_freq_factor", "config.rope_scaling");
+      m.rope_scaling.original_max_positions = f.positive_int(r, "original_max_position_embeddings", "config.rope_scaling");
+    } else if (kind != "default") {
+      f.fail("config.rope_scaling.", type_key, " \"", kind, "\" is not one Pylon runs (llama3, default)");
+    }
+  }
   if (c.contains("sliding_window") && !c["sliding_window"].is_null() &&
       (type == "mistral" || opt_bool("use_sliding_window", false)))
     f.fail("config.sliding_window: no sliding-window attention in Pylon");
@@ -91,6 +103,12 @@ nlohmann::json hf_config_json(const ModelConfig& m) {
       {"tie_word_embeddings", m.tied_head},
       {"torch_dtype", "float32"},
   };
+  if (m.rope_scaling.on())
+    c["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", m.rope_scaling.factor},
+                         {"low_freq_factor", m.rope_scaling.low_freq_factor},
+                         {"high_freq_factor", m.rope_scaling.high_freq_factor},
+                         {"original_max_position_embeddings", m.rope_scaling.original_max_positions}};
   if (!qwen2) c["attention_bias"] = m.qkv_bias, c["mlp_bias"] = false;
   if (qwen2) c["use_sliding_window"] = false;
   return c;

@@ -70,7 +70,7 @@ float MiniLLM::forward(const std::vector<const float*>& P, const int32_t* inputs
     // h = RMSNorm1(x); qkv = h·W_qkvᵀ [+ b]; [RoPE]; attention; x_mid = x + out(att) [+ b]
     cpu::rmsnorm_forward(a.h1.data(), a.rstd1.data(), x, W[kNorm1], N, D, config_.norm_eps);
     cpu::linear_forward(a.qkv.data(), a.h1.data(), W[kQkv], W[kQkvBias], N, D, QKV);
-    if (rope) cpu::rope_forward(a.qkv.data(), B, T, heads, config_.rope_theta);
+    if (rope) cpu::rope_forward(a.qkv.data(), B, T, heads, config_.rope_theta, 0, config_.rope_scaling);
     cpu::attention_forward(a.att.data(), a.probs.data(), a.qkv.data(), B, T, heads, causal);
     cpu::linear_forward(a.x_mid.data(), a.att.data(), W[kOut], W[kOutBias], N, Q, D);
     for (size_t i = 0; i < a.x_mid.size(); ++i) a.x_mid[i] += x[i];
@@ -139,7 +139,8 @@ void MiniLLM::backward(const std::vector<const float*>& P, const std::vector<flo
     // Attention branch: through out, attention, RoPE, qkv, RMSNorm1.
     cpu::linear_backward(datt_.data(), dW[kOut], dW[kOutBias], dx_.data(), a.att.data(), W[kOut], N, Q, D);
     cpu::attention_backward(dqkv_.data(), datt_.data(), a.qkv.data(), a.probs.data(), B, T, heads);
-    if (config_.preset.positions == Positions::rope) cpu::rope_backward(dqkv_.data(), B, T, heads, config_.rope_theta);
+    if (config_.preset.positions == Positions::rope)
+      cpu::rope_backward(dqkv_.data(), B, T, heads, config_.rope_theta, 0, config_.rope_scaling);
     cpu::linear_backward(dh_.data(), dW[kQkv], dW[kQkvBias], dqkv_.data(), a.h1.data(), W[kQkv], N, D, QKV);
     cpu::rmsnorm_backward(datt_.data(), dW[kNorm1], dh_.data(), x_in, W[kNorm1], a.rstd1.data(), N, D);
     for (size_t i = 0; i < dx_.size(); ++i) dx_[i] += datt_[i];  // dx now = d(x_in)

@@ -20,7 +20,7 @@ InferenceSpec inference_spec(const ModelConfig& c, int max_tokens) {
   s.vocab = c.vocab, s.dim = c.dim, s.heads = c.heads, s.layers = c.layers;
   s.kv_heads = c.kv_head_count(), s.head_size = c.head_dim(), s.ffn_dim = c.ffn_hidden();
   s.max_tokens = max_tokens;
-  s.norm_eps = c.norm_eps, s.rope_theta = c.rope_theta;
+  s.norm_eps = c.norm_eps, s.rope_theta = c.rope_theta, s.rope_scaling = c.rope_scaling;
   s.kv_cache = c.preset.mask == Mask::causal;
   s.rotary = c.preset.positions == Positions::rope;
   s.swiglu = c.preset.ffn == Ffn::swiglu;

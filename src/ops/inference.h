@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/rope_scaling.h"
+
 namespace pylon {
 
 using Weight = size_t;  // a parameter's index in the table order the backend was given
@@ -35,6 +37,7 @@ struct InferenceSpec {
   int kv_heads = 0, head_size = 0, ffn_dim = 0;  // key/value heads, head size, the MLP's width
   int max_tokens = 0;  // context length: rows of every activation and of the KV cache
   float norm_eps = 0, rope_theta = 0;
+  RopeScaling rope_scaling;  // of the rotation's frequencies (core/rope_scaling.h)
   bool kv_cache = false;  // a causal model: decoding appends to a KV cache
   bool rotary = false;    // q and k are rotated (rope)
   bool swiglu = false;    // the MLP is SwiGLU (its up projection is [gate; up]), else SiLU

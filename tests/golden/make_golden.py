@@ -58,10 +58,14 @@ CASES = [
          beta1=0.9, beta2=0.95, eps=1e-8, grad_clip=1.0, lr_schedule="cosine", warmup=2,
          min_lr_frac=0.1, tokens_len=250),
     # Qwen2-like: one key/value head (multi-query), q/k/v biases, a head size apart from dim/heads,
-    # the head tied to the embedding, an odd vocabulary, Llama 3's theta.
+    # the head tied to the embedding, an odd vocabulary, Llama 3's theta and rope scaling (its
+    # original context of 16 puts the head's frequencies in all three bands at these positions:
+    # one blended, four divided by the factor).
     dict(case="llama_mqa_tied", preset="llama", vocab=61, dim=24, layers=2, heads=4, kv_heads=1,
          head_dim=10, ffn_dim=40, qkv_bias=True, out_bias=False, tied_head=True, norm_eps=1e-6,
-         rope_theta=500000.0, batch=3, seq=9, steps=10, grad_accum=2, lr=3e-3, weight_decay=0.1,
+         rope_theta=500000.0, rope_scaling=dict(rope_type="llama3", factor=32.0, low_freq_factor=1.0,
+                                               high_freq_factor=4.0, original_max_position_embeddings=16),
+         batch=3, seq=9, steps=10, grad_accum=2, lr=3e-3, weight_decay=0.1,
          beta1=0.9, beta2=0.999, eps=1e-8, grad_clip=0.0, lr_schedule="constant", warmup=0,
          min_lr_frac=0.1, tokens_len=400),
     # attention_bias: biases on q, k, v and o; multi-head (kv_heads = heads).
@@ -90,11 +94,27 @@ class RMSNorm(nn.Module):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS_F32) * self.weight
 
 
-def rope_cos_sin(seq, head_dim, dtype, theta=ROPE_THETA):
-    """cos/sin tables (seq, head_dim/2), computed in float64, then cast to dtype."""
+def llama3_inv_freq(inv_freq, s):
+    """transformers' _compute_llama3_parameters: wavelengths past original/low_freq_factor are
+    slowed by the factor, those under original/high_freq_factor kept, those between blended."""
+    old = s["original_max_position_embeddings"]
+    low_wavelen, high_wavelen = old / s["low_freq_factor"], old / s["high_freq_factor"]
+    wavelen = 2 * math.pi / inv_freq
+    scaled = torch.where(wavelen > low_wavelen, inv_freq / s["factor"], inv_freq)
+    smooth = (old / wavelen - s["low_freq_factor"]) / (s["high_freq_factor"] - s["low_freq_factor"])
+    smoothed = (1 - smooth) * scaled / s["factor"] + smooth * scaled
+    medium = ~(wavelen < high_wavelen) & ~(wavelen > low_wavelen)
+    return torch.where(medium, smoothed, scaled)
+
+
+def rope_cos_sin(seq, head_dim, dtype, theta=ROPE_THETA, scaling=None):
+    """cos/sin tables (seq, head_dim/2), computed in float64, then cast to dtype; scaling: a
+    config.json's rope_scaling (llama3) or None."""
     half = head_dim // 2
     i = torch.arange(half, dtype=torch.float64)
     inv_freq = theta ** (-2.0 * i / head_dim)
+    if scaling is not None:
+        inv_freq = llama3_inv_freq(inv_freq, scaling)
     pos = torch.arange(seq, dtype=torch.float64)
     ang = pos[:, None] * inv_freq[None, :]
     return torch.cos(ang).to(dtype), torch.sin(ang).to(dtype)
@@ -187,6 +207,7 @@ class LlamaAttention(nn.Module):
         super().__init__()
         D, H, KV, hd = c["dim"], c["heads"], c["kv_heads"], c["head_dim"]
         self.H, self.KV, self.hd, self.theta = H, KV, hd, c["rope_theta"]
+        self.scaling = c.get("rope_scaling")
         self.q_proj = nn.Linear(D, H * hd, bias=c["qkv_bias"])
         self.k_proj = nn.Linear(D, KV * hd, bias=c["qkv_bias"])
         self.v_proj = nn.Linear(D, KV * hd, bias=c["qkv_bias"])
@@ -197,7 +218,7 @@ class LlamaAttention(nn.Module):
         q = self.q_proj(h).view(B, T, self.H, self.hd).transpose(1, 2)   # (B, H, T, hd)
         k = self.k_proj(h).view(B, T, self.KV, self.hd).transpose(1, 2)  # (B, KV, T, hd)
         v = self.v_proj(h).view(B, T, self.KV, self.hd).transpose(1, 2)
-        cos, sin = rope_cos_sin(T, self.hd, h.dtype, self.theta)
+        cos, sin = rope_cos_sin(T, self.hd, h.dtype, self.theta, self.scaling)
         cos, sin = torch.cat([cos, cos], -1), torch.cat([sin, sin], -1)  # HF's (T, hd) tables
         half = self.hd // 2
         rotate_half = lambda x: torch.cat([-x[..., half:], x[..., :half]], -1)
@@ -276,7 +297,8 @@ def hf_config(c):
         "num_hidden_layers": c["layers"], "num_attention_heads": c["heads"],
         "num_key_value_heads": c["kv_heads"], "head_dim": c["head_dim"], "hidden_act": "silu",
         "max_position_embeddings": 2048, "initializer_range": 0.02, "rms_norm_eps": c["norm_eps"],
-        "rope_theta": c["rope_theta"], "rope_scaling": None, "tie_word_embeddings": c["tied_head"],
+        "rope_theta": c["rope_theta"], "rope_scaling": c.get("rope_scaling"),
+        "tie_word_embeddings": c["tied_head"],
         "torch_dtype": "float32", "use_cache": True, "bos_token_id": 1, "eos_token_id": 2,
     }
     if qwen2:
@@ -526,6 +548,7 @@ def run_case(c, out_root):
                              "grad_clip", "lr_schedule", "warmup", "min_lr_frac")}
     if llama:  # the per-model options of the llama preset
         exp.update({k: c[k] for k in ("kv_heads", "head_dim", "ffn_dim", "qkv_bias", "out_bias", "tied_head")})
+        exp["rope_scaling"] = c.get("rope_scaling")
     exp.update(
         losses=losses, grad_norms=norms, lrs=lrs,
         eval_loss=eval_loss, eval_steps=EVAL_STEPS, eval_tokens=EVAL_STEPS * B * T,

@@ -66,6 +66,11 @@ Golden load_golden(const std::string& name) {
   if (e.contains("kv_heads")) {  // the llama preset's per-model options
     g.config.kv_heads = e["kv_heads"], g.config.head_size = e["head_dim"], g.config.ffn_dim = e["ffn_dim"];
     g.config.qkv_bias = e["qkv_bias"], g.config.out_bias = e["out_bias"], g.config.tied_head = e["tied_head"];
+    if (e.contains("rope_scaling") && !e["rope_scaling"].is_null()) {  // Llama 3's
+      const auto& r = e["rope_scaling"];
+      g.config.rope_scaling = {r["factor"].get<float>(), r["low_freq_factor"].get<float>(),
+                               r["high_freq_factor"].get<float>(), r["original_max_position_embeddings"].get<int>()};
+    }
   }
   TrainOptions& o = g.options;
   o.model = g.config;
@@ -287,6 +292,13 @@ TEST(HfConfig, WhatDoesNotFitIsOneLineNamingTheField) {
       {[](nlohmann::json& c) { c["num_key_value_heads"] = 3; }, "kv heads"},
       {[](nlohmann::json& c) { c["hidden_act"] = "gelu"; }, "hidden_act"},
       {[](nlohmann::json& c) { c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; }, "rope_scaling"},
+      {[](nlohmann::json& c) { c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}}; }, "low_freq_factor"},
+      {[](nlohmann::json& c) {
+         c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 4.0},
+                              {"high_freq_factor", 1.0}, {"original_max_position_embeddings", 8192}};
+       },
+       "rope scaling"},
+      {[](nlohmann::json& c) { c["rope_scaling"] = 3; }, "rope_scaling"},
       {[](nlohmann::json& c) { c["mlp_bias"] = true; }, "mlp_bias"},
       {[](nlohmann::json& c) { c["vocab_size"] = -5; }, "vocab_size"},
       {[](nlohmann::json& c) { c["tie_word_embeddings"] = "yes"; }, "tie_word_embeddings"},

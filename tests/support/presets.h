@@ -19,8 +19,9 @@ inline std::vector<Preset> multi_head_presets() {
 
 // Three llama models of `base`'s vocab, dim (a multiple of 4, at least 24) and layers: grouped-query
 // heads (4 over 2) of dim/4 with an odd MLP width and no biases; multi-query heads of 10 (not
-// dim/heads, not a multiple of 4) with q/k/v biases and the head tied to the embedding; multi-head
-// (2 of dim/2) with q/k/v and o biases.
+// dim/heads, not a multiple of 4) with q/k/v biases, the head tied to the embedding and Llama 3's
+// rope scaling (an original context of 16: its frequencies in all three bands); multi-head (2 of
+// dim/2) with q/k/v and o biases.
 inline std::vector<ModelConfig> llama_variants(const ModelConfig& base) {
   struct Variant {
     int heads, kv_heads, head_dim, ffn;
@@ -36,6 +37,7 @@ inline std::vector<ModelConfig> llama_variants(const ModelConfig& base) {
     c.vocab = base.vocab, c.dim = D, c.layers = base.layers;
     c.heads = v.heads, c.kv_heads = v.kv_heads, c.head_size = v.head_dim, c.ffn_dim = v.ffn;
     c.qkv_bias = v.qkv_bias, c.out_bias = v.out_bias, c.tied_head = v.tied, c.norm_eps = 1e-5f;
+    if (v.tied) c.rope_scaling = {32.f, 1.f, 4.f, 16};
     out.push_back(c);
   }
   return out;

@@ -134,7 +134,8 @@ void MiniLLMCuda<Act>::block_forward_to_f1(const std::vector<const Act*>& P, int
   const auto W = block_params(table_, P, l);
   Layer& a = layers_[l];
   linear_forward(a.qkv, h1, W[kQkv], W[kQkvBias], D, QKV, s);  // (N, Q + 2KV)
-  if (config_.preset.positions == Positions::rope) rope_forward(a.qkv, B_, T_, heads_, config_.rope_theta, 0, s);
+  if (config_.preset.positions == Positions::rope)
+    rope_forward(a.qkv, B_, T_, heads_, config_.rope_theta, config_.rope_scaling, 0, s);
   attention_forward(a.att, a.lse, a.qkv, B_, T_, heads_, config_.preset.mask == Mask::causal, s);  // (N, Q)
   linear_forward(tmp_, a.att, W[kOut], W[kOutBias], Q, D, s);
   // x_mid = x + proj; h2 = RMSNorm2(x_mid)
@@ -232,12 +233,13 @@ void MiniLLMCuda<Act>::backward(const std::vector<const Act*>& P, const std::vec
     rmsnorm_backward(dx_, G[table_.final_norm], dh_, nullptr, x_last_, P[table_.final_norm], rstd_final_, N_, D,
                      workspace_, s);
   for (int l = L - 1; l >= 0; --l) {
-    const auto W = block_params(table_, P, l);
-    const auto dW = block_params(table_, G, l);
     profile::Range layer_range("layer", "block_backward");
     if (layer_range.on()) layer_range.set_int("layer", l);
     Layer& a = layers_[l];
     if (hooks) hooks->before_backward(l);
+    // Read after the hook: it places the unit's weights and gradient slots (unit_hooks.h).
+    const auto W = block_params(table_, P, l);
+    const auto dW = block_params(table_, G, l);
     zero_added_grads(l, false);
     if (recompute_ == Recompute::full && l + 1 < L) {  // the shared buffers hold block L-1 after forward
       residual_rmsnorm_forward(nullptr, h_, a.rstd1, a.x, nullptr, W[kNorm1], N_, D, eps, s);
@@ -267,7 +269,8 @@ void MiniLLMCuda<Act>::backward(const std::vector<const Act*>& P, const std::vec
     linear_backward(datt_, dW[kOut], nullptr, dx_mid_, a.att, W[kOut], Q, D, beta, s);
     attention_backward(dqkv_, datt_, a.qkv, a.att, a.lse, B_, T_, heads_, config_.preset.mask == Mask::causal,
                        workspace_, workspace_bytes_, s);
-    if (config_.preset.positions == Positions::rope) rope_backward(dqkv_, B_, T_, heads_, config_.rope_theta, 0, s);
+    if (config_.preset.positions == Positions::rope)
+      rope_backward(dqkv_, B_, T_, heads_, config_.rope_theta, config_.rope_scaling, 0, s);
     if (!a.h1) residual_rmsnorm_forward(nullptr, h_, rstd_tmp_, a.x, nullptr, W[kNorm1], N_, D, eps, s);
     linear_backward(dh_, dW[kQkv], dW[kQkvBias], dqkv_, a.h1 ? a.h1 : h_, W[kQkv], D, QKV, beta, s);
     rmsnorm_backward(dx_, dW[kNorm1], dh_, dx_mid_, a.x, W[kNorm1], a.rstd1, N_, D, workspace_, s);

@@ -96,7 +96,9 @@ void CpuInference::linear(Act y, Act x, int n, Weight w, Weight bias, Epilogue e
 
 HeadLayout CpuInference::heads() const { return {spec_.heads, spec_.kv_heads, spec_.head_size}; }
 
-void CpuInference::rope(int n) { rope_forward(qkv_.data(), 1, n, heads(), spec_.rope_theta, pos0_); }
+void CpuInference::rope(int n) {
+  rope_forward(qkv_.data(), 1, n, heads(), spec_.rope_theta, pos0_, spec_.rope_scaling);
+}
 
 void CpuInference::kv_append(int layer, int n) {
   PYLON_ASSERT(k_cache_, "kv_append without a KV cache");

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "core/head_layout.h"
+#include "core/rope_scaling.h"
 
 namespace pylon::cpu {
 
@@ -38,17 +39,19 @@ void rmsnorm_backward(T* din, T* dw, const T* dout, const T* in, const T* w, con
                       int C);
 
 // Rotary embedding, rotate-half form, in place on the q and k thirds of qkv (B, T, 3*D):
-// for head h, i < hd/2, position p = pos0 + t, angle = p * theta^(-2i/hd):
+// for head h, i < hd/2, position p = pos0 + t, angle = p * scaled_inv_freq(theta^(-2i/hd))
+// (core/rope_scaling.h; unscaled by default):
 //   (x_i, x_{i+hd/2}) <- (x_i cos - x_{i+hd/2} sin, x_{i+hd/2} cos + x_i sin).
 template <typename T>
-void rope_forward(T* qkv, int B, int Tn, const HeadLayout& l, T theta, int pos0 = 0);
+void rope_forward(T* qkv, int B, int Tn, const HeadLayout& l, T theta, int pos0 = 0, const RopeScaling& scaling = {});
 template <typename T>
 void rope_forward(T* qkv, int B, int Tn, int D, int H, T theta, int pos0 = 0) {
   rope_forward(qkv, B, Tn, HeadLayout::multi_head(D, H), theta, pos0);
 }
 // The inverse rotation, in place on dqkv: gradient w.r.t. the un-rotated q and k.
 template <typename T>
-void rope_backward(T* dqkv, int B, int Tn, const HeadLayout& l, T theta, int pos0 = 0);
+void rope_backward(T* dqkv, int B, int Tn, const HeadLayout& l, T theta, int pos0 = 0,
+                   const RopeScaling& scaling = {});
 template <typename T>
 void rope_backward(T* dqkv, int B, int Tn, int D, int H, T theta, int pos0 = 0) {
   rope_backward(dqkv, B, Tn, HeadLayout::multi_head(D, H), theta, pos0);

@@ -146,7 +146,7 @@ struct VulkanInference::Impl {
     std::vector<float> table(static_cast<size_t>(T) * half * 2);
     for (int t = 0; t < T; ++t)
       for (int i = 0; i < half; ++i) {
-        const float inv_freq = std::pow(spec.rope_theta, -float(2 * i) / float(hd));
+        const float inv_freq = scaled_inv_freq(std::pow(spec.rope_theta, -float(2 * i) / float(hd)), spec.rope_scaling);
         const float angle = rotate ? float(t) * inv_freq : 0.0f;
         table[(static_cast<size_t>(t) * half + i) * 2] = std::cos(angle);
         table[(static_cast<size_t>(t) * half + i) * 2 + 1] = std::sin(angle);

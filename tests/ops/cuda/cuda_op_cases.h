@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/head_layout.h"
+#include "core/rope_scaling.h"
 #include "ops/op_harness.h"
 #include "support/cuda_test_util.h"
 
@@ -38,8 +39,11 @@ OpCase bias_backward(DType d, int N, int O, uint64_t seed);
 OpCase column_sum_accumulate(int64_t R, int C, uint64_t seed);
 
 // rope_cases.cpp: in place on qkv (B, T, 3D).
-OpCase rope_forward(DType d, int B, int T, HeadLayout heads, float theta, int pos0, uint64_t seed);
-OpCase rope_backward(DType d, int B, int T, HeadLayout heads, float theta, int pos0, uint64_t seed);
+// scaling: Llama 3's (core/rope_scaling.h), or none ({})
+OpCase rope_forward(DType d, int B, int T, HeadLayout heads, float theta, int pos0, uint64_t seed,
+                    RopeScaling scaling);
+OpCase rope_backward(DType d, int B, int T, HeadLayout heads, float theta, int pos0, uint64_t seed,
+                     RopeScaling scaling);
 OpCase rope_backward_inverts_forward(int B, int T, HeadLayout heads, float theta, int pos0, uint64_t seed);
 
 // cross_entropy_cases.cpp: losses (N) and dlogits (N, V) in place over the logits; the mean loss.

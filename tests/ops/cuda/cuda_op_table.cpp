@@ -47,18 +47,23 @@ std::vector<OpCase> cuda_op_table() {
   add(column_sum_accumulate(1031, 77, 6));
 
   // rope.h: hd 12 (the scalar path), 128 (the 8-wide path), the seed preset; grouped-query heads
-  // (8 over 2 at hd 128 and 64, one KV head of 10: the q and k heads rotated, v untouched)
+  // (8 over 2 at hd 128 and 64, one KV head of 10: the q and k heads rotated, v untouched); Llama
+  // 3's rope scaling (Llama 3.1's, and one whose original context of 16 puts hd 10's frequencies
+  // in all three bands)
   using MHA = HeadLayout;
+  const RopeScaling llama31{8.f, 1.f, 4.f, 8192}, short_context{32.f, 1.f, 4.f, 16};
   for (const auto& make : {rope_forward, rope_backward}) {
-    add(make(bf16, 2, 7, MHA::multi_head(36, 3), 10000.f, 5, 1));
-    add(make(bf16, 1, 3, MHA::multi_head(256, 2), 500000.f, 1000, 2));
-    add(make(bf16, 8, 1024, MHA::multi_head(2048, 16), 10000.f, 0, 3));
-    add(make(bf16, 2, 33, HeadLayout{8, 2, 128}, 500000.f, 7, 6));
-    add(make(bf16, 2, 9, HeadLayout{6, 1, 10}, 10000.f, 2, 7));
-    add(make(f32, 2, 7, MHA::multi_head(36, 3), 10000.f, 5, 11));
-    add(make(f32, 3, 9, MHA::multi_head(256, 2), 500000.f, 3, 12));
-    add(make(f32, 2, 5, HeadLayout{8, 2, 64}, 10000.f, 3, 13));
-    add(make(f32, 2, 5, HeadLayout{6, 1, 10}, 10000.f, 3, 14));
+    add(make(bf16, 2, 33, HeadLayout{8, 2, 128}, 500000.f, 1000, 8, llama31));
+    add(make(f32, 2, 5, HeadLayout{6, 1, 10}, 500000.f, 3, 15, short_context));
+    add(make(bf16, 2, 7, MHA::multi_head(36, 3), 10000.f, 5, 1, {}));
+    add(make(bf16, 1, 3, MHA::multi_head(256, 2), 500000.f, 1000, 2, {}));
+    add(make(bf16, 8, 1024, MHA::multi_head(2048, 16), 10000.f, 0, 3, {}));
+    add(make(bf16, 2, 33, HeadLayout{8, 2, 128}, 500000.f, 7, 6, {}));
+    add(make(bf16, 2, 9, HeadLayout{6, 1, 10}, 10000.f, 2, 7, {}));
+    add(make(f32, 2, 7, MHA::multi_head(36, 3), 10000.f, 5, 11, {}));
+    add(make(f32, 3, 9, MHA::multi_head(256, 2), 500000.f, 3, 12, {}));
+    add(make(f32, 2, 5, HeadLayout{8, 2, 64}, 10000.f, 3, 13, {}));
+    add(make(f32, 2, 5, HeadLayout{6, 1, 10}, 10000.f, 3, 14, {}));
   }
   add(rope_backward_inverts_forward(2, 64, MHA::multi_head(256, 4), 10000.f, 3, 4));
 

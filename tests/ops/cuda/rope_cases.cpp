@@ -21,8 +21,10 @@ std::string rope_shape(int B, int T, const HeadLayout& l, float theta, int pos0)
                    {"theta", static_cast<long long>(theta)}, {"pos", pos0}});
 }
 
-OpCase rope_case(bool forward, DType d, int B, int T, HeadLayout l, float theta, int pos0, uint64_t seed) {
-  return cuda_case(forward ? "rope_forward" : "rope_backward", d, rope_shape(B, T, l, theta, pos0), "",
+OpCase rope_case(bool forward, DType d, int B, int T, HeadLayout l, float theta, int pos0, uint64_t seed,
+                 RopeScaling scaling) {
+  const std::string variant = scaling.on() ? "llama3 x" + std::to_string(static_cast<int>(scaling.factor)) : "";
+  return cuda_case(forward ? "rope_forward" : "rope_backward", d, rope_shape(B, T, l, theta, pos0), variant,
                    [=](const OpRun& run) {
     const size_t n = static_cast<size_t>(B) * T * l.row();
     if (d == DType::bf16) {
@@ -30,11 +32,11 @@ OpCase rope_case(bool forward, DType d, int B, int T, HeadLayout l, float theta,
       DeviceArray<bf16> d_qkv(to_bf16(qkv));
       std::vector<float> ref = qkv;
       if (forward) {
-        cuda::rope_forward(d_qkv.get(), B, T, l, theta, pos0, nullptr);
-        cpu::rope_forward(ref.data(), B, T, l, theta, pos0);
+        cuda::rope_forward(d_qkv.get(), B, T, l, theta, scaling, pos0, nullptr);
+        cpu::rope_forward(ref.data(), B, T, l, theta, pos0, scaling);
       } else {
-        cuda::rope_backward(d_qkv.get(), B, T, l, theta, pos0, nullptr);
-        cpu::rope_backward(ref.data(), B, T, l, theta, pos0);
+        cuda::rope_backward(d_qkv.get(), B, T, l, theta, scaling, pos0, nullptr);
+        cpu::rope_backward(ref.data(), B, T, l, theta, pos0, scaling);
       }
       run.expect_close("qkv", to_float(d_qkv.download()), ref, DType::bf16, kRopeTol);
     } else {
@@ -42,11 +44,11 @@ OpCase rope_case(bool forward, DType d, int B, int T, HeadLayout l, float theta,
       DeviceArray<float> d_qkv(qkv);
       std::vector<double> ref(qkv.begin(), qkv.end());
       if (forward) {
-        cuda::rope_forward(d_qkv.get(), B, T, l, theta, pos0, nullptr);
-        cpu::rope_forward(ref.data(), B, T, l, static_cast<double>(theta), pos0);
+        cuda::rope_forward(d_qkv.get(), B, T, l, theta, scaling, pos0, nullptr);
+        cpu::rope_forward(ref.data(), B, T, l, static_cast<double>(theta), pos0, scaling);
       } else {
-        cuda::rope_backward(d_qkv.get(), B, T, l, theta, pos0, nullptr);
-        cpu::rope_backward(ref.data(), B, T, l, static_cast<double>(theta), pos0);
+        cuda::rope_backward(d_qkv.get(), B, T, l, theta, scaling, pos0, nullptr);
+        cpu::rope_backward(ref.data(), B, T, l, static_cast<double>(theta), pos0, scaling);
       }
       run.expect_close("qkv", d_qkv.download(), ref, DType::f32, kRopeF32Tol);
     }
@@ -55,12 +57,12 @@ OpCase rope_case(bool forward, DType d, int B, int T, HeadLayout l, float theta,
 
 }  // namespace
 
-OpCase rope_forward(DType d, int B, int T, HeadLayout l, float theta, int pos0, uint64_t seed) {
-  return rope_case(true, d, B, T, l, theta, pos0, seed);
+OpCase rope_forward(DType d, int B, int T, HeadLayout l, float theta, int pos0, uint64_t seed, RopeScaling scaling) {
+  return rope_case(true, d, B, T, l, theta, pos0, seed, scaling);
 }
 
-OpCase rope_backward(DType d, int B, int T, HeadLayout l, float theta, int pos0, uint64_t seed) {
-  return rope_case(false, d, B, T, l, theta, pos0, seed);
+OpCase rope_backward(DType d, int B, int T, HeadLayout l, float theta, int pos0, uint64_t seed, RopeScaling scaling) {
+  return rope_case(false, d, B, T, l, theta, pos0, seed, scaling);
 }
 
 OpCase rope_backward_inverts_forward(int B, int T, HeadLayout l, float theta, int pos0, uint64_t seed) {
@@ -68,8 +70,8 @@ OpCase rope_backward_inverts_forward(int B, int T, HeadLayout l, float theta, in
                    [=](const OpRun& run) {
     const std::vector<float> qkv = random_bf16_values(static_cast<size_t>(B) * T * l.row(), seed);
     DeviceArray<bf16> d_qkv(to_bf16(qkv));
-    cuda::rope_forward(d_qkv.get(), B, T, l, theta, pos0, nullptr);
-    cuda::rope_backward(d_qkv.get(), B, T, l, theta, pos0, nullptr);
+    cuda::rope_forward(d_qkv.get(), B, T, l, theta, {}, pos0, nullptr);
+    cuda::rope_backward(d_qkv.get(), B, T, l, theta, {}, pos0, nullptr);
     // Two bf16 roundings of rotated pairs: each moves an element by up to 2^-9 of its pair's norm
     // (|pair| < 8 here), so ~3e-2 absolute at worst.
     run.expect_close("qkv", to_float(d_qkv.download()), qkv, DType::bf16, Tolerance{.rtol = 1e-2, .atol = 4e-2});
