@@ -1,5 +1,5 @@
 // FSDP over NCCL through the real executable (`pylon train --device cuda --nproc-per-node 2`): two
-// GPUs follow one GPU's loss curve, checkpoints resume bit-identically at the same world size and
+// GPUs follow one GPU's loss curve (MiniLLM and llama), checkpoints resume bit-identically at the same world size and
 // continue at another, and a rank that dies or hangs ends the job in bounded time naming it.
 // Needs two CUDA devices; skips otherwise.
 //
@@ -77,6 +77,24 @@ TEST_F(CudaFsdp, TwoGpusFollowOneGpu) {
     expect_close(b, a, 0.01);
     EXPECT_LT(b.back(), 0.8 * b.front()) << "clip " << clip;
   }
+}
+
+// The llama preset the same way: grouped-query heads (4 over 2 of 64), an odd MLP width, q/k/v
+// biases and a tied head (the root is the embedding and the final norm: the split root reduces the
+// norm early).
+TEST_F(CudaFsdp, LlamaTwoGpusFollowOneGpu) {
+  const std::string llama = "train --device cuda --preset llama --vocab 251 --dim 128 --layers 3 --heads 4"
+                            " --kv-heads 2 --head-dim 64 --ffn-dim 347 --qkv-bias --tie-embeddings --seq 64"
+                            " --lr 2e-3 --lr-schedule cosine --warmup 3 --log-every 0 --steps 24 --grad-clip 1.0"
+                            " --data " + tmp_.file("data.bin");
+  const Outcome one = run_pylon(llama + " --nproc-per-node 1 --batch 8 --metrics " + tmp_.file("one.jsonl"));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const Outcome two = run_pylon(llama + " --nproc-per-node 2 --batch 4 --metrics " + tmp_.file("two.jsonl"));
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  const auto a = losses(tmp_.file("one.jsonl")), b = losses(tmp_.file("two.jsonl"));
+  ASSERT_EQ(a.size(), 24u);
+  expect_close(b, a, 0.01);
+  EXPECT_LT(b.back(), 0.8 * b.front());
 }
 
 // The split root (the head's gradient reduced, and its next weights gathered, as the head's
