@@ -37,7 +37,8 @@
 // workgroups a tile in every GEMM, 1 none, 0 or absent chosen per GEMM). --dequant-tokens N: int8 / int4
 // prefills of N tokens or more take coopmat2 too, their weights decoded to fp16 first (default:
 // vk::Ops::Coopmat2Dequant's). --preset llama with --kv-heads, --head-dim, --ffn-dim and --tie 1:
-// a model of the Llama family (grouped-query heads, SwiGLU, a final norm; decoded op by op).
+// a model of the Llama family (grouped-query heads, SwiGLU, a final norm; the persistent path runs
+// its blocks in decode_layer_llama).
 //   pylon_bench_vulkan [--dim 2048 --layers 12 --heads 16 --vocab 32000] [--quant f16,int8,int4]
 //                      [--preset causal|llama --kv-heads KV --head-dim HD --ffn-dim F --tie 0|1]
 //                      [--prefill 128] [--decode 32] [--dir /tmp] [--device N] [--gemv-sweep 0|1]

@@ -1,6 +1,7 @@
 // Ops::decode_layers: a causal decode token through its blocks in as few dispatches as their
-// weights' buffers allow (shaders/decode_layer.comp), the grid found by a residency probe, and the
-// flag that says a grid barrier gave up (the host then redoes the token op by op).
+// weights' buffers allow (shaders/decode_layer.comp: MiniLLM's blocks in the module decode_layer,
+// llama's in decode_layer_llama, the same source with -DLLAMA), the grid found by a residency
+// probe, and the flag that says a grid barrier gave up (the host then redoes the token op by op).
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -39,14 +40,30 @@ uint64_t shared_bytes(int64_t xs, uint32_t threads, uint32_t loads) {
 }
 
 // A block's staged row (floats): D (x), at least 512 for the attention's scores of an
-// item (keys per item <= this).
-int64_t block_xs(int64_t dim) { return std::max<int64_t>(dim, 512); }
+// item (keys per item <= this); a llama block's whole 32-float runs (its rows' last words read
+// the staged row up to their end, zeros past D).
+int64_t block_xs(int64_t dim, bool llama) {
+  const int64_t xs = std::max<int64_t>(dim, 512);
+  return llama ? (xs + 31) / 32 * 32 : xs;
+}
 
 struct LayerPush {  // decode_layer.comp
   uint32_t dim, heads, max_keys, group, scale_f16, bias_f16, norm_f16;
   float eps, attn_scale;
   uint32_t spin_limit, probe, split, chunk, head_rows, blocks, first_row, embed;
 };
+struct LlamaPush {  // decode_layer.comp with LLAMA: MiniLLM's push constants, then the block's sizes
+  LayerPush base;
+  uint32_t kv_heads, head_dim, ffn, qkv_bias, out_bias;
+};
+
+// Whether a block is MiniLLM's (the module decode_layer): nn.MultiheadAttention's heads of D/H
+// with q, k, v and o biases, a SiLU MLP of 4D. Else a llama block (decode_layer_llama).
+bool minillm_block(const Ops::DecodeLayerArgs& a) {
+  const int64_t D = a.qkv->cols;
+  return !a.swiglu && a.heads.kv_heads == a.heads.heads && a.heads.q_dim() == D && a.qkv_bias && a.out_bias &&
+         a.ffn0->rows == 4 * D;
+}
 
 // A block's bindings 4-15 (weights, scales, biases, norms) and 18 (its KV cache rows; V at the
 // same offsets) with the bytes per element its Table offset counts in.
@@ -55,7 +72,7 @@ struct BlockView {
   uint32_t unit;
 };
 std::vector<BlockView> block_views(const Ops::DecodeLayerArgs& a, const BufferView& none) {
-  const auto values = [](const DeviceMatrix* m) { return m->chunks[0].values; };
+  const auto values = [&](const DeviceMatrix* m) { return m ? m->chunks[0].values : none; };  // biases: optional
   const auto scales = [&](const DeviceMatrix* m) { return m->scales.buffer ? m->scales : none; };
   return {{values(a.qkv), 16},     {values(a.out), 16},     {values(a.ffn0), 16},   {values(a.ffn2), 16},
           {scales(a.qkv), 4},      {scales(a.out), 4},      {scales(a.ffn0), 4},    {scales(a.ffn2), 4},
@@ -79,27 +96,39 @@ std::string device_unsupported(const DeviceInfo& info) {
 std::string Ops::decode_layer_unsupported(const DecodeLayerArgs& a) const {
   const DeviceInfo& info = ctx_.info();
   if (std::string why = device_unsupported(info); !why.empty()) return why;
-  const int64_t D = a.out ? a.out->cols : 0;
-  if (D <= 0 || a.heads == 0 || a.heads > kMaxHeads || D % (2 * a.heads) != 0) return "heads do not split the width";
-  const int64_t hd = D / a.heads;
-  if (hd % 4 != 0 || hd > 256) return "a head dim that is not a multiple of 4 up to 256";
+  if (!a.qkv || !a.out || !a.ffn0 || !a.ffn2) return "a block matrix missing";
+  const HeadLayout& hs = a.heads;
+  const int64_t D = a.qkv->cols;
+  if (D <= 0 || D % 4 != 0) return "a width that is not a multiple of 4";
+  if (hs.heads <= 0 || hs.kv_heads <= 0 || hs.heads % hs.kv_heads != 0 || static_cast<uint32_t>(hs.heads) > kMaxHeads)
+    return "query heads that are not groups of the key/value heads (at most 1024)";
+  const bool minillm = minillm_block(a);
+  // The MiniLLM module reads the cache and each head's values as vec4s; the llama module any even size.
+  if (hs.head_dim <= 0 || hs.head_dim % (minillm ? 4 : 2) != 0 || hs.head_dim > 256)
+    return minillm ? "a head dim that is not a multiple of 4 up to 256" : "a head dim that is not even up to 256";
+  if (!minillm && !a.swiglu)
+    return "a SiLU MLP outside MiniLLM's blocks (heads of dim/heads with q, k, v and o biases, 4·dim wide)";
+  const int64_t Q = hs.q_dim(), KV = hs.kv_dim(), F = a.ffn2->cols;
   const struct {
     const DeviceMatrix* m;
     int64_t rows, cols;
-  } mats[4] = {{a.qkv, 3 * D, D}, {a.out, D, D}, {a.ffn0, 4 * D, D}, {a.ffn2, D, 4 * D}};
+  } mats[4] = {{a.qkv, Q + 2 * KV, D}, {a.out, D, Q}, {a.ffn0, a.swiglu ? 2 * F : 4 * D, D}, {a.ffn2, D, F}};
   for (const auto& m : mats) {
-    if (!m.m || m.m->rows != m.rows || m.m->cols != m.cols || m.m->chunks.size() != 1)
+    if (m.m->rows != m.rows || m.m->cols != m.cols || m.m->chunks.size() != 1)
       return "a block matrix of another shape or in several chunks";
     if (m.m->dtype != a.qkv->dtype || m.m->group != a.qkv->group || m.m->scale_f16 != a.qkv->scale_f16)
       return "block matrices in different encodings";
-    if (row_bytes(m.m->dtype, m.cols) % 16 != 0 || (m.m->dtype == EdgeDType::int4 && m.m->group % 32 != 0))
-      return "weight rows that are not whole 16-byte words";
+    if (m.m->dtype == EdgeDType::int4 && m.m->group % 32 != 0) return "int4 groups that are not a multiple of 32";
+    if (minillm && row_bytes(m.m->dtype, m.cols) % 16 != 0) return "weight rows that are not whole 16-byte words";
   }
   for (const DeviceMatrix* v : {a.qkv_bias, a.out_bias, a.norm1, a.norm2})
-    if (!v || v->chunks.size() != 1 || (v->dtype != EdgeDType::f32 && v->dtype != EdgeDType::f16))
-      return "a bias or norm weight missing, split or not f32/f16";
-  if (a.qkv_bias->dtype != a.out_bias->dtype || a.norm1->dtype != a.norm2->dtype) return "mixed bias or norm encodings";
-  if (shared_bytes(block_xs(D), 256, layer_loads(a.qkv->dtype, tuning_)) > info.max_shared_bytes) return "the staged row exceeds shared memory";
+    if (v && (v->chunks.size() != 1 || (v->dtype != EdgeDType::f32 && v->dtype != EdgeDType::f16)))
+      return "a bias or norm weight split or not f32/f16";
+  if (!a.norm1 || !a.norm2 || (minillm && (!a.qkv_bias || !a.out_bias))) return "a bias or norm weight missing";
+  if ((a.qkv_bias && a.out_bias && a.qkv_bias->dtype != a.out_bias->dtype) || a.norm1->dtype != a.norm2->dtype)
+    return "mixed bias or norm encodings";
+  if (shared_bytes(block_xs(D, !minillm), 256, layer_loads(a.qkv->dtype, tuning_)) > info.max_shared_bytes)
+    return "the staged row exceeds shared memory";
   return "";
 }
 
@@ -107,7 +136,7 @@ std::string Ops::decode_layer_unsupported(const DecodeLayerArgs& a) const {
 // `threads`; multi: several blocks a dispatch (their offsets from the Table), else one at its own
 // bindings. Its waits poll with acquire loads except on CPU devices (decode_layer.comp's POLL).
 const Kernel& Ops::layer_kernel(EdgeDType d, int64_t xs, uint32_t threads, bool multi, uint32_t loads,
-                                uint32_t rows_wanted, bool timeline, bool head) {
+                                uint32_t rows_wanted, bool timeline, uint32_t head, const LlamaModule* llama) {
   // Rows per subgroup: two share each staged x read where decoding costs instructions (int8,
   // int4), one where the GEMV is bound by memory alone (f16, f32); the qkv phase takes rotation
   // pairs. H200, seed size, µs per block: int8 68.4 / 68.5 / 85.0 at 1 / 2 / 4 rows, int4 91.7 /
@@ -116,10 +145,12 @@ const Kernel& Ops::layer_kernel(EdgeDType d, int64_t xs, uint32_t threads, bool 
   if (rows_wanted || gemv_shape_.rows) rows = std::clamp<uint32_t>(rows_wanted ? rows_wanted : gemv_shape_.rows, 1, 4);
   const uint32_t qkv_rows = std::min<uint32_t>(4, std::max<uint32_t>(2, rows + rows % 2));
   loads = std::max({loads, rows, qkv_rows});  // a load a row of each row set at least
-  return kernels_.get(timeline ? "decode_layer_timeline" : "decode_layer", timeline ? kBindings + 1 : kBindings,
-                      sizeof(LayerPush), {},
-                      {static_cast<uint32_t>(xs), rows, qkv_rows, threads, shader_wtype(d), loads, multi ? 1u : 0u,
-                       is_cpu(ctx_.info()) ? 0u : 1u, head ? 1u : 0u});
+  std::vector<uint32_t> spec = {static_cast<uint32_t>(xs), rows,    qkv_rows, threads, shader_wtype(d), loads,
+                                multi ? 1u : 0u,           is_cpu(ctx_.info()) ? 0u : 1u, head};
+  if (llama) spec.insert(spec.end(), {llama->aligned ? 1u : 0u, llama->hd4 ? 1u : 0u});  // ALIGNED, HD4
+  const std::string name = std::string(llama ? "decode_layer_llama" : "decode_layer") + (timeline ? "_timeline" : "");
+  return kernels_.get(name, timeline ? kBindings + 1 : kBindings, llama ? sizeof(LlamaPush) : sizeof(LayerPush), {},
+                      spec);
 }
 
 void Ops::dispatch_layers(Recorder& r, const DecodeLayerArgs* first, uint32_t count, const BufferView& table,
@@ -137,19 +168,33 @@ void Ops::dispatch_layers(Recorder& r, const DecodeLayerArgs* first, uint32_t co
   PYLON_CHECK(!timeline || (first_row + count <= timeline_blocks_ && grid.groups == timeline_groups_),
               "decode_layer: blocks ", first_row, "..", first_row + count, " on ", grid.groups,
               " workgroups do not fit the timeline of ", timeline_blocks_, " blocks on ", timeline_groups_);
-  const Kernel& k = layer_kernel(a.qkv->dtype, block_xs(a.out->cols), grid.threads, count > 1,
-                                 layer_loads(a.qkv->dtype, tuning_), 0, timeline);
-  const uint32_t D = static_cast<uint32_t>(a.out->cols);
-  LayerPush p{};
+  const uint32_t D = static_cast<uint32_t>(a.qkv->cols);
+  // A llama block: rows read at byte offsets unless every matrix's are whole 16-byte words, the
+  // cache by element unless the head dim is a multiple of 4 (decode_layer.comp's ALIGNED, HD4).
+  const bool llama = !minillm_block(a);
+  bool aligned = true;
+  for (const DeviceMatrix* m : {a.qkv, a.out, a.ffn0, a.ffn2})
+    aligned = aligned && row_bytes(m->dtype, m->cols) % 16 == 0;
+  const LlamaModule module{aligned, a.heads.head_dim % 4 == 0};
+  const Kernel& k = layer_kernel(a.qkv->dtype, block_xs(D, llama), grid.threads, count > 1,
+                                 layer_loads(a.qkv->dtype, tuning_), 0, timeline, 0, llama ? &module : nullptr);
+  const DeviceMatrix* bias = a.qkv_bias ? a.qkv_bias : a.out_bias;  // their encoding (one, where both)
+  LlamaPush lp{};
+  LayerPush& p = lp.base;
   p.dim = D;
-  p.heads = a.heads;
+  p.heads = static_cast<uint32_t>(a.heads.heads);
   p.max_keys = a.max_keys;
   p.group = static_cast<uint32_t>(std::max(a.qkv->group, 1));
   p.scale_f16 = a.qkv->scale_f16 ? 1 : 0;
-  p.bias_f16 = a.qkv_bias->dtype == EdgeDType::f16 ? 1 : 0;
+  p.bias_f16 = bias && bias->dtype == EdgeDType::f16 ? 1 : 0;
   p.norm_f16 = a.norm1->dtype == EdgeDType::f16 ? 1 : 0;
   p.eps = a.eps;
-  p.attn_scale = 1.0f / std::sqrt(static_cast<float>(D / a.heads));
+  p.attn_scale = 1.0f / std::sqrt(static_cast<float>(a.heads.head_dim));
+  lp.kv_heads = static_cast<uint32_t>(a.heads.kv_heads);
+  lp.head_dim = static_cast<uint32_t>(a.heads.head_dim);
+  lp.ffn = static_cast<uint32_t>(a.ffn2->cols);
+  lp.qkv_bias = a.qkv_bias ? 1 : 0;
+  lp.out_bias = a.out_bias ? 1 : 0;
   // Reads of the barrier count before a workgroup gives up: a GPU's read takes ~1 µs, a CPU
   // device's a few ns, and its workgroups share a few threads with the rest of the machine. The
   // probe gives up sooner: a grid that is not resident fails it at once.
@@ -178,7 +223,10 @@ void Ops::dispatch_layers(Recorder& r, const DecodeLayerArgs* first, uint32_t co
       bound[11].view, a.table, a.position, bound[12].view, v_cache, a.partials, {&sync_, 0, 0},
       {&failed_, 0, 0}, table, embed ? embed->table->chunks[0].values : none, embed ? embed->tokens : none};
   if (timeline) views.push_back({&timeline_, 0, 0});
-  r.dispatch(k, views, p, grid.groups);
+  if (llama)
+    r.dispatch(k, views, lp, grid.groups);
+  else
+    r.dispatch(k, views, p, grid.groups);
 }
 
 Ops::LayerRuns Ops::plan_layers(const std::vector<DecodeLayerArgs>& blocks, uint32_t max_blocks) {
@@ -225,7 +273,7 @@ bool Ops::layer_embeds(const DeviceMatrix& table, int64_t dim) const {
 
 void Ops::decode_layers(Recorder& r, const std::vector<DecodeLayerArgs>& blocks, const LayerRuns& runs,
                         LayerGrid grid, const Embedding* embed) {
-  PYLON_ASSERT(!embed || layer_embeds(*embed->table, blocks.at(0).out->cols), "decode_layers: an embedding it cannot read");
+  PYLON_ASSERT(!embed || layer_embeds(*embed->table, blocks.at(0).qkv->cols), "decode_layers: an embedding it cannot read");
   for (size_t run = 0; run < runs.starts.size(); ++run) {
     const uint32_t begin = runs.starts[run];
     const uint32_t end = run + 1 < runs.starts.size() ? runs.starts[run + 1] : static_cast<uint32_t>(blocks.size());
@@ -233,18 +281,22 @@ void Ops::decode_layers(Recorder& r, const std::vector<DecodeLayerArgs>& blocks,
   }
 }
 
-std::string Ops::decode_head_unsupported(const DeviceMatrix& w) const {
+std::string Ops::decode_head_unsupported(const DeviceMatrix& w, const DeviceMatrix* norm) const {
   const DeviceInfo& info = ctx_.info();
   if (std::string why = device_unsupported(info); !why.empty()) return why;
   if (w.chunks.size() != 1) return "a head in several chunks";
   if (w.cols % 4 != 0 || row_bytes(w.dtype, w.cols) % 16 != 0 || (w.dtype == EdgeDType::int4 && w.group % 32 != 0))
     return "head rows that are not whole 16-byte words";
+  if (norm && (norm->cols != w.cols || norm->chunks.size() != 1 ||
+               (norm->dtype != EdgeDType::f32 && norm->dtype != EdgeDType::f16)))
+    return "a final norm of another width, split or not f32/f16";
   if (shared_bytes(w.cols, 256, head_loads(w.dtype, tuning_)) > info.max_shared_bytes) return "a row of dim floats exceeds shared memory";
   return "";
 }
 
-void Ops::decode_head(Recorder& r, const BufferView& y, const BufferView& x, const DeviceMatrix& w, LayerGrid grid) {
-  const std::string why = decode_head_unsupported(w);
+void Ops::decode_head(Recorder& r, const BufferView& y, const BufferView& x, const DeviceMatrix& w, LayerGrid grid,
+                      const DeviceMatrix* norm, float eps) {
+  const std::string why = decode_head_unsupported(w, norm);
   PYLON_ASSERT(why.empty(), "decode_head: ", why);
   PYLON_ASSERT(grid.groups > 0 && (grid.threads == 256 || grid.threads == 512 || grid.threads == 1024),
                "decode_head: ", grid.groups, " workgroups of ", grid.threads);
@@ -261,23 +313,35 @@ void Ops::decode_head(Recorder& r, const BufferView& y, const BufferView& x, con
   PYLON_CHECK(shared_bytes(w.cols, grid.threads, head_loads(w.dtype, tuning_)) <= ctx_.info().max_shared_bytes,
               "Vulkan: decode_head's shared memory at ", grid.threads, " threads and ", head_loads(w.dtype, tuning_),
               " words in flight exceeds the device's ", ctx_.info().max_shared_bytes, " bytes");
-  const Kernel& k = layer_kernel(w.dtype, w.cols, grid.threads, false, head_loads(w.dtype, tuning_), rows, false, true);
+  // Behind a final norm: the llama module's head (HEAD 2), which stages x·norm (rows of whole words).
+  const LlamaModule module{true, true};
+  const Kernel& k = layer_kernel(w.dtype, w.cols, grid.threads, false, head_loads(w.dtype, tuning_), rows, false,
+                                 norm ? 2 : 1, norm ? &module : nullptr);
   // DecodeTuning::head_groups: that many workgroups per SM instead (benchmarks).
   const uint32_t groups = (tuning_.head_groups ? tuning_.head_groups : w.dtype == EdgeDType::int8 ? 1 : 4) * grid.groups;
-  LayerPush p{};
+  LlamaPush lp{};
+  LayerPush& p = lp.base;
   p.dim = static_cast<uint32_t>(w.cols);
   p.heads = 1;
   p.group = static_cast<uint32_t>(std::max(w.group, 1));
   p.scale_f16 = w.scale_f16 ? 1 : 0;
   p.head_rows = static_cast<uint32_t>(w.rows);
+  p.norm_f16 = norm && norm->dtype == EdgeDType::f16 ? 1 : 0;
+  p.eps = eps;
+  lp.kv_heads = 1;
   const BufferView none{&dummy_, 0, 0};
   r.label_next(std::string("decode_head ") + edge_dtype_name(w.dtype));
-  // Bound: x (0), y (1: the qkv binding), the matrix (4) and its scales (8); the rest unused.
+  // Bound: x (0), y (1: the qkv binding), the matrix (4), its scales (8) and the final norm's
+  // weights (14: G1); the rest unused.
   p.blocks = 1;
-  r.dispatch(k,
-             {x, y, none, none, w.chunks[0].values, none, none, none, w.scales.buffer ? w.scales : none, none, none,
-              none, none, none, none, none, none, none, none, none, none, none, none, {&zero_, 0, 64}, none, none},
-             p, groups);
+  const std::vector<BufferView> views = {
+      x,    y,    none, none, w.chunks[0].values, none, none, none, w.scales.buffer ? w.scales : none, none, none,
+      none, none, none, norm ? norm->chunks[0].values : none, none, none, none, none, none, none, none, none,
+      {&zero_, 0, 64}, none, none};
+  if (norm)
+    r.dispatch(k, views, lp, groups);
+  else
+    r.dispatch(k, views, p, groups);
 }
 
 // A CPU device (llvmpipe) runs a workgroup per thread, shared with everything else on the machine,
@@ -293,7 +357,9 @@ Ops::LayerGrid Ops::persistent_grid(const DecodeLayerArgs& a, LayerGrid want) {
   else if (is_cpu(ctx_.info())) candidates = {{1, 256}};  // (above)
   else candidates = {{32, 256}, {16, 256}, {8, 256}, {4, 256}, {2, 256}, {1, 256}};
   for (const LayerGrid& g : candidates) {
-    if (shared_bytes(block_xs(a.out->cols), g.threads, layer_loads(a.qkv->dtype, tuning_)) > ctx_.info().max_shared_bytes) continue;
+    if (shared_bytes(block_xs(a.qkv->cols, !minillm_block(a)), g.threads, layer_loads(a.qkv->dtype, tuning_)) >
+        ctx_.info().max_shared_bytes)
+      continue;
     Recorder r(ctx_);
     dispatch_layers(r, &a, 1, {&zero_, 0, 64}, 0, g, true, nullptr);
     r.run();

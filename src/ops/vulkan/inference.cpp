@@ -43,16 +43,19 @@ ContextOptions context_options_for(const InferenceSpec& s, const InferenceOption
 }
 
 // Whether the model's blocks are those the persistent decode kernel runs (decode_layer.comp):
-// nn.MultiheadAttention's (heads of dim/heads, q, k, v and o biases), a SiLU MLP of 4·dim, and x
-// into the head (no final norm); empty when they are, else why not.
+// MiniLLM's (nn.MultiheadAttention's heads of dim/heads with q, k, v and o biases, a SiLU MLP of
+// 4·dim) or llama's (any grouped heads the op-by-op path takes, biases or none, SwiGLU of any
+// width), each block with the same biases (one dispatch's push constants); a final norm and a
+// tied head are the head's (decode_head). Empty when they are, else why not.
 std::string persistent_blocks_unsupported(const InferenceSpec& s) {
-  const bool biases = std::all_of(s.blocks.begin(), s.blocks.end(), [](const BlockWeights& b) {
-    return b.qkv_bias != kNoWeight && b.out_bias != kNoWeight;
-  });
-  if (s.kv_heads != s.heads || s.head_size * s.heads != s.dim) return "it runs multi-head attention of dim/heads";
-  if (s.swiglu || s.ffn_dim != 4 * s.dim) return "it runs a SiLU MLP of 4·dim";
-  if (!biases) return "it runs blocks with q, k, v and o biases";
-  if (s.final_norm != kNoWeight) return "it runs models without a final norm";
+  const bool multi_head = s.kv_heads == s.heads && s.head_size * s.heads == s.dim;
+  for (const BlockWeights& b : s.blocks) {
+    if ((b.qkv_bias == kNoWeight) != (s.blocks[0].qkv_bias == kNoWeight) ||
+        (b.out_bias == kNoWeight) != (s.blocks[0].out_bias == kNoWeight))
+      return "it runs blocks that all have the same biases";
+    if (!s.swiglu && !(multi_head && s.ffn_dim == 4 * s.dim && b.qkv_bias != kNoWeight && b.out_bias != kNoWeight))
+      return "it runs a SiLU MLP only in MiniLLM's blocks (heads of dim/heads, q, k, v and o biases, 4·dim wide)";
+  }
   return "";
 }
 
@@ -200,14 +203,15 @@ struct VulkanInference::Impl {
   Ops::DecodeLayerArgs layer_args(int l) {
     const BlockWeights& b = spec.blocks.at(static_cast<size_t>(l));
     Ops::DecodeLayerArgs a{};
-    a.norm1 = &W(b.norm1), a.qkv = &W(b.qkv), a.qkv_bias = &W(b.qkv_bias);
-    a.out = &W(b.out), a.out_bias = &W(b.out_bias);
+    a.norm1 = &W(b.norm1), a.qkv = &W(b.qkv), a.qkv_bias = bias_of(b.qkv_bias);
+    a.out = &W(b.out), a.out_bias = bias_of(b.out_bias);
     a.norm2 = &W(b.norm2), a.ffn0 = &W(b.ffn_up), a.ffn2 = &W(b.ffn_down);
     a.x = {&x}, a.partials = {&partials};
     a.table = {&rope_table}, a.position = {&position};
     a.cache = cache(l);
-    a.heads = static_cast<uint32_t>(spec.heads), a.max_keys = static_cast<uint32_t>(spec.max_tokens);
+    a.heads = heads, a.max_keys = static_cast<uint32_t>(spec.max_tokens);
     a.eps = spec.norm_eps;
+    a.swiglu = spec.swiglu;
     return a;
   }
 
@@ -294,12 +298,18 @@ bool VulkanInference::finish(int first, int rows, float* out) {
   Impl& m = *impl_;
   const uint32_t V = static_cast<uint32_t>(m.spec.vocab);
   if (m.in_step) {
-    if (m.r) {  // the step's head, on the persistent kernel's GEMV where its blocks are there
+    // The step's head, on the persistent kernel's GEMV (the final norm staged in it) where its
+    // blocks are there.
+    if (m.r) {
       const DeviceMatrix& head = m.W(m.spec.head);
-      if (m.step_blocks_fused && !m.options.matmul_head && m.ops.decode_head_unsupported(head).empty())
-        m.ops.decode_head(*m.step, {&m.logits}, {&m.x}, head, m.grid);
-      else
+      const DeviceMatrix* norm = m.spec.final_norm != kNoWeight ? &m.W(m.spec.final_norm) : nullptr;
+      if (m.step_blocks_fused && !m.options.matmul_head && m.ops.decode_head_unsupported(head, norm).empty()) {
+        m.ops.decode_head(*m.step, {&m.logits}, {&m.x}, head, m.grid, norm, m.spec.norm_eps);
+      } else {
+        // The fused blocks leave x; the head's input is h after a final norm.
+        if (m.step_blocks_fused && norm) m.ops.rmsnorm(*m.step, {&m.h}, {&m.x}, *norm, 1, m.spec.norm_eps);
         m.head_matmul(*m.step, 0, 1);
+      }
       m.r = nullptr;
     }
     if (m.dry) return true;  // kept for the first real step to replay

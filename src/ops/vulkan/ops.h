@@ -175,16 +175,21 @@ class Ops {
 
   // One block of a causal decode token for decode_layers, a persistent kernel whose workgroups
   // meet at grid barriers between the block's phases and between blocks (decode_layer.comp): the
-  // same results as qkv_rope_gemv, attention_decode, matmul (out_proj), normed_gemv (ffn.0) and
-  // matmul (ffn.2).
-  // x (D): the residual stream, read and updated; partials: attention_partials(heads, hd,
-  // max_keys) floats of scratch, zeroed before the first dispatch (its tagged pairs).
+  // same results as the per-op path (the qkv GEMV, rope with its KV append, attention_decode,
+  // matmul (out_proj), normed_gemv (ffn.0, SiLU, or SwiGLU through swiglu) and matmul (ffn.2)).
+  // MiniLLM's blocks (heads of D/H, q/k/v and o biases, SiLU over ffn0 (4D, D)) and llama's (any
+  // HeadLayout with an even head dim up to 256, biases optional (null), SwiGLU over ffn0 = [gate;
+  // up] (2F, D), F = ffn2's columns). x (D): the residual stream, read and updated; cache: the
+  // layer's rows of heads.kv_dim() (the per-op path's layout); partials: attention_partials(heads,
+  // hd, max_keys) floats of scratch, zeroed before the first dispatch (its tagged pairs).
   struct DecodeLayerArgs {
     const DeviceMatrix *norm1, *qkv, *qkv_bias, *out, *out_bias, *norm2, *ffn0, *ffn2;
     BufferView x, partials, table, position;
     KvCache cache;
-    uint32_t heads, max_keys;
+    HeadLayout heads;
+    uint32_t max_keys;
     float eps;
+    bool swiglu;  // ffn0 is [gate; up]
   };
   // "" where decode_layer runs these weights on this device, else why not (one line).
   std::string decode_layer_unsupported(const DecodeLayerArgs& a) const;
@@ -219,9 +224,11 @@ class Ops {
                      const Embedding* embed = nullptr);
   // The head of a decode token with decode_layer's GEMV (x staged in shared memory, no grid
   // barrier, so any grid): y (rows) = x (cols) · Wᵀ, as matmul's one-token GEMV up to summation
-  // order. decode_head_unsupported: "" where it runs w, else why not.
-  std::string decode_head_unsupported(const DeviceMatrix& w) const;
-  void decode_head(Recorder& r, const BufferView& y, const BufferView& x, const DeviceMatrix& w, LayerGrid grid);
+  // order; with a final norm (weights `norm`, cols of them), y = (rmsnorm(x)·norm) · Wᵀ, as
+  // rmsnorm then matmul. decode_head_unsupported: "" where it runs w (and norm), else why not.
+  std::string decode_head_unsupported(const DeviceMatrix& w, const DeviceMatrix* norm = nullptr) const;
+  void decode_head(Recorder& r, const BufferView& y, const BufferView& x, const DeviceMatrix& w, LayerGrid grid,
+                   const DeviceMatrix* norm = nullptr, float eps = 0);
   // Test hook: decode_layer's keys per attention item (a multiple of 32); 0: chosen per token.
   void set_attention_chunk(uint32_t keys) { attention_chunk_ = keys; }
   // Benchmarks: decode_layers' dispatches run decode_layer_timeline instead, which stores each
@@ -280,10 +287,17 @@ class Ops {
   // (decode_layer.comp's Table; zeros for one block bound at its own views).
   void dispatch_layers(Recorder& r, const DecodeLayerArgs* first, uint32_t count, const BufferView& table,
                        uint32_t first_row, LayerGrid grid, bool probe, const Embedding* embed);
+  // The llama module's specializations (decode_layer.comp with LLAMA): rows of whole 16-byte
+  // words (ALIGNED), a head dim that is a multiple of 4 (HD4).
+  struct LlamaModule {
+    bool aligned, hd4;
+  };
   // rows: rows per subgroup (0: the dtype's, or set_gemv_shape's); head: decode_head's pipeline
-  // (the head's GEMV only, the block phases compiled out).
+  // (1: the head's GEMV only, the block phases compiled out; 2: behind the final norm, llama's
+  // module); llama: the llama module (decode_layer_llama) thus specialized, else MiniLLM's.
   const Kernel& layer_kernel(EdgeDType d, int64_t xs, uint32_t threads, bool multi, uint32_t loads,
-                             uint32_t rows = 0, bool timeline = false, bool head = false);
+                             uint32_t rows = 0, bool timeline = false, uint32_t head = 0,
+                             const LlamaModule* llama = nullptr);
 };
 
 }  // namespace pylon::vk

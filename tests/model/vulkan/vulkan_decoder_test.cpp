@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "io/atomic_file.h"
@@ -18,6 +20,7 @@
 #include "model/minillm.h"
 #include "model/params.h"
 #include "model/vulkan/vulkan_decoder.h"
+#include "ops/vulkan/ops.h"
 #include "support/presets.h"
 #include "support/temp_dir.h"
 #include "support/varied_params.h"
@@ -72,9 +75,8 @@ std::vector<int32_t> greedy(Feed&& feed, int V, int steps, std::vector<std::vect
   return ids;
 }
 
-// Whether a model's blocks are those of the persistent decode kernel (nn.MultiheadAttention's,
-// causal).
-bool runs_persistent(const ModelConfig& c) { return c.preset.naming == Naming::torch && c.preset.mask == Mask::causal; }
+// Whether a model decodes on the persistent kernel (a causal one: MiniLLM's blocks or llama's).
+bool runs_persistent(const ModelConfig& c) { return c.preset.mask == Mask::causal; }
 
 // The CPU path runs the same dequantized weights in fp32, so logits differ by summation order only.
 void expect_matches_cpu(const testing::TempDir& tmp, const ModelConfig& c) {
@@ -90,7 +92,7 @@ void expect_matches_cpu(const testing::TempDir& tmp, const ModelConfig& c) {
     // f16, 4.9e-2 int8, 4.7e-2 int4; the GEMM alone 1.2e-2, 3.0e-2, 2.2e-2).
     // Decode with both one-token GEMVs on any device: the subgroup one (GPUs' op-by-op path;
     // fused RMSNorm, RoPE and KV append) and the row-per-invocation one (CPU devices' default),
-    // and (causal multi-head blocks) the persistent kernel, a dispatch per block (GPUs' default).
+    // and (causal models: MiniLLM's blocks or llama's) the persistent kernel (GPUs' default).
     for (const bool coopmat : {false, true})
       for (const std::string gemv : {"subgroup", "rows", "persistent"}) {
         if (gemv == "persistent" && !runs_persistent(c)) continue;
@@ -127,23 +129,14 @@ TEST(VulkanDecoder, GreedyIdenticalToCpuAndLogitsClose) {
 }
 
 // The llama variants: grouped-query and multi-query heads (KV caches of the key/value heads), a
-// head size apart from dim/heads, SwiGLU, the final norm, optional biases and a tied head.
+// head size apart from dim/heads (10: not a multiple of 4), SwiGLU of widths whose rows are not
+// whole 16-byte words, the final norm, optional biases and a tied head; on every decode path, the
+// persistent kernel's llama blocks (decode_layer_llama) and its head behind the final norm
+// included.
 TEST(VulkanDecoder, LlamaGreedyIdenticalToCpuAndLogitsClose) {
   if (!testing::vulkan_available()) GTEST_SKIP() << "no Vulkan device";
   testing::TempDir tmp;
-  for (const ModelConfig& c : testing::llama_variants(small_config(find_preset("causal")))) {
-    expect_matches_cpu(tmp, c);
-    // The persistent kernel runs multi-head blocks with biases and a SiLU MLP: demanded, one line.
-    VulkanOptions o;
-    o.decode = "persistent";
-    try {
-      VulkanDecoder gpu(export_model(tmp, c, EdgeDType::f16), o, 64);
-      ADD_FAILURE() << c.describe() << ": the persistent kernel accepted a llama model";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("persistent decode kernel cannot run this model"), std::string::npos)
-          << e.what();
-    }
-  }
+  for (const ModelConfig& c : testing::llama_variants(small_config(find_preset("causal")))) expect_matches_cpu(tmp, c);
 }
 
 // The fused forms of the inference ops (the RMSNorm in the GEMV, the qkv GEMV with RoPE and the KV
@@ -184,12 +177,14 @@ TEST(VulkanDecoder, FusedFormsMatchThePlainOps) {
 
 // A persistent decoder's shape: grid (0: probed), rows per subgroup and subgroups per row set
 // (0: chosen), keys per attention item (0: chosen); its weights' path ("upload": one buffer, so
-// runs of several blocks a dispatch; "import": a buffer per tensor, so a dispatch per block) and
-// blocks a dispatch at most (0: no cap).
+// runs of several blocks a dispatch; "import": a buffer per tensor, so a dispatch per block),
+// blocks a dispatch at most (0: no cap), and the head on matmul's GEMV (after the final norm's
+// own dispatch where there is one) instead of decode_head.
 struct PersistentCase {
   uint32_t grid, rows, split, chunk;
   std::string weights = "upload";
   uint32_t blocks = 0;
+  bool matmul_head = false;
 };
 
 // The persistent decode kernel of each case against the op-by-op decode of the model at `path`
@@ -211,10 +206,10 @@ void expect_persistent_matches_ops(const std::string& path, const ModelConfig& c
     want.emplace_back(l, l + c.vocab);
   }
   for (const PersistentCase& pc : cases) {
-    const auto [grid, rows, split, chunk, weights, blocks] = pc;
+    const auto [grid, rows, split, chunk, weights, blocks, matmul_head] = pc;
     VulkanOptions o;
     o.decode = "persistent", o.persistent_grid = grid, o.gemv_rows = rows, o.gemv_split = split;
-    o.attention_chunk = chunk, o.weights = weights, o.persistent_blocks = blocks;
+    o.attention_chunk = chunk, o.weights = weights, o.persistent_blocks = blocks, o.matmul_head = matmul_head;
     VulkanDecoder gpu(path, o, 80);
     ASSERT_GT(gpu.persistent_grid(), 0u);
     if (grid) {
@@ -232,7 +227,8 @@ void expect_persistent_matches_ops(const std::string& path, const ModelConfig& c
     const std::string what = "dim " + std::to_string(c.dim) + ", grid " + std::to_string(gpu.persistent_grid()) +
                              ", rows " + std::to_string(rows) + ", split " + std::to_string(split) + ", chunk " +
                              std::to_string(chunk) + ", " + std::to_string(gpu.persistent_dispatches()) +
-                             " dispatch(es) for " + std::to_string(c.layers) + " blocks";
+                             " dispatch(es) for " + std::to_string(c.layers) + " blocks" +
+                             (matmul_head ? ", the head on matmul" : "");
     EXPECT_GT(gpu.persistent_grid(), 0u) << "no barrier may have given up: " << what;
     EXPECT_LT(worst, 1e-3) << what;
     std::printf("[ vulkan ] persistent decode %s: worst logit relative difference %.2e\n", what.c_str(), worst);
@@ -249,6 +245,13 @@ bool cpu_device() {  // CPU devices run the persistent kernel with one workgroup
 // probed grid. Forced GEMV shapes cover odd rows per subgroup and row sets split over subgroups,
 // and attention items of 32 keys the combine of a head's items. The 3 blocks run in one dispatch,
 // in runs of 2 and 1, and a dispatch each (imported weights: a buffer per tensor).
+// Then llama blocks (decode_layer_llama; the prompt op by op, so the two paths share the KV cache),
+// 12 steps (two chunks of 32 keys): the three llama variants at one precision each, their rows not
+// whole 16-byte words (GQA with F = 107 in int4; MQA of head dim 10 with q/k/v biases and a tied
+// head in int8; multi-head with all four biases and F = 130 in f16), and at every precision one
+// whose rows are whole words (ALIGNED), 8 query heads of 16 over 2, so that q (128) is wider than
+// the model (64), no biases; each also with its head on matmul's GEMV behind the final norm's own
+// dispatch. (Every variant at every precision: LlamaGreedyIdenticalToCpuAndLogitsClose.)
 TEST(VulkanDecoder, PersistentDecodeMatchesOpByOp) {
   if (!testing::vulkan_available()) GTEST_SKIP() << "no Vulkan device";
   testing::TempDir tmp;
@@ -259,10 +262,22 @@ TEST(VulkanDecoder, PersistentDecodeMatchesOpByOp) {
   std::vector<PersistentCase> cases = {{1, 0, 0, 0}, {1, 1, 2, 32, "upload", 2}, {1, 3, 4, 0, import_if_cpu, 1}};
   if (!cpu_device())
     cases.insert(cases.end(), {{0, 0, 0, 0}, {3, 0, 0, 32, "upload", 1}, {0, 1, 4, 32, "upload", 2}, {0, 0, 0, 0, import_if_cpu}});
-  for (const EdgeDType q : {EdgeDType::f16, EdgeDType::int8, EdgeDType::int4}) {
+  const std::vector<EdgeDType> all = {EdgeDType::f16, EdgeDType::int8, EdgeDType::int4};
+  for (const EdgeDType q : all) {
     std::printf("[ vulkan ] %s:\n", edge_dtype_name(q));
     expect_persistent_matches_ops(export_model(tmp, c, q), c, 30, cases);
   }
+  const std::vector<ModelConfig> llama = testing::llama_variants(c);
+  ModelConfig aligned = llama[0];
+  aligned.heads = 8, aligned.kv_heads = 2, aligned.head_size = 16, aligned.ffn_dim = 96;
+  const std::vector<std::pair<ModelConfig, std::vector<EdgeDType>>> models = {
+      {llama[0], {EdgeDType::int4}}, {llama[1], {EdgeDType::int8}}, {llama[2], {EdgeDType::f16}}, {aligned, all}};
+  cases.push_back({1, 0, 0, 0, "upload", 0, true});
+  for (const auto& [m, precisions] : models)
+    for (const EdgeDType q : precisions) {
+      std::printf("[ vulkan ] %s %s:\n", m.describe().c_str(), edge_dtype_name(q));
+      expect_persistent_matches_ops(export_model(tmp, m, q), m, 12, cases);
+    }
 }
 
 // Shapes the seed size does not have: a width whose FFN (4D = 288) ends in a part of a 64-row
@@ -289,6 +304,10 @@ TEST(VulkanDecoder, PersistentDecodeOddShapes) {
   testing::TempDir tmp;
   const ModelConfig c = small_config(find_preset("causal"));
   expect_persistent_matches_ops(export_model(tmp, c, EdgeDType::int4, 64), c, 8, cases);
+  // A llama block's int4 groups of 64 over rows that are not whole words (W2's 107 columns: two
+  // groups, the second partial, in 4 words).
+  const ModelConfig llama = testing::llama_variants(c).front();
+  expect_persistent_matches_ops(export_model(tmp, llama, EdgeDType::int4, 64), llama, 8, cases);
 }
 
 // At dim = 64 x the subgroup size: on the H200 the seed size's width (2048) on the whole grid,
@@ -309,50 +328,92 @@ TEST(VulkanDecoder, PersistentDecodeWideModel) {
 
 // The benchmark's timeline variant (clock marks at every step of every block) decodes as the
 // plain kernel does, and its marks come in the kernel's order: each step's clock difference
-// non-negative (modulo 2^32), every block's marks inside the workgroup's start and end. Where the
-// device has no shader clock, or the model no persistent kernel, asking for it is an error.
+// non-negative (modulo 2^32), every block's marks inside the workgroup's start and end; for
+// MiniLLM's blocks and llama's (decode_layer_llama_timeline). Where the device has no shader clock,
+// or the model no persistent kernel, asking for it is an error.
 TEST(VulkanDecoder, PersistentTimelineMarksEveryStepInOrder) {
   if (!testing::vulkan_available()) GTEST_SKIP() << "no Vulkan device";
   testing::TempDir tmp;
-  const ModelConfig c = small_config(find_preset("causal"));
-  const std::string path = export_model(tmp, c, EdgeDType::f16);
-  VulkanOptions o;
-  o.decode = "persistent", o.weights = "upload";
-  VulkanOptions ot = o;
-  ot.timeline = true;
-  VulkanOptions ops_o = ot;
-  ops_o.decode = "ops";
-  EXPECT_THROW(VulkanDecoder(path, ops_o, 16), Error);
-  if (!testing::vulkan_context_or_null()->info().shader_clock) {
-    EXPECT_THROW(VulkanDecoder(path, ot, 16), Error);
-    GTEST_SKIP() << "no shader clock";
-  }
-  VulkanDecoder plain(path, o, 16), timed(path, ot, 16);
-  ASSERT_EQ(timed.persistent_dispatches(), 1u);
-  const int32_t prompt[3] = {5, 17, 42};
-  plain.feed(prompt, 3);
-  timed.feed(prompt, 3);
-  for (const int32_t t : {7, 90, 3}) {
-    const float* a = plain.feed(&t, 1);
-    const std::vector<float> want(a, a + c.vocab);
-    const float* b = timed.feed(&t, 1);
-    for (int v = 0; v < c.vocab; ++v) ASSERT_NEAR(b[v], want[v], 1e-4 * (1.0 + std::fabs(want[v]))) << "logit " << v;
-    const vk::LayerTimeline tl = timed.layer_timeline();
-    ASSERT_EQ(tl.groups, timed.persistent_grid());
-    ASSERT_EQ(tl.blocks, static_cast<uint32_t>(c.layers));
-    for (uint32_t g = 0; g < tl.groups; ++g) {
-      const uint32_t span = tl.end(g) - tl.start(g);
-      EXPECT_GT(span, 0u);
-      uint32_t last = tl.start(g);
-      for (uint32_t blk = 0; blk < tl.blocks; ++blk)
-        for (uint32_t e = 0; e < vk::LayerTimeline::kEvents; ++e) {
-          const uint32_t at = tl.at(blk, e, g);
-          EXPECT_LE(at - last, span) << "block " << blk << " event " << e << " workgroup " << g << " out of order";
-          last = at;
-        }
-      EXPECT_LE(tl.end(g) - last, span);
+  const ModelConfig causal = small_config(find_preset("causal"));
+  for (const ModelConfig& c : {causal, testing::llama_variants(causal)[1]}) {
+    const std::string path = export_model(tmp, c, EdgeDType::f16);
+    VulkanOptions o;
+    o.decode = "persistent", o.weights = "upload";
+    VulkanOptions ot = o;
+    ot.timeline = true;
+    VulkanOptions ops_o = ot;
+    ops_o.decode = "ops";
+    EXPECT_THROW(VulkanDecoder(path, ops_o, 16), Error);
+    if (!testing::vulkan_context_or_null()->info().shader_clock) {
+      EXPECT_THROW(VulkanDecoder(path, ot, 16), Error);
+      GTEST_SKIP() << "no shader clock";
+    }
+    VulkanDecoder plain(path, o, 16), timed(path, ot, 16);
+    ASSERT_EQ(timed.persistent_dispatches(), 1u);
+    const int32_t prompt[3] = {5, 17, 42};
+    plain.feed(prompt, 3);
+    timed.feed(prompt, 3);
+    for (const int32_t t : {7, 90, 3}) {
+      const float* a = plain.feed(&t, 1);
+      const std::vector<float> want(a, a + c.vocab);
+      const float* b = timed.feed(&t, 1);
+      for (int v = 0; v < c.vocab; ++v)
+        ASSERT_NEAR(b[v], want[v], 1e-4 * (1.0 + std::fabs(want[v]))) << c.describe() << ", logit " << v;
+      const vk::LayerTimeline tl = timed.layer_timeline();
+      ASSERT_EQ(tl.groups, timed.persistent_grid());
+      ASSERT_EQ(tl.blocks, static_cast<uint32_t>(c.layers));
+      for (uint32_t g = 0; g < tl.groups; ++g) {
+        const uint32_t span = tl.end(g) - tl.start(g);
+        EXPECT_GT(span, 0u);
+        uint32_t last = tl.start(g);
+        for (uint32_t blk = 0; blk < tl.blocks; ++blk)
+          for (uint32_t e = 0; e < vk::LayerTimeline::kEvents; ++e) {
+            const uint32_t at = tl.at(blk, e, g);
+            EXPECT_LE(at - last, span) << c.describe() << ", block " << blk << " event " << e << " workgroup " << g
+                                       << " out of order";
+            last = at;
+          }
+        EXPECT_LE(tl.end(g) - last, span);
+      }
     }
   }
+}
+
+// What the persistent kernel does not run is refused with one line naming it (the decoder then
+// decodes op by op, or says that line where the kernel is demanded): a SiLU MLP in blocks other
+// than MiniLLM's (no preset has one), query heads that are not groups of the key/value heads, an
+// odd head dim, int4 groups that are not a multiple of 32 columns. The same block with SwiGLU runs.
+TEST(VulkanDecoder, PersistentKernelRefusesBlocksItDoesNotRun) {
+  const std::unique_ptr<vk::Context> ctx = testing::vulkan_context_or_null();
+  if (!ctx) GTEST_SKIP() << "no Vulkan device";
+  vk::Ops ops(*ctx);
+  const auto matrix = [](int64_t rows, int64_t cols, EdgeDType d, int group = 0) {
+    vk::DeviceMatrix m;
+    m.dtype = d, m.rows = rows, m.cols = cols, m.group = group;
+    m.chunks.resize(1);
+    return m;
+  };
+  const int64_t D = 64, F = 96;
+  const auto refusal = [&](HeadLayout heads, bool swiglu, EdgeDType d, int group) {
+    const vk::DeviceMatrix norm = matrix(1, D, EdgeDType::f32), qkv = matrix(heads.row(), D, d, group),
+                           out = matrix(D, heads.q_dim(), d, group), up = matrix(swiglu ? 2 * F : F, D, d, group),
+                           down = matrix(D, F, d, group);
+    vk::Ops::DecodeLayerArgs a{};
+    a.norm1 = a.norm2 = &norm, a.qkv = &qkv, a.out = &out, a.ffn0 = &up, a.ffn2 = &down;
+    a.heads = heads, a.max_keys = 16, a.swiglu = swiglu;
+    return ops.decode_layer_unsupported(a);
+  };
+  const std::string runs = refusal({4, 2, 16}, true, EdgeDType::int4, 32);
+  if (runs.find("atomic") != std::string::npos || runs.find("subgroups") != std::string::npos ||
+      runs.find("storage buffers") != std::string::npos)
+    GTEST_SKIP() << "the device runs no persistent kernel: " << runs;
+  EXPECT_EQ(runs, "");
+  EXPECT_EQ(refusal({4, 2, 16}, false, EdgeDType::f16, 0),
+            "a SiLU MLP outside MiniLLM's blocks (heads of dim/heads with q, k, v and o biases, 4·dim wide)");
+  EXPECT_EQ(refusal({4, 3, 16}, true, EdgeDType::f16, 0),
+            "query heads that are not groups of the key/value heads (at most 1024)");
+  EXPECT_EQ(refusal({4, 2, 15}, true, EdgeDType::f16, 0), "a head dim that is not even up to 256");
+  EXPECT_EQ(refusal({4, 2, 16}, true, EdgeDType::int4, 48), "int4 groups that are not a multiple of 32");
 }
 
 // A grid too large to run at once is refused by the probe (a clear error when the persistent path

@@ -10,6 +10,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <utility>
 #include <vector>
@@ -331,20 +332,28 @@ OpCase matmul(const MatmulCase& c, MatmulMode m, MatmulPath path, vk::Ops::GemvS
                      max_buffer_bytes);
 }
 
-// Rows of whole 16-byte words only (what it takes); check_matmul's bound without coopmat.
-OpCase decode_head(const MatmulCase& c, uint32_t rows_a_set, uint32_t groups) {
-  const std::string variant = "rows_a_set=" + std::to_string(rows_a_set) + " grid=" + std::to_string(groups);
+// Rows of whole 16-byte words only (what it takes); check_matmul's bound without coopmat. With a
+// final norm (llama's head, decode_layer_llama's HEAD 2): against cpu::rmsnorm_forward then the
+// fp32 dot, normed_gemv's bound.
+OpCase decode_head(const MatmulCase& c, uint32_t rows_a_set, uint32_t groups, std::optional<EdgeDType> norm) {
+  std::string variant = "rows_a_set=" + std::to_string(rows_a_set) + " grid=" + std::to_string(groups);
+  if (norm) variant += std::string(" final_norm=") + edge_dtype_name(*norm);
   return vulkan_case("decode_head", dtype_of(c.dtype), matmul_shape(c), variant,
                      [=](const OpRun& run, vk::Context& ctx, vk::Ops& ops) {
     std::deque<vk::Buffer> keep;
     const Weight w = upload_weight(ctx, keep, c.dtype, c.rows, c.cols, c.group, c.scale_f16, 7);
-    ASSERT_EQ(ops.decode_head_unsupported(w.device), "");
-    const std::vector<float> x = random_floats(c.cols, 9);
-    const MatmulReference ref = matmul_reference(x, 0, 1, w.host.dequantized, c.rows, c.cols, nullptr, nullptr, false, false);
+    const Weight g = upload_weight(ctx, keep, norm.value_or(EdgeDType::f32), 1, c.cols, 0, false, 8);
+    const vk::DeviceMatrix* gd = norm ? &g.device : nullptr;
+    ASSERT_EQ(ops.decode_head_unsupported(w.device, gd), "");
+    const std::vector<float> x = random_floats(c.cols, 9, -2.f, 2.f);
+    std::vector<float> h = x, rstd(1);
+    if (norm)
+      cpu::rmsnorm_forward(h.data(), rstd.data(), x.data(), g.host.dequantized.data(), 1, static_cast<int>(c.cols), 1e-5f);
+    const MatmulReference ref = matmul_reference(h, 0, 1, w.host.dequantized, c.rows, c.cols, nullptr, nullptr, false, false);
     ops.set_gemv_shape({rows_a_set, 1});
     vk::Buffer xb = device_vector(ctx, x), yb = poisoned(ctx, c.rows);
     vk::Recorder rec(ctx);
-    ops.decode_head(rec, {&yb}, {&xb}, w.device, {groups, 256});
+    ops.decode_head(rec, {&yb}, {&xb}, w.device, {groups, 256}, gd, 1e-5f);
     rec.run();
     run.expect_close("y", read_floats(ctx, yb, c.rows), ref.value, DType::f32, kMatmulTol, ref.slack);
   });

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,8 +54,8 @@ enum class MatmulPath { gemv_subgroup, gemv_rows, gemv_rows_texel, gemm, gemm_te
 OpCase matmul(const MatmulCase& c, MatmulMode m, MatmulPath path, vk::Ops::GemvShape shape = {},
               uint64_t max_buffer_bytes = 0);
 // The decode head's GEMV (decode_layer.comp's HEAD pipeline): rows_a_set rows a subgroup (0: the
-// dtype's), a grid of `groups` workgroups.
-OpCase decode_head(const MatmulCase& c, uint32_t rows_a_set, uint32_t groups);
+// dtype's), a grid of `groups` workgroups; norm: behind a final RMSNorm of weights in that dtype.
+OpCase decode_head(const MatmulCase& c, uint32_t rows_a_set, uint32_t groups, std::optional<EdgeDType> norm = {});
 // The GEMV with RMSNorm fused in front: norm weights of dtype `norm`; shape {0, 0}: the row per
 // invocation GEMV.
 OpCase normed_gemv(const MatmulCase& c, EdgeDType norm, uint32_t x_off, bool silu, bool accumulate,

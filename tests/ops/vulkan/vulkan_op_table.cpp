@@ -85,6 +85,9 @@ std::vector<OpCase> vulkan_op_table() {
     for (const uint32_t rows_a_set : {0u, 3u})
       for (const uint32_t groups : {1u, 3u})
         if (rows_a_set == 0 || c.rows == 37) add(decode_head(c, rows_a_set, groups));
+  // Behind a final norm (a llama model's head on the persistent path), norm weights f16 and f32.
+  for (const MatmulCase& c : {MatmulCase{f16, 37, 72, 1}, MatmulCase{int8, 23, 2064, 1}, MatmulCase{int4, 7, 576, 1, 96, true}})
+    for (const EdgeDType norm : {f16, f32}) add(decode_head(c, 0, 3, norm));
 
   // normed_gemv: norm weights in f16 and f32, odd and long rows, both x layouts.
   struct Normed {

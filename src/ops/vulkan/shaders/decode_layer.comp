@@ -51,8 +51,19 @@
 // invocation also stores its SM clock (GL_ARB_shader_clock's low word) at the dispatch's start and
 // end and at EVENTS points of every block into Timeline (Ops::enable_timeline): a benchmark's view
 // of where a block's time goes, workgroup by workgroup.
-// Needs: one chunk per matrix, rows of whole 16-byte words (int4: groups of a multiple of 32),
-// dim % 4 == 0, head dim <= 256, dim <= XS, float atomic add (Ops::decode_layer_unsupported checks).
+// LLAMA (the module decode_layer_llama, compiled with -DLLAMA): a llama block instead of MiniLLM's.
+// pc.heads query heads over pc.kv_heads key/value heads of pc.head_dim (q's and att's width
+// Q = heads·head_dim need not be D; the KV cache rows are kv_heads·head_dim wide, as the per-op
+// path writes them, and query head h reads key/value head h / (heads / kv_heads)); q/k/v and o
+// biases where pc.qkv_bias, pc.out_bias say; a SwiGLU MLP of pc.ffn: W1 is [gate; up] (2F, D),
+// slice rows taken as (gate, up) pairs, f1 = silu(gate)·up, W2 (D, F). Rows of any length
+// (ALIGNED 0: words read at byte offsets, row_word) and head sizes that are not a multiple of 4
+// (HD4 0: the cache read by element). HEAD 2: the head behind the final norm (its weights at G1).
+// Without LLAMA the preprocessor leaves MiniLLM's kernel exactly as it was: the macros below
+// expand there to its own expressions (decode_layer's SPIR-V is unchanged, bench/vulkan_notes.md).
+// Needs: one chunk per matrix, rows of whole 16-byte words (int4: groups of a multiple of 32;
+// LLAMA: any rows, groups of a multiple of 32), dim % 4 == 0, head dim <= 256, dim <= XS, float
+// atomic add (Ops::decode_layer_unsupported checks).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -81,11 +92,23 @@ layout(constant_id = 6) const uint MULTI = 1u;
 // 0.583-0.586 / 0.589-0.592, int8 0.569-0.585 / 0.574-0.587, int4 0.600-0.601 / 0.607-0.617.
 layout(constant_id = 7) const uint POLL = 1u;
 // HEAD 1: decode_head's pipeline, the head's GEMV alone (pc.head_rows; the block phases compiled
-// out: H200 registers f16 94 against 119, int4 97 against 109).
+// out: H200 registers f16 94 against 119, int4 97 against 109). LLAMA's HEAD 2: after the final
+// RMSNorm (its weights in G1's binding).
 layout(constant_id = 8) const uint HEAD = 0u;
+#ifdef LLAMA
+// ALIGNED 1: every block matrix's rows are whole 16-byte words (read as uvec4s); 0: read at their
+// byte offsets (row_word). HD4 1: head dim a multiple of 4 (the KV cache read as vec4s); 0: by
+// element (cache4).
+layout(constant_id = 9) const uint ALIGNED = 1u;
+layout(constant_id = 10) const uint HD4 = 1u;
+#endif
 const uint MAXR = 4u, CHUNK = 32u, MIN_ITEM = 128u;
 const uint SL = 64u;  // FFN slice: rows of W1 (columns of W2) per workgroup at a time
+#ifdef LLAMA
+const uint FR = (LOADS < MAXR ? LOADS : MAXR) & ~1u;  // even: a gate row and its up row together
+#else
 const uint FR = LOADS < MAXR ? LOADS : MAXR;  // rows of W1 a subgroup at a time (a load each a step at least)
+#endif
 
 const uint THREADS = gl_WorkGroupSize.x, VT = 256u;  // VT: threads of the attention's p·V pass
 const uint WT_F32 = 0u, WT_F16 = 1u, WT_INT8 = 2u, WT_INT4 = 3u;
@@ -109,6 +132,13 @@ layout(push_constant) uniform Push {
   uint blocks;      // blocks in this dispatch: Table rows first_row .. first_row + blocks - 1
   uint first_row;
   uint embed;       // 1 f32, 2 f16: block 0 starts from row tokens[0] of Embed (and writes it to h)
+#ifdef LLAMA
+  uint kv_heads;    // key/value heads (dividing heads)
+  uint head_dim;    // hd (heads·hd need not be dim)
+  uint ffn;         // F: W1 (2F, D) is [gate; up], W2 (D, F)
+  uint qkv_bias;    // 1: q, k and v have biases (Bqkv)
+  uint out_bias;    // 1: out_proj has a bias (Bo)
+#endif
 } pc;
 
 layout(std430, binding = 0) coherent buffer Hid { float h[]; };  // (D) the residual stream, in and out
@@ -119,6 +149,13 @@ layout(std430, binding = 4) readonly buffer Wqkv { uvec4 w_qkv[]; };  // (3D, D)
 layout(std430, binding = 5) readonly buffer Wo { uvec4 w_o[]; };      // (D, D)
 layout(std430, binding = 6) readonly buffer W1 { uvec4 w_1[]; };      // (4D, D)
 layout(std430, binding = 7) readonly buffer W2 { uvec4 w_2[]; };      // (D, 4D)
+#ifdef LLAMA
+// The same matrices as 32-bit words (ALIGNED 0: rows start anywhere): (Q + 2KV, D), (D, Q), (2F, D), (D, F).
+layout(std430, binding = 4) readonly buffer WqkvU { uint w_qkv_u[]; };
+layout(std430, binding = 5) readonly buffer WoU { uint w_o_u[]; };
+layout(std430, binding = 6) readonly buffer W1U { uint w_1_u[]; };
+layout(std430, binding = 7) readonly buffer W2U { uint w_2_u[]; };
+#endif
 layout(std430, binding = 8) readonly buffer Sqkv { uint s_qkv[]; };   // int8 row / int4 group scales
 layout(std430, binding = 9) readonly buffer So { uint s_o[]; };
 layout(std430, binding = 10) readonly buffer S1 { uint s_1[]; };
@@ -156,6 +193,30 @@ layout(std430, binding = 25) readonly buffer Tokens { uint tokens[]; };
 layout(std430, binding = 26) buffer Timeline { uint timeline[]; };
 #endif
 const uint EVENTS = 13u;
+
+// The block's sizes. MiniLLM's: H heads of D / H, q, k, v and att D wide, the FFN 4D; LLAMA's from
+// the push constants. HD the head dim, Q_DIM q's and att's width (Wo's columns), KV_DIM k's and
+// v's (a KV cache row), QKV_DIM a token's q, k and v (phase 1's rows), FFN_DIM the MLP's width,
+// KV_HEAD(hh) query head hh's key/value head. MiniLLM's expand to its kernel's own expressions,
+// some of them with the caller's local D (= pc.dim) as its text had: QKV_DIM, and the _D forms of
+// Q_DIM and FFN_DIM (the same sizes), so that its SPIR-V stays byte for byte what it was.
+#ifdef LLAMA
+#define HD pc.head_dim
+#define Q_DIM (pc.heads * pc.head_dim)
+#define Q_DIM_D Q_DIM
+#define KV_DIM (pc.kv_heads * pc.head_dim)
+#define QKV_DIM (Q_DIM + 2u * KV_DIM)
+#define FFN_DIM pc.ffn
+#define FFN_DIM_D FFN_DIM
+#define KV_HEAD(hh) ((hh) / (pc.heads / pc.kv_heads))
+#else
+#define HD (pc.dim / pc.heads)
+#define Q_DIM pc.dim
+#define Q_DIM_D D
+#define QKV_DIM (3u * D)
+#define FFN_DIM (4u * pc.dim)
+#define FFN_DIM_D (4u * D)
+#endif
 
 #include "words.glsl"
 
@@ -317,12 +378,18 @@ vec4 embed4(uint c4) {  // vec4 c4 of token tokens[0]'s embedding row
 // Where a head of several attention items leaves its last item's exp(s_p - m) for the combine: in
 // partials, past the items' (m, l, o) rows (Ops::attention_partials counts it).
 uint value_weight_at(uint hh) {
-  return pc.heads * ((pc.max_keys + CHUNK - 1u) / CHUNK) * (pc.dim / pc.heads + 2u) + hh;
+  return pc.heads * ((pc.max_keys + CHUNK - 1u) / CHUNK) * (HD + 2u) + hh;
 }
 // Pair r as a (value, tag) pair in partials, past the weights, 64-bit aligned
-// (Ops::attention_partials counts them): r < 3D q's, k's and v's rows, 3D + c the attention's
-// output, 4D + h head h's weight of this token's value row.
+// (Ops::attention_partials counts them): r < QKV_DIM q's, k's and v's rows (3D in MiniLLM's
+// blocks), QKV_DIM + c the attention's output, WEIGHT_PAIRS + h head h's weight of this token's
+// value row.
 uint tagged_at(uint r) { return (value_weight_at(pc.heads) + 1u) / 2u + r; }
+#ifdef LLAMA
+#define WEIGHT_PAIRS (QKV_DIM + Q_DIM)
+#else
+#define WEIGHT_PAIRS (4u * D)
+#endif
 // The tag of this token's block blk: position[1] is a count of the decoder's forwards (never 0),
 // times 4096 plus the block's Table row plus 1, so that no earlier block's or token's pair (nor a
 // zeroed one) carries it. Wraps after 2^20 forwards, long after every pair was rewritten.
@@ -365,6 +432,11 @@ float stage(uint src, uint cols, uint norm) {
     }
     xs4[swz(c4)] = x;
   }
+#ifdef LLAMA
+  // Rows not of whole words (ALIGNED 0): the last word's columns past cols multiply zeros.
+  if (ALIGNED == 0u)
+    for (uint c4 = cols / 4u + tid; c4 < (cols / 4u + F - 1u) / F * F; c4 += THREADS) xs4[swz(c4)] = vec4(0.0);
+#endif
   if (norm != 0u) {
     ss = subgroupAdd(ss);
     if (subgroupElect()) red[gl_SubgroupID] = ss;
@@ -395,19 +467,23 @@ void main() {
   uvec4 pre[LOADS];
   if (HEAD != 0u) {
     prefetch(4u, pc.head_rows, D, ROWS, pre);
+#ifdef LLAMA
+    gemv(4u, pc.head_rows, D, ROWS, stage(0u, D, HEAD == 2u ? 1u : 0u), pre);
+#else
     gemv(4u, pc.head_rows, D, ROWS, stage(0u, D, 0u), pre);
+#endif
     return;
   }
   mark_edge(0u);
   enter_block(0u);
-  prefetch(0u, 3u * D, D, QKV_ROWS, pre);
+  prefetch(0u, QKV_DIM, D, QKV_ROWS, pre);
   for (uint b = 0u; b < (MULTI != 0u ? pc.blocks : 1u); ++b) {  // barriers 2b + 1 in block b, 2b + 2 after it
     mark(0u);
     const uint src = b == 0u && pc.embed != 0u ? 3u : 0u;
     const float rstd = stage(src, D, 1u);
     count_staged(3u, src == 3u);  // out_proj may add into h once every workgroup has counted in
     mark(1u);
-    gemv(0u, 3u * D, D, QKV_ROWS, rstd, pre);
+    gemv(0u, QKV_DIM, D, QKV_ROWS, rstd, pre);
     mark(2u);
     // out_proj's first words, held through the attention phase in `pre`, whose qkv words are done
     // with (an array of their own would leave both live through the attention: `pre` is read again
@@ -432,7 +508,7 @@ void main() {
     grid_arrive();  // the FFN's sums in h before the next block stages it
     enter_block(b + 1u);
     pre_loaded = gl_SubgroupID != 0u;  // as at the barrier after out_proj
-    if (pre_loaded) prefetch(0u, 3u * D, D, QKV_ROWS, pre);
+    if (pre_loaded) prefetch(0u, QKV_DIM, D, QKV_ROWS, pre);
     grid_wait(2u * b + 2u);
   }
   mark_edge(1u);

@@ -28,20 +28,50 @@ float block_sum(float v) {
   return v;
 }
 
+// Where head hh's key row starts among the qkv rows (hd: the caller's head dim).
+#ifdef LLAMA
+#define KEY_ROWS(hh) (Q_DIM + KV_HEAD(hh) * hd)
+#else
+#define KEY_ROWS(hh) (pc.dim + (hh) * hd)
+#endif
+
 // Head hh's q into qs and its key p into kps, from their tagged pairs (each invocation some of the
 // 2·hd elements): the attention's wait for phase 1, with no fence or count on either side.
 void stage_qk(uint hh) {
-  const uint hd = pc.dim / pc.heads;
+  const uint hd = HD;
   for (uint e = tid; e < 2u * hd; e += THREADS) {
-    const uint r = e < hd ? hh * hd + e : pc.dim + hh * hd + e - hd;
+    const uint r = e < hd ? hh * hd + e : KEY_ROWS(hh) + e - hd;
     const float x = tagged_wait(r);
     if (e < hd) qs[e] = x;
     else kps[e - hd] = x;
   }
+#ifdef LLAMA
+  if (HD4 == 0u && tid < 2u) qs[hd + tid] = 0.0, kps[hd + tid] = 0.0;  // the last vec4's 2 past hd
+#endif
 }
 
+// Elements c .. c + 3 (c a multiple of 4) of the KV cache row of a head that starts at element
+// `at` (k: which 0, v: 1), zero past the head's hd; HD4 1: one vec4 load.
+#ifdef LLAMA
+vec4 cache4(uint which, uint at, uint c, uint hd) {
+  if (HD4 != 0u) return which == 0u ? k4[(at + c) >> 2] : v4[(at + c) >> 2];
+  vec4 x = vec4(0.0);
+  for (uint i = 0u; i < 4u; ++i)
+    if (c + i < hd) x[i] = which == 0u ? k_cache[at + c + i] : v_cache[at + c + i];
+  return x;
+}
+// Key or value j of the item, head elements c .. c + 3 (first, hh, hd: attend's).
+#define KEY4(j, c) cache4(0u, o_kv + (first + (j)) * KV_DIM + KV_HEAD(hh) * hd, c, hd)
+#define VALUE4(j, g) cache4(1u, o_kv + (first + (j)) * KV_DIM + KV_HEAD(hh) * hd, 4u * (g), hd)
+#define HEAD_VEC4S ((hd + 3u) / 4u)
+#else
+#define KEY4(j, c) k4[(o_kv + (first + (j)) * D + hh * hd + (c)) >> 2]
+#define VALUE4(j, g) v4[(o_kv + (first + (j)) * D + hh * hd) / 4u + (g)]
+#define HEAD_VEC4S (hd / 4u)
+#endif
+
 void attend(uint hh, uint chunk, uint size, uint chunks, uint keys, uint max_chunks, bool marks) {
-  const uint hd = pc.dim / pc.heads, row = hd + 2u, D = pc.dim;
+  const uint hd = HD, row = hd + 2u, D = pc.dim;
   const uint first = chunk * size, count = min(size, keys - first);
   const bool has_p = first + count == keys;  // the item holds key p
   const uint v_count = has_p ? count - 1u : count;  // its keys whose value rows it sums
@@ -55,7 +85,7 @@ void attend(uint hh, uint chunk, uint size, uint chunks, uint keys, uint max_chu
   for (uint t = 0u; t < KB; ++t) {
     const uint j = gl_SubgroupID + t * NS, c = 4u * lane;
     const bool cached = j < count && first + j + 1u != keys && c < hd;
-    kp[t] = cached ? k4[(o_kv + (first + j) * D + hh * hd + c) >> 2] : vec4(0.0);
+    kp[t] = cached ? KEY4(j, c) : vec4(0.0);
   }
   stage_qk(hh);
   if (marks) mark(3u);
@@ -71,7 +101,7 @@ void attend(uint hh, uint chunk, uint size, uint chunks, uint keys, uint max_chu
           const bool own = first + j + 1u == keys;  // key p: staged by stage_qk
           d[t] += dot(qv, own ? vec4(kps[c], kps[c + 1u], kps[c + 2u], kps[c + 3u])
                               : j0 == gl_SubgroupID && c == 4u * lane ? kp[t]
-                              : k4[(o_kv + (first + j) * D + hh * hd + c) >> 2]);
+                              : KEY4(j, c));
         }
       }
     }
@@ -94,14 +124,14 @@ void attend(uint hh, uint chunk, uint size, uint chunks, uint keys, uint max_chu
   if (marks) mark(4u);
   // p·V: invocation (g, slice) sums column vec4 g over keys slice, slice + slices, ..., VB keys'
   // loads in flight together.
-  const uint cols = hd / 4u, slices = VT / cols, g = tid % cols, slice = tid / cols, VB = 8u;
+  const uint cols = HEAD_VEC4S, slices = VT / cols, g = tid % cols, slice = tid / cols, VB = 8u;
   vec4 acc = vec4(0.0);
   if (tid < VT && slice < slices)
     for (uint j0 = slice; j0 < v_count; j0 += VB * slices) {
       vec4 vv[VB];
       for (uint t = 0u; t < VB; ++t) {
         const uint j = j0 + t * slices;
-        vv[t] = j < v_count ? v4[(o_kv + (first + j) * D + hh * hd) / 4u + g] : vec4(0.0);
+        vv[t] = j < v_count ? VALUE4(j, g) : vec4(0.0);
       }
       for (uint t = 0u; t < VB; ++t)
         if (j0 + t * slices < v_count) acc += PS(j0 + t * slices) * vv[t];
@@ -114,8 +144,12 @@ void attend(uint hh, uint chunk, uint size, uint chunks, uint keys, uint max_chu
   const float e_p = has_p ? PS(count - 1u) : 0.0;  // exp(s_p - m)
   if (chunks == 1u) {  // the head's only item: its output and its weight of value row p
     if (tid < cols)
-      for (uint i = 0u; i < 4u; ++i) tagged_store(3u * D + hh * hd + 4u * tid + i, o[i] / l);
-    if (tid == 0u) tagged_store(4u * D + hh, e_p / l);
+      for (uint i = 0u; i < 4u; ++i)
+#ifdef LLAMA
+        if (4u * tid + i < hd)
+#endif
+          tagged_store(QKV_DIM + hh * hd + 4u * tid + i, o[i] / l);
+    if (tid == 0u) tagged_store(WEIGHT_PAIRS + hh, e_p / l);
     if (marks) mark(5u);
     barrier();  // pv, qs and the scores are free again
     return;
@@ -126,7 +160,12 @@ void attend(uint hh, uint chunk, uint size, uint chunks, uint keys, uint max_chu
   }
   if (tid < cols) {
     const uint at = dst + 2u + 4u * tid;
+#ifdef LLAMA
+    partials[at] = o.x, partials[at + 1u] = o.y;  // hd even
+    if (4u * tid + 2u < hd) partials[at + 2u] = o.z, partials[at + 3u] = o.w;
+#else
     partials[at] = o.x, partials[at + 1u] = o.y, partials[at + 2u] = o.z, partials[at + 3u] = o.w;
+#endif
   }
   memoryBarrierBuffer();
   barrier();
@@ -151,10 +190,10 @@ void attend(uint hh, uint chunk, uint size, uint chunks, uint keys, uint max_chu
     if (tid < hd)
       for (uint c = 0u; c < n; ++c) out_e += partials[base + (c0 + c) * row + 2u + tid] * wts[c];
   }
-  if (tid < hd) tagged_store(3u * D + hh * hd + tid, out_e / total);
+  if (tid < hd) tagged_store(QKV_DIM + hh * hd + tid, out_e / total);
   if (tid == 0u) {  // the last item's exp(s_p - m) rescaled to the head's m and sum
     const float w = partials[value_weight_at(hh)] * exp(partials[base + (chunks - 1u) * row] - m_all) / total;
-    tagged_store(4u * D + hh, w);
+    tagged_store(WEIGHT_PAIRS + hh, w);
     sync_[16u + hh] = 0u;
   }
   barrier();  // the flag is free again

@@ -2,14 +2,27 @@
 // float atomics; included by decode_layer.comp after decode_layer_out_proj.glsl (WS, RPR, CR).
 
 // Slice s: rows s·SL .. of W1 (4D of them; past the end read as the last and dropped), taken by
-// the subgroups FR at a time, set i of them rows s·SL + i·FR ... (rr[FR ..]: unused).
+// the subgroups FR at a time, set i of them rows s·SL + i·FR ... (rr[FR ..]: unused). LLAMA
+// (SwiGLU): slice s's outputs s·SL + j read gate row s·SL + j and up row F + s·SL + j, in pairs
+// (rr[2p], rr[2p + 1]), FR / 2 outputs a set: W1_SETS sets a slice.
+#ifdef LLAMA
+void ffn_rows(uint s, uint set, out uint rr[MAXR]) {
+  for (uint i = 0u; i < MAXR; ++i) {
+    const uint p = min(i, FR - 1u), j = min(s * SL + set * FR / 2u + p / 2u, pc.ffn - 1u);
+    rr[i] = (p & 1u) * pc.ffn + j;
+  }
+}
+#define W1_SETS (2u * SL / FR)
+#else
 void ffn_rows(uint s, uint set, out uint rr[MAXR]) {
   for (uint i = 0u; i < MAXR; ++i) rr[i] = min(s * SL + set * FR + min(i, FR - 1u), 4u * pc.dim - 1u);
 }
+#define W1_SETS (SL / FR)
+#endif
 
 void ffn_prefetch(out uvec4 pre[LOADS]) {  // the words this invocation's ffn_phase loads first
   for (uint k = 0u; k < LOADS; ++k) pre[k] = uvec4(0u);
-  if (gl_WorkGroupID.x * SL >= 4u * pc.dim || gl_SubgroupID >= SL / FR) return;
+  if (gl_WorkGroupID.x * SL >= FFN_DIM || gl_SubgroupID >= W1_SETS) return;
   uint rr[MAXR];
   ffn_rows(gl_WorkGroupID.x, gl_SubgroupID, rr);
   load_step(2u, row_words(pc.dim), FR, 1u, rr, gl_SubgroupInvocationID, pre);
@@ -19,11 +32,15 @@ void ffn_prefetch(out uvec4 pre[LOADS]) {  // the words this invocation's ffn_ph
 // word t % WS of row c0 + k·RPR + t / WS (a row's WS words in WS adjacent lanes), and the word's
 // scale (int8: the row's; int4: its group's).
 void w2_load_one(uint s, uint c0, uint k, out uvec4 q, out float fq) {
-  const uint D = pc.dim, per_row2 = row_words(4u * D), w = tid % WS;
-  const uint groups2 = (4u * D + pc.group - 1u) / pc.group;
+  const uint D = pc.dim, per_row2 = row_words(FFN_DIM_D), w = tid % WS;
+  const uint groups2 = (FFN_DIM_D + pc.group - 1u) / pc.group;
   const uint r = c0 + k * RPR + tid / WS, v = s * WS + w;
   const bool ok = r < D && v < per_row2;
+#ifdef LLAMA
+  q = ok ? row_word(3u, r, v) : uvec4(0u);
+#else
   q = ok ? w_2[o_w.w + r * per_row2 + v] : uvec4(0u);
+#endif
   fq = !ok                 ? 0.0
        : WTYPE == WT_INT8  ? scale_at(3u, r)
        : WTYPE == WT_INT4  ? scale_at(3u, r * groups2 + v * 32u / pc.group)
@@ -33,8 +50,9 @@ void w2_load(uint s, uint c0, out uvec4 q[LOADS], out float fq[LOADS]) {
   for (uint k = 0u; k < LOADS; ++k) w2_load_one(s, c0, k, q[k], fq[k]);
 }
 
-// h += f1·W2ᵀ, f1 = silu((rmsnorm(h)·g2)·W1ᵀ), slice by slice: the workgroup's slice of f1 into
-// f1s4, then W2's SL columns of every row (WS 16-byte words: 128 bytes in f16) read coalesced, a
+// h += f1·W2ᵀ, f1 = silu((rmsnorm(h)·g2)·W1ᵀ) (LLAMA: silu(gate)·up), slice by slice: the
+// workgroup's slice of f1 into f1s4, then W2's SL columns of every row (WS 16-byte words: 128
+// bytes in f16) read coalesced, a
 // row's words by WS adjacent invocations, their partial dots summed through shared memory (below)
 // and each row added into h by one invocation (the first once count 4 says that every
 // workgroup's staging has read h): out_chunk's method (decode_layer_out_proj.glsl), written out
@@ -44,7 +62,7 @@ void w2_load(uint s, uint c0, out uvec4 q[LOADS], out float fq[LOADS]) {
 // the parts summed by subgroup shuffles (the whole kernel 1.4x slower).
 void ffn_phase(uvec4 pre[LOADS]) {
   const uint D = pc.dim, lane = gl_SubgroupInvocationID, sg = gl_SubgroupID;
-  const uint slices = (4u * D + SL - 1u) / SL, per_row1 = row_words(D);
+  const uint slices = (FFN_DIM_D + SL - 1u) / SL, per_row1 = row_words(D);
   const float rstd = stage(0u, D, 2u);
   count_staged(4u, false);  // W2's sums may go into h once every workgroup has counted in
   mark(10u);
@@ -53,18 +71,26 @@ void ffn_phase(uvec4 pre[LOADS]) {
   uvec4 q[LOADS];
   float fq[LOADS];
   for (uint s = gl_WorkGroupID.x; s < slices; s += gl_NumWorkGroups.x) {
-    for (uint set = sg; set < SL / FR; set += gl_NumSubgroups) {
+    for (uint set = sg; set < W1_SETS; set += gl_NumSubgroups) {
       uint rr[MAXR];
       ffn_rows(s, set, rr);
       float factor[MAXR], acc[MAXR];
       for (uint i = 0u; i < MAXR; ++i) factor[i] = WTYPE == WT_INT8 ? scale_at(2u, rr[i]) : 1.0, acc[i] = 0.0;
       row_dots(2u, per_row1, FR, 1u, 0u, rr, first, pre, acc);
       first = false;
+#ifdef LLAMA
+      for (uint i = 0u; i + 1u < FR; i += 2u) {  // a (gate, up) pair
+        const float y = subgroupAdd(acc[i]) * factor[i] * rstd, up = subgroupAdd(acc[i + 1u]) * factor[i + 1u] * rstd;
+        const uint j = set * FR / 2u + i / 2u;
+        if (lane == i % gl_SubgroupSize) f1s4[j >> 2u][j & 3u] = s * SL + j < pc.ffn ? y / (1.0 + exp(-y)) * up : 0.0;
+      }
+#else
       for (uint i = 0u; i < FR; ++i) {
         const float y = subgroupAdd(acc[i]) * factor[i] * rstd;
         const uint j = set * FR + i;
         if (lane == i % gl_SubgroupSize) f1s4[j >> 2u][j & 3u] = s * SL + j < 4u * D ? y / (1.0 + exp(-y)) : 0.0;
       }
+#endif
     }
     w2_load(s, 0u, q, fq);  // W2's first words in flight during f1's barrier
     // Count 4 (the first slice: every workgroup's staging past its read of h; a barrier of shared

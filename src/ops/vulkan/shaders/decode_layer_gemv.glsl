@@ -2,27 +2,92 @@
 // with the staged row that the FFN reuses; included by decode_layer.comp after its bindings.
 
 uint row_words(uint cols) {  // 16-byte words per weight row
+#ifdef LLAMA
+  return (cols + 4u * F - 1u) / (4u * F);  // the last one partial where the row is not whole words
+#else
   if (WTYPE == WT_F32) return cols / 4u;
   if (WTYPE == WT_F16) return cols / 8u;
   if (WTYPE == WT_INT8) return cols / 16u;
   return cols / 32u;
+#endif
 }
+
+#ifdef LLAMA
+// Word v of row r of matrix m (m 0 qkv, 1 out_proj, 2 ffn.0, 3 ffn.2, 4 the head in qkv's bindings):
+// the 16 bytes from byte 16·v of the row. ALIGNED 0: rows are packed end to end from any byte, so
+// the word is read as the 32-bit words that hold it (none past the row's last), shifted into place;
+// its bytes past the row's end are the next row's or zeros, which meet zeros of x (stage, the
+// slices' values past their ends).
+uvec4 row_word(uint m, uint r, uint v) {
+  const uint cols = m == 1u ? Q_DIM : m == 3u ? FFN_DIM : pc.dim;
+  if (ALIGNED != 0u) {
+    const uint i = r * row_words(cols) + v;
+    if (m == 1u) return w_o[o_w.y + i];
+    if (m == 3u) return w_2[o_w.w + i];
+    return w_word(m, i);
+  }
+  const uint bytes = WTYPE == WT_F32   ? 4u * cols
+                     : WTYPE == WT_F16 ? 2u * cols
+                     : WTYPE == WT_INT8 ? cols
+                                        : (cols + 1u) / 2u;
+  const uint at = r * bytes + 16u * v, end = r * bytes + min(16u * v + 16u, bytes);
+  const uint first = at >> 2u, count = (end + 3u) / 4u - first;
+  const uint base = m == 1u ? o_w.y : m == 3u ? o_w.w : m == 2u ? o_w.z : o_w.x;
+  uint u[5];
+  for (uint k = 0u; k < 5u; ++k) {
+    const uint i = 4u * base + first + k;
+    u[k] = k >= count ? 0u : m == 1u ? w_o_u[i] : m == 3u ? w_2_u[i] : m == 2u ? w_1_u[i] : w_qkv_u[i];
+  }
+  const uint sh = 8u * (at & 3u);
+  if (sh == 0u) return uvec4(u[0], u[1], u[2], u[3]);
+  const uvec4 lo = uvec4(u[0], u[1], u[2], u[3]), hi = uvec4(u[1], u[2], u[3], u[4]);
+  return (lo >> sh) | (hi << (32u - sh));
+}
+#define ROW_WORD(m, r, v) row_word(m, r, v)
+#else
+#define ROW_WORD(m, r, v) w_word(m, (r) * per_row + (v))  // per_row: the caller's row_words
+#endif
 
 // Phase 1's rows: logical rows 0 .. 2D - 1 are q's and k's, head by head (head h's 2·hd·h .. are
 // its q rows, then its k rows), where logical rows 2j, 2j + 1 of each are its j-th rotation pair
 // (rows j, j + hd/2); then v's rows 2D .. 3D - 1 in order, last, since the attention does not wait
 // for them: with a grid of fewer subgroups than row sets, they are the second round's rows.
+// LLAMA: grouped heads, KV head g's query heads' rows (g·group .. (g + 1)·group - 1, head by
+// head), then its k rows, so that a head's q and k come together as in MiniLLM's blocks (group 1).
+#ifdef LLAMA
+uint qkv_row(uint l) {
+  const uint hd = pc.head_dim, Q = Q_DIM;
+  if (l >= Q + KV_DIM) return l;
+  const uint group = pc.heads / pc.kv_heads, span = (group + 1u) * hd, g = l / span, within = l % span;
+  const uint part = within / hd, i = within % hd;  // part < group: q of head g·group + part; group: k of KV head g
+  const uint head_row = part < group ? (g * group + part) * hd : Q + g * hd;
+  return head_row + (i >> 1u) + (i & 1u) * (hd / 2u);
+}
+#else
 uint qkv_row(uint l) {
   if (l >= 2u * pc.dim) return l;
   const uint hd = pc.dim / pc.heads, half_hd = hd / 2u, hh = l / (2u * hd), within = l % (2u * hd);
   const uint part = within / hd, i = within % hd;  // part 0 q, 1 k
   return part * pc.dim + hh * hd + (i >> 1u) + (i & 1u) * half_hd;
 }
+#endif
 
 // Rows ra, rb (a rotation pair where q or k) of q/k/v done: biased (the caller), rotated by cs
 // (cos, sin) where q or k, stored as tagged pairs (which the attention polls), k and v appended at
-// pos.
+// pos (a cache row of KV_DIM: k's rows from Q_DIM, v's from Q_DIM + KV_DIM).
 void store_qkv_pair(uint ra, uint rb, float a, float b, vec2 cs, uint pos) {
+#ifdef LLAMA
+  const uint Q = Q_DIM, KV = KV_DIM;
+  if (ra < Q + KV) {
+    const float ya = a * cs.x - b * cs.y, yb = b * cs.x + a * cs.y;
+    a = ya, b = yb;
+  }
+  tagged_store(ra, a);
+  tagged_store(rb, b);
+  const uint at = o_kv + pos * KV;
+  if (ra >= Q + KV) v_cache[at + ra - Q - KV] = a, v_cache[at + rb - Q - KV] = b;
+  else if (ra >= Q) k_cache[at + ra - Q] = a, k_cache[at + rb - Q] = b;
+#else
   const uint D = pc.dim;
   if (ra < 2u * D) {
     const float ya = a * cs.x - b * cs.y, yb = b * cs.x + a * cs.y;
@@ -33,6 +98,7 @@ void store_qkv_pair(uint ra, uint rb, float a, float b, vec2 cs, uint pos) {
   const uint at = o_kv + pos * D;
   if (ra >= 2u * D) v_cache[at + ra - 2u * D] = a, v_cache[at + rb - 2u * D] = b;
   else if (ra >= D) k_cache[at + ra - D] = a, k_cache[at + rb - D] = b;
+#endif
 }
 
 // Subgroups per row set (1, 2 or 4): more where the row sets are fewer than the grid's subgroups
@@ -62,7 +128,7 @@ void load_step(uint m, uint per_row, uint nr, uint split, uint rr[MAXR], uint v0
   const uint U = max(LOADS / nr, 1u);
   for (uint k = 0u; k < LOADS; ++k) {
     const uint v = v0 + k / nr * split * gl_SubgroupSize;
-    q[k] = k < nr * U && v < per_row ? w_word(m, rr[k % nr] * per_row + v) : uvec4(0u);
+    q[k] = k < nr * U && v < per_row ? ROW_WORD(m, rr[k % nr], v) : uvec4(0u);
   }
 }
 
@@ -116,6 +182,15 @@ void row_dots(uint m, uint per_row, uint nr, uint split, uint part, uint rr[MAXR
   }
 }
 
+// q's and k's rows (rotated), the q/k/v bias of row r.
+#ifdef LLAMA
+#define QK_ROWS (Q_DIM + KV_DIM)
+#define QKV_BIAS(r) (pc.qkv_bias != 0u ? bias_qkv(r) : 0.0)
+#else
+#define QK_ROWS (2u * pc.dim)
+#define QKV_BIAS(r) bias_qkv(r)
+#endif
+
 // Matrix m (rows, cols) times the staged row: each workgroup takes row sets of `nr` rows (<= MAXR)
 // per `split` subgroups, grid-stride (the loop's trip count is the workgroup's, for the split's
 // barriers). The first step's words are `pre` (prefetch) where pre_loaded, else loaded here.
@@ -123,7 +198,7 @@ void row_dots(uint m, uint per_row, uint nr, uint split, uint part, uint rr[MAXR
 void gemv(uint m, uint rows, uint cols, uint nr, float rstd, uvec4 pre[LOADS]) {
   const uint S = gl_SubgroupSize, lane = gl_SubgroupInvocationID, sg = gl_SubgroupID, per_row = row_words(cols);
   const uint split = split_for(rows, nr, per_row), part = sg % split, per_group = gl_NumSubgroups / split * nr;
-  const uint pos = position[0], half_hd = pc.dim / pc.heads / 2u;
+  const uint pos = position[0], half_hd = HD / 2u;
   bool first = pre_loaded;
   for (uint base = gl_WorkGroupID.x * per_group; base < rows; base += gl_NumWorkGroups.x * per_group) {
     const uint r0 = base + sg / split * nr;
@@ -139,8 +214,8 @@ void gemv(uint m, uint rows, uint cols, uint nr, float rstd, uvec4 pre[LOADS]) {
       if (i >= nr) continue;
       const uint r = rr[i];
       factor[i] = WTYPE == WT_INT8 ? scale_at(m, r) : 1.0;
-      addend[i] = m == 0u ? bias_qkv(r) : 0.0;
-      cs[i] = m == 0u && i % 2u == 0u && r < 2u * pc.dim ? cos_sin[pos * half_hd + r % half_hd] : vec2(1.0, 0.0);
+      addend[i] = m == 0u ? QKV_BIAS(r) : 0.0;
+      cs[i] = m == 0u && i % 2u == 0u && r < QK_ROWS ? cos_sin[pos * half_hd + r % half_hd] : vec2(1.0, 0.0);
     }
     float acc[MAXR];
     for (uint i = 0u; i < MAXR; ++i) acc[i] = 0.0;

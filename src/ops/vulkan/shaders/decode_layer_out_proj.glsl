@@ -15,11 +15,15 @@ const uint WS = SL / (4u * F), RPR = THREADS / WS, CR = RPR * LOADS;
 // reads word t % WS of row c0 + k·RPR + t / WS (out_word), and the word's scale (out_scale; int8:
 // the row's, int4: its group's).
 uvec4 out_word(uint s, uint c0, uint end, uint k) {
-  const uint per_row = row_words(pc.dim), r = c0 + k * RPR + tid / WS, v = s * WS + tid % WS;
+  const uint per_row = row_words(Q_DIM), r = c0 + k * RPR + tid / WS, v = s * WS + tid % WS;
+#ifdef LLAMA
+  return r < end && v < per_row ? row_word(1u, r, v) : uvec4(0u);
+#else
   return r < end && v < per_row ? w_o[o_w.y + r * per_row + v] : uvec4(0u);
+#endif
 }
 float out_scale(uint s, uint c0, uint end, uint k) {
-  const uint per_row = row_words(pc.dim), groups = (pc.dim + pc.group - 1u) / pc.group;
+  const uint per_row = row_words(Q_DIM), groups = (Q_DIM + pc.group - 1u) / pc.group;
   const uint r = c0 + k * RPR + tid / WS, v = s * WS + tid % WS;
   return !(r < end && v < per_row) ? 0.0
          : WTYPE == WT_INT8        ? scale_at(1u, r)
@@ -60,7 +64,7 @@ void out_chunk(uint s, uint c0, uint end, bool bias, inout uvec4 q[LOADS], inout
 // a workgroup, whole loads (H200 seed size: 512, so that in f16 the tile's 64 KB is one chunk, in
 // flight during the attention).
 uint out_rows() {
-  const uint D = pc.dim, slices = (D + SL - 1u) / SL, G = gl_NumWorkGroups.x;
+  const uint D = pc.dim, slices = (Q_DIM_D + SL - 1u) / SL, G = gl_NumWorkGroups.x;
   const uint r = ((D * slices + G - 1u) / G + RPR - 1u) / RPR * RPR;
   return min(r, (D + RPR - 1u) / RPR * RPR);
 }
@@ -71,17 +75,30 @@ void out_proj_tile(uint t, out uint s, out uint r0, out uint end) {
 // This workgroup's first tile's first chunk of words (not their scales: out_proj_phase loads them,
 // so that they are not held through the attention).
 void out_proj_prefetch(out uvec4 q[LOADS]) {
-  const uint R = out_rows(), tiles = (pc.dim + SL - 1u) / SL * ((pc.dim + R - 1u) / R);
+  const uint R = out_rows(), tiles = (Q_DIM + SL - 1u) / SL * ((pc.dim + R - 1u) / R);
   uint s, r0, end;
   out_proj_tile(gl_WorkGroupID.x, s, r0, end);
   if (gl_WorkGroupID.x >= tiles) end = 0u;  // nothing: zeros
   for (uint k = 0u; k < LOADS; ++k) q[k] = out_word(s, r0, end, k);
 }
 
+// This token's value row at att's column c (of head hh): its KV head's element c % hd.
+#ifdef LLAMA
+#define VALUE_ROW(c, hh) (Q_DIM + KV_DIM + KV_HEAD(hh) * HD + (c) % HD)
+#else
+#define VALUE_ROW(c, hh) (2u * D + (c))
+#endif
+// Whether slice s's rows add the bias (the first slice's, where there is one).
+#ifdef LLAMA
+#define OUT_BIAS(s) ((s) == 0u && pc.out_bias != 0u)
+#else
+#define OUT_BIAS(s) (s) == 0u
+#endif
+
 // Its atomics wait for count 3: every workgroup's qkv staging has read h (block blk's count).
 void out_proj_phase(inout uvec4 q[LOADS]) {
   const uint D = pc.dim, G = gl_NumWorkGroups.x, R = out_rows();
-  const uint tiles = (D + SL - 1u) / SL * ((D + R - 1u) / R);
+  const uint tiles = (Q_DIM_D + SL - 1u) / SL * ((D + R - 1u) / R);
   // This workgroup's own attention stores before its polls: the waits depend on other workgroups
   // only (see attention_phase).
   barrier();
@@ -99,16 +116,21 @@ void out_proj_phase(inout uvec4 q[LOADS]) {
     // for count 3 (the first tile; a barrier of shared memory only after them, which does not
     // wait for the words in flight).
     if (tid >= THREADS - SL) {
+#ifdef LLAMA
+      const uint j = tid - (THREADS - SL), c = min(s * SL + j, Q_DIM - 1u), hh = c / HD;
+#else
       const uint j = tid - (THREADS - SL), c = min(s * SL + j, D - 1u), hh = c / (D / pc.heads);
-      const uvec2 a = tagged_read(3u * D + c), v = tagged_read(2u * D + c), w = tagged_read(4u * D + hh);
-      const float x = tagged_settle(3u * D + c, a) + tagged_settle(4u * D + hh, w) * tagged_settle(2u * D + c, v);
-      f1s4[j >> 2u][j & 3u] = s * SL + j < D ? x : 0.0;
+#endif
+      const uvec2 a = tagged_read(QKV_DIM + c), v = tagged_read(VALUE_ROW(c, hh)), w = tagged_read(WEIGHT_PAIRS + hh);
+      const float x =
+          tagged_settle(QKV_DIM + c, a) + tagged_settle(WEIGHT_PAIRS + hh, w) * tagged_settle(VALUE_ROW(c, hh), v);
+      f1s4[j >> 2u][j & 3u] = s * SL + j < Q_DIM_D ? x : 0.0;
     }
     if (first && tid == 0u) wait_count(3u, G * (blk + 1u));
     barrier();
     if (first) mark(7u);
     first = false;
-    for (uint c0 = r0; c0 < end; c0 += CR) out_chunk(s, c0, end, s == 0u, q, fq);
+    for (uint c0 = r0; c0 < end; c0 += CR) out_chunk(s, c0, end, OUT_BIAS(s), q, fq);
   }
   if (first) mark(7u);  // no tile here
 }
