@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <set>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/half.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "io/token_file.h"
@@ -250,6 +252,67 @@ TEST_P(HfFolderCase, TrainsAsPyTorchFromOneFileAndFromShards) {
   write_file_atomic((shards / "model.safetensors.index.json").string(),
                     nlohmann::json{{"metadata", {{"total_size", 0}}}, {"weight_map", map}}.dump());
   expect_folder_trains_as_pytorch(g, shards.string(), tmp);
+}
+
+// Weights stored in BF16 or F16 (as most Hugging Face folders are): the folder trains exactly as an
+// F32 folder of the same values rounded to that type (the reader widens them without loss), and
+// the rounding is real (it moves the first loss from PyTorch's F32 run).
+TEST_P(HfFolderCase, Bf16AndF16WeightsTrainAsTheirValues) {
+  const Golden g = load_golden(GetParam());
+  testing::TempDir tmp;
+  const SafetensorsReader init(g.dir + "/init.safetensors");
+  for (const DType dtype : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const std::string tag = dtype_name(dtype);
+    const std::filesystem::path narrow = tmp.file(tag), wide = tmp.file(tag + "_as_f32");
+    std::vector<std::vector<uint16_t>> bits;
+    std::vector<std::vector<float>> rounded;
+    std::vector<TensorToWrite> narrow_tensors, wide_tensors;
+    for (const TensorView& t : init.tensors()) {
+      std::vector<float> v(static_cast<size_t>(t.numel()));
+      init.read_f32(t.name, t.shape, v.data());
+      std::vector<uint16_t> b(v.size());
+      std::vector<float> r(v.size());
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (dtype == DType::f16) {
+          b[i] = float_to_half(v[i]);
+          r[i] = half_to_float(b[i]);
+        } else {  // round to nearest even on the upper 16 bits
+          uint32_t u;
+          std::memcpy(&u, &v[i], 4);
+          b[i] = static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+          const uint32_t back = static_cast<uint32_t>(b[i]) << 16;
+          std::memcpy(&r[i], &back, 4);
+        }
+      }
+      bits.push_back(std::move(b));
+      rounded.push_back(std::move(r));
+    }
+    for (size_t i = 0; i < init.tensors().size(); ++i) {
+      const TensorView& t = init.tensors()[i];
+      narrow_tensors.push_back({t.name, dtype, t.shape, bits[i].data()});
+      wide_tensors.push_back({t.name, DType::f32, t.shape, rounded[i].data()});
+    }
+    for (const auto& [dir, tensors] : {std::pair{narrow, &narrow_tensors}, std::pair{wide, &wide_tensors}}) {
+      std::filesystem::create_directories(dir);
+      std::filesystem::copy_file(g.dir + "/config.json", dir / "config.json");
+      write_safetensors((dir / "model.safetensors").string(), *tensors, {{"format", "pt"}});
+    }
+    std::vector<double> losses[2];
+    for (int k = 0; k < 2; ++k) {
+      TrainOptions o = g.options;
+      o.steps = 3;
+      o.init_from = (k == 0 ? narrow : wide).string();
+      o.model = config_from_weights(SafetensorsReader(o.init_from), ModelConfig{}, false, false);
+      o.metrics_path = tmp.file(tag + std::to_string(k) + ".jsonl");
+      train(o);
+      for (const auto& row : read_jsonl(o.metrics_path)) losses[k].push_back(row["loss"]);
+    }
+    ASSERT_EQ(losses[0].size(), 3u);
+    EXPECT_EQ(losses[0], losses[1]);  // bitwise
+    const double pytorch = g.expected["losses"][0];
+    EXPECT_NE(losses[0][0], pytorch) << "the rounding to " << tag << " changed nothing";
+  }
 }
 
 // A checkpoint of the llama preset is a Hugging Face folder: config.json beside model.safetensors
