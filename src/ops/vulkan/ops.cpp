@@ -151,6 +151,13 @@ Ops::GemvShape Ops::gemv_shape_for(const DeviceMatrix& w) const {
   return s;
 }
 
+void Ops::set_decode_tuning(DecodeTuning t) {
+  for (const auto& [what, loads] : {std::pair{"layer", t.layer_loads}, std::pair{"head", t.head_loads}})
+    PYLON_CHECK(loads == 0 || loads == 2 || loads == 4 || loads == 8 || loads == 16, "Vulkan: ", what,
+                " loads ", loads, " is not 2, 4, 8 or 16 (the persistent kernel's 16-byte words in flight a lane)");
+  tuning_ = t;
+}
+
 void Ops::matmul(Recorder& r, const BufferView& y, uint32_t ldy, const BufferView& x, uint32_t x_off,
                  uint32_t n, const DeviceMatrix& w, const DeviceMatrix* bias, bool accumulate, bool silu) {
   // CPU devices: the texel GEMV over 4 tokens at once where rows are whole 16-byte words

@@ -242,13 +242,15 @@ class Ops {
   bool persistent_failed();
   // Test hook: every barrier of decode_layer (not of the probe) gives up.
   void set_fail_barriers(bool on) { fail_barriers_ = on; }
-  // The persistent kernel's tuning: 16-byte words in flight per lane in the blocks and in the head,
-  // the head's rows per subgroup and workgroups per SM. Zeros: the measured choices
-  // (decode_layer.cpp); benchmarks move them (pylon_bench_vulkan's flags).
+  // The persistent kernel's tuning: 16-byte words in flight per lane in the blocks and in the head
+  // (0, or 2, 4, 8 or 16: the blocks' MLP takes that many rows a set from slices of 64, so another
+  // count would leave rows uncomputed), the head's rows per subgroup and workgroups per SM. Zeros:
+  // the measured choices (decode_layer.cpp); benchmarks move them (pylon_bench_vulkan's flags).
+  // Throws pylon::Error for a load count outside those.
   struct DecodeTuning {
     uint32_t layer_loads = 0, head_loads = 0, head_rows = 0, head_groups = 0;
   };
-  void set_decode_tuning(DecodeTuning t) { tuning_ = t; }
+  void set_decode_tuning(DecodeTuning t);
 
  private:
   void matmul_with(const char* kernel, Recorder& r, const BufferView& y, uint32_t ldy,

@@ -416,6 +416,24 @@ TEST(VulkanDecoder, PersistentKernelRefusesBlocksItDoesNotRun) {
   EXPECT_EQ(refusal({4, 2, 16}, true, EdgeDType::int4, 48), "int4 groups that are not a multiple of 32");
 }
 
+// The benchmarks' load counts: 2, 4, 8 or 16 words a lane; another (3 would leave one row of each
+// 64-row slice of the MLP uncomputed) is one line.
+TEST(VulkanDecoder, PersistentTuningRefusesLoadCountsThatSkipRows) {
+  const std::unique_ptr<vk::Context> ctx = testing::vulkan_context_or_null();
+  if (!ctx) GTEST_SKIP() << "no Vulkan device";
+  vk::Ops ops(*ctx);
+  for (const uint32_t ok : {0u, 2u, 4u, 8u, 16u}) EXPECT_NO_THROW(ops.set_decode_tuning({ok, ok, 0, 0}));
+  for (const uint32_t bad : {1u, 3u, 6u, 12u, 32u}) {
+    EXPECT_THROW(ops.set_decode_tuning({bad, 0, 0, 0}), Error) << bad;
+    EXPECT_THROW(ops.set_decode_tuning({0, bad, 0, 0}), Error) << bad;
+  }
+  try {
+    ops.set_decode_tuning({3, 0, 0, 0});
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("layer loads 3 is not 2, 4, 8 or 16"), std::string::npos) << e.what();
+  }
+}
+
 // A grid too large to run at once is refused by the probe (a clear error when the persistent path
 // is demanded, as for a seed-preset model or a device without float or 64-bit atomics; "auto" then
 // decodes op by op); a barrier that gives up mid-token (injected) makes the decoder redo the token
