@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "io/mapped_file.h"
 
 namespace pylon {
 namespace {
@@ -63,17 +64,8 @@ void write_file_atomic(const std::string& path, const std::string& contents) {
 }
 
 std::string read_text_file(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  PYLON_CHECK(f, path, ": cannot open: ", std::strerror(errno));
-  std::string out;
-  char buf[1 << 16];
-  size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-  const bool failed = std::ferror(f) != 0;
-  const int err = errno;
-  std::fclose(f);
-  PYLON_CHECK(!failed, path, ": read failed: ", std::strerror(err));
-  return out;
+  const MappedFile file(path);  // a regular file, or one line saying what it is not
+  return std::string(reinterpret_cast<const char*>(file.data()), file.size());
 }
 
 }  // namespace pylon

@@ -1,4 +1,4 @@
-// MappedFile: open, fstat, mmap read-only; an empty file is size 0 with no mapping.
+// MappedFile: open (without blocking), fstat, mmap read-only; an empty file is size 0 with no mapping.
 #include "io/mapped_file.h"
 
 #include <fcntl.h>
@@ -15,7 +15,8 @@
 namespace pylon {
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO opens at once (and is refused below) instead of waiting for a writer.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   PYLON_CHECK(fd >= 0, path, ": cannot open: ", std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {

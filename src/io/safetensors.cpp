@@ -123,9 +123,7 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
     const std::string where = index.string();
     nlohmann::json root;
     try {
-      std::ifstream in(index);
-      PYLON_CHECK(in, where, ": cannot be read");
-      root = nlohmann::json::parse(in);
+      root = nlohmann::json::parse(read_text_file(where));
     } catch (const nlohmann::json::exception& e) {
       PYLON_CHECK(false, where, ": not valid JSON: ", e.what());
     }

@@ -13,7 +13,8 @@ namespace fs = std::filesystem;
 
 bool has_hf_config(const std::string& dir) {
   std::error_code ec;
-  return fs::is_directory(dir, ec) && fs::is_regular_file(fs::path(dir) / "config.json", ec);
+  // Any config.json, so that one that is not a regular file is refused by name where it is read.
+  return fs::is_directory(dir, ec) && fs::exists(fs::path(dir) / "config.json", ec);
 }
 
 ModelConfig read_hf_config(const std::string& dir) {

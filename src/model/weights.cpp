@@ -92,6 +92,7 @@ ModelConfig config_from_weights(const SafetensorsReader& file, const ModelConfig
   int layers = 0;
   while (file.find("layers." + std::to_string(layers) + ".norm1.weight")) ++layers;
   c.layers = layers;
+  PYLON_CHECK(c.heads > 0, file.path(), ": --heads must be positive, got ", c.heads);
   PYLON_CHECK(c.dim % c.heads == 0, file.path(), ": dim ", c.dim, " is not divisible by ", c.heads,
               " heads (pass --heads)");
   c.validate();

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "io/atomic_file.h"
 #include "profile/table.h"
 
 namespace pylon::profile {
@@ -115,9 +116,7 @@ std::string percent(double part, double whole) {
 }  // namespace
 
 std::vector<TraceSlice> read_trace_slices(const std::string& path) {
-  std::ifstream in(path);
-  PYLON_CHECK(in, path, ": cannot open");
-  const nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json doc = nlohmann::json::parse(read_text_file(path), nullptr, /*allow_exceptions=*/false);
   PYLON_CHECK(!doc.is_discarded(), path, ": not a Chrome trace (not valid JSON)");
   const nlohmann::json* list = doc.is_array() ? &doc : nullptr;  // the format allows a bare array
   if (doc.is_object() && doc.contains("traceEvents")) list = &doc["traceEvents"];

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/atomic_file.h"
 
 namespace pylon::profile {
 namespace {
@@ -126,9 +127,7 @@ void merge_chrome_traces(const std::string& out_path, const std::vector<std::str
   std::set<int64_t> used;
   for (int64_t input = 0; input < static_cast<int64_t>(inputs.size()); ++input) {
     const std::string& path = inputs[static_cast<size_t>(input)];
-    std::ifstream in(path);
-    PYLON_CHECK(in, path, ": cannot open");
-    nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    nlohmann::json doc = nlohmann::json::parse(read_text_file(path), nullptr, /*allow_exceptions=*/false);
     PYLON_CHECK(!doc.is_discarded(), path, ": not a Chrome trace (not valid JSON)");
     nlohmann::json* list = doc.is_array() ? &doc : nullptr;  // the format allows a bare array
     if (doc.is_object() && doc.contains("traceEvents")) list = &doc["traceEvents"];

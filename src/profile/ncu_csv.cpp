@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "core/error.h"
+#include "io/atomic_file.h"
 
 namespace pylon::profile {
 namespace {
@@ -237,10 +238,7 @@ std::vector<KernelCounters> parse_ncu_csv(const std::string& text, const std::st
 }
 
 std::vector<KernelCounters> read_ncu_csv(const std::string& path, std::string* device_name) {
-  std::ifstream in(path, std::ios::binary);
-  PYLON_CHECK(in, path, ": cannot open");
-  const std::string text(std::istreambuf_iterator<char>(in), {});
-  return parse_ncu_csv(text, path, device_name);
+  return parse_ncu_csv(read_text_file(path), path, device_name);
 }
 
 }  // namespace pylon::profile

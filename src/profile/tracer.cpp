@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -92,7 +93,7 @@ void drop_records_launched_before(Trace& trace) {
   int64_t first = std::numeric_limits<int64_t>::max();
   for (const ThreadTrace& th : trace.threads)
     for (const RangeEvent& e : th.ranges)
-      if (e.args.key == kCorrelationArg && e.args.values[0] > 0) first = std::min(first, e.args.values[0]);
+      if (e.args.key && !std::strcmp(e.args.key, kCorrelationArg) && e.args.values[0] > 0) first = std::min(first, e.args.values[0]);
   if (first == std::numeric_limits<int64_t>::max()) return;  // no launch traced: nothing to tell apart
   std::erase_if(trace.device, [first](const DeviceRecord& d) { return d.correlation > 0 && d.correlation < first; });
 }

@@ -2,6 +2,8 @@
 // foundation issue, and bad input giving one clear line and a non-zero exit, never a crash.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -135,6 +137,51 @@ TEST(Cli, WrongShapesAndNamesAreErrors) {
   }
   write_safetensors(tmp.file("renamed.safetensors"), tensors);
   expect_clear_error(run_pylon(train_args("", tmp.file("renamed.safetensors"))), "head.weight");
+}
+
+// Zero heads, from the flag (a PyTorch state dict) or from a checkpoint's metadata, is one line in
+// eval, export and generate (it once divided by zero: SIGFPE).
+TEST(Cli, ZeroHeadsAreErrors) {
+  testing::TempDir tmp;
+  const std::string init = kGolden + "/init.safetensors", data = " --data " + kGolden + "/tokens.bin";
+  const SafetensorsReader src(init);
+  std::vector<std::vector<float>> store;
+  std::vector<TensorToWrite> tensors;
+  for (const auto& t : src.tensors()) {
+    store.emplace_back(static_cast<size_t>(t.numel()));
+    src.read_f32(t.name, t.shape, store.back().data());
+    tensors.push_back({t.name, DType::f32, t.shape, store.back().data()});
+  }
+  write_safetensors(tmp.file("zero.safetensors"), tensors,
+                    {{"pylon.preset", "seed"}, {"pylon.vocab", "97"}, {"pylon.dim", "32"},
+                     {"pylon.layers", "2"}, {"pylon.heads", "0"}});
+  for (const std::string& model : {init + " --heads 0", tmp.file("zero.safetensors")}) {
+    SCOPED_TRACE(model);
+    expect_clear_error(run_pylon("eval --model " + model + data + " --batch 2 --seq 8 --steps 1"), "heads");
+    expect_clear_error(run_pylon("export --model " + model + " --out " + tmp.file("x.edge")), "heads");
+    expect_clear_error(run_pylon("generate --model " + model + " --prompt hi --max-new-tokens 1"), "heads");
+  }
+  EXPECT_FALSE(std::filesystem::exists(tmp.file("x.edge")));
+}
+
+// A FIFO given as an input file is refused at once (it once blocked in open() waiting for a writer):
+// weights, an edge file, a Hugging Face folder's config, a trace, an ncu export, token data.
+TEST(Cli, FifosAreRefusedNotWaitedOn) {
+  testing::TempDir tmp;
+  const std::string fifo = tmp.file("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string folder = tmp.file("hf");
+  std::filesystem::create_directories(folder);
+  ASSERT_EQ(::mkfifo((folder + "/config.json").c_str(), 0600), 0);
+  std::filesystem::copy_file(std::string(PYLON_GOLDEN_DIR) + "/llama_small/init.safetensors",
+                             folder + "/model.safetensors");
+  for (const std::string& args :
+       {"eval --model " + fifo + " --data " + kGolden + "/tokens.bin", "inspect " + fifo,
+        "eval --model " + folder + " --data " + kGolden + "/tokens.bin", "trace analyze " + fifo,
+        "roofline --ncu-csv " + fifo, "train --steps 1 --data " + fifo}) {
+    SCOPED_TRACE(args);
+    expect_clear_error(run_pylon(args), "not a regular file");
+  }
 }
 
 TEST(Cli, TokenIdsOutsideTheVocabAreErrors) {

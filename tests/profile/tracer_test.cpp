@@ -127,10 +127,14 @@ Trace synthetic_trace() {
 // Records queued before the window (correlation below every traced launch) go; a record whose
 // launch was not traced but came later (a library's driver-level fill), and one without a
 // correlation, stay.
+// The key is compared by its text: here a copy of kCorrelationArg at another address (a pointer
+// comparison passed only where the linker merged the two strings).
 TEST(DropRecordsLaunchedBefore, KeepsTheWindowsOwnWork) {
   Trace t;
   RangeEvent launch{"cuda_runtime", "cudaLaunchKernel", 100, 110, {}};
-  launch.args.key = kCorrelationArg;
+  static const std::string key_copy = kCorrelationArg;
+  ASSERT_NE(static_cast<const void*>(key_copy.c_str()), static_cast<const void*>(kCorrelationArg));
+  launch.args.key = key_copy.c_str();
   ThreadTrace th{1, "main", {}, {}};
   for (int64_t corr : {12, 10}) {
     launch.args.values[0] = corr;
