@@ -133,6 +133,25 @@ TEST(TraceDiff, CommandComparesTwoCommittedTraces) {
   EXPECT_EQ(nlohmann::json::parse(r.out)["vanished"], j["new"]);
 }
 
+// Two CUDA traces of one seed model (D 512, 2 layers, seq 256) on the H200, batch 4 against batch 8
+// (bench/ncu_exports_device.sh): cuBLASLt picks other GEMM kernels at batch 8.
+TEST(TraceDiff, CudaTracesOfTwoBatchSizes) {
+  const auto r = pylon::testing::run_pylon("trace diff --json " + kData + "/trace_cuda_b4.json " + kData +
+                                           "/trace_cuda_b8.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["source"], "device");
+  EXPECT_EQ(j["a"]["steps"], 5);
+  EXPECT_FALSE(j["new"].empty());
+  EXPECT_FALSE(j["vanished"].empty());
+  for (const nlohmann::json& name : j["new"]) EXPECT_EQ(name.get<std::string>().rfind("nvjet", 0), 0u) << name;
+  for (const nlohmann::json& c : j["classes"]) {
+    if (c["name"] == "GEMM") {
+      EXPECT_GT(c["b_us"].get<double>(), c["a_us"].get<double>()) << c;
+    }
+  }
+}
+
 TEST(TraceDiff, BadArgumentsAreOneErrorLine) {
   const std::string a = kData + "/trace_cpu_1rank.json";
   pylon::testing::TempDir tmp;
