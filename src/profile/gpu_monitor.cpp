@@ -10,6 +10,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 
@@ -152,25 +153,25 @@ void GpuMonitor::run() {
   }
 }
 
-double GpuMonitor::energy_now(const GpuSample& s, int64_t t_ns) const {
-  if (s.energy_j >= 0) return s.energy_j;
-  // No counter: the samples' integral, carried on at the last power reading up to t_ns.
-  const GpuSample& last = samples_.back();
-  return integrated_j_ + last.power_w * static_cast<double>(t_ns - last.t_ns) / 1e9;
+double GpuMonitor::integrated_until(int64_t t_ns) const {
+  const GpuSample& last = samples_.back();  // carried on at the last power reading
+  return integrated_j_ + last.power_w * static_cast<double>(std::max<int64_t>(0, t_ns - last.t_ns)) / 1e9;
 }
 
 GpuWindow GpuMonitor::mark_step() {
   const GpuSample now = read_();
   std::lock_guard<std::mutex> lock(mu_);
-  const double e = energy_now(now, now.t_ns);
-  marks_.push_back({now.t_ns, e, ++steps_});
+  marks_.push_back({now.t_ns, now.energy_j, integrated_until(now.t_ns), ++steps_});
   while (marks_.size() > 2 && marks_[1].t_ns <= now.t_ns - 1'000'000'000) marks_.pop_front();
-  const Mark base = marks_.size() >= 2 ? marks_.front() : Mark{first_.t_ns, first_.energy_j >= 0 ? first_.energy_j : 0, 0};
+  const Mark base = marks_.size() >= 2 ? marks_.front() : Mark{first_.t_ns, first_.energy_j, 0, 0};
+  const Mark& end = marks_.back();
   GpuWindow w;
   w.steps = steps_ - base.step;
-  w.energy_j = (e - base.energy_j) / static_cast<double>(w.steps);
-  const double seconds = static_cast<double>(now.t_ns - base.t_ns) / 1e9;
-  w.power_w = seconds > 0 ? (e - base.energy_j) / seconds : now.power_w;
+  const int64_t span_ns = end.t_ns - base.t_ns;
+  const bool counter = base.counter_j >= 0 && end.counter_j > base.counter_j && span_ns >= 1'000'000'000;
+  const double joules = counter ? end.counter_j - base.counter_j : end.integrated_j - base.integrated_j;
+  w.energy_j = joules / static_cast<double>(w.steps);
+  w.power_w = span_ns > 0 ? joules / (static_cast<double>(span_ns) / 1e9) : now.power_w;
   double clock = now.sm_mhz;
   int64_t n = 1, capped = (now.reasons & kClockReasonSwPowerCap) ? 1 : 0;
   for (const GpuSample& s : samples_) {

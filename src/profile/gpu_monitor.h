@@ -36,7 +36,9 @@ struct GpuSample {
 };
 
 // A training step's share of the readings: the mean over the steps marked in the last second (at
-// least the latest one; the first mark covers the time since the monitor started).
+// least the latest one; the first mark covers the time since the monitor started). Energy comes from
+// the driver's counter when the window spans a second or more and the counter moved in it (it
+// advances in steps of tens of ms), else from the power samples integrated over the window.
 struct GpuWindow {
   double energy_j = 0;           // per step
   double power_w = 0;            // mean board power over the window (energy / time)
@@ -66,11 +68,12 @@ class GpuMonitor {
  private:
   struct Mark {
     int64_t t_ns;
-    double energy_j;
+    double counter_j;     // the driver's counter (< 0: not reported)
+    double integrated_j;  // the power samples' integral since the monitor started
     int64_t step;
   };
   void run();
-  double energy_now(const GpuSample& s, int64_t t_ns) const;
+  double integrated_until(int64_t t_ns) const;
 
   Reader read_;
   int period_ms_;
@@ -79,7 +82,7 @@ class GpuMonitor {
   std::deque<GpuSample> samples_;
   std::deque<Mark> marks_;
   int64_t steps_ = 0;
-  double integrated_j_ = 0;  // power integrated over the samples (when the counter is not reported)
+  double integrated_j_ = 0;  // power integrated over the samples, up to the last one
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

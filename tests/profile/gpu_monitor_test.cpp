@@ -39,6 +39,7 @@ TEST(GpuMonitor, WindowsSpanTheStepsOfTheLastSecond) {
     gpu.seconds = seconds, gpu.energy = joules;
     return m.mark_step();
   };
+  // Windows under a second come from the power samples (300 W), longer ones from the counter.
   GpuWindow w = step_at(1.0, 300);  // the first step: since the monitor started at 0 s
   EXPECT_EQ(w.steps, 1);
   EXPECT_DOUBLE_EQ(w.energy_j, 300);
@@ -50,12 +51,27 @@ TEST(GpuMonitor, WindowsSpanTheStepsOfTheLastSecond) {
   EXPECT_EQ(w.steps, 2);
   EXPECT_DOUBLE_EQ(w.energy_j, 150);
   EXPECT_DOUBLE_EQ(w.power_w, 300);
-  w = step_at(2.6, 810);  // the step at 1 s is older than needed: from 1.5 s, 2 steps over 1.1 s
+  w = step_at(2.6, 810);  // the step at 1 s is older than needed: from 1.5 s, 2 steps over 1.1 s, the counter
   EXPECT_EQ(w.steps, 2);
   EXPECT_DOUBLE_EQ(w.energy_j, 180);
   EXPECT_NEAR(w.power_w, 360 / 1.1, 1e-9);
   EXPECT_DOUBLE_EQ(w.sm_mhz, 1500);
   EXPECT_DOUBLE_EQ(w.power_capped_frac, 1);
+}
+
+// The counter advances in steps: a window of short steps in which it did not move is not 0 J.
+TEST(GpuMonitor, ACounterThatHasNotMovedGivesThePowerSamples) {
+  FakeGpu gpu;
+  gpu.energy = 5000, gpu.power = 250;
+  GpuMonitor m(gpu.reader(), 1);
+  for (int i = 1; i <= 3; ++i) {
+    gpu.seconds = 0.001 * i;
+    const GpuWindow w = m.mark_step();
+    EXPECT_NEAR(w.power_w, 250, 1e-6);
+    EXPECT_NEAR(w.energy_j, 0.25, 1e-9);  // 1 ms at 250 W per step
+  }
+  gpu.seconds = 1.5, gpu.energy = 5000;  // a second on and the counter still has not moved
+  EXPECT_NEAR(m.mark_step().power_w, 250, 1e-6);
 }
 
 TEST(GpuMonitor, WithoutAnEnergyCounterPowerIsIntegrated) {
