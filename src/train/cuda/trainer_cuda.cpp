@@ -180,6 +180,7 @@ class CudaStep final : public TrainStep {
     const cuda::AdamWStep adam{lr, o_.adamw.beta1, o_.adamw.beta2, o_.adamw.eps, o_.adamw.weight_decay, t};
     const bool as_graph = o_.cuda_graph && t > start_step_ + 1;  // the first step runs eagerly
     step_start_[parity].record(s);
+    if (profile::enabled()) record_memory();
     if (as_graph && graphs_[parity].ready()) {
       fsdp_.write_step_constants(adam);
       graphs_[parity].launch(s);
@@ -329,6 +330,20 @@ class CudaStep final : public TrainStep {
       model_.backward(device_params<Act>(fsdp_), fsdp_.grads(), accumulate, s, &fsdp_);
     }
     fsdp_.end_step(host_scalars_.data() + 2 * (t % 2));
+  }
+
+  // Counter tracks of the device memory Pylon allocated, by use (the trace's memory view; its
+  // device_used_bytes track is everything in use, the CUDA context, cuBLAS and NCCL included).
+  void record_memory() const {
+    const cuda::DeviceMemory& m = fsdp_.memory();
+    const size_t workspace = model_.workspace_bytes();
+    profile::record_counter("mem_weights_bytes", static_cast<double>(m.weights));
+    profile::record_counter("mem_gradients_bytes", static_cast<double>(m.gradients));
+    profile::record_counter("mem_optimizer_bytes", static_cast<double>(m.optimizer));
+    profile::record_counter("mem_activations_bytes", static_cast<double>(model_.activation_bytes() - workspace));
+    profile::record_counter("mem_workspace_bytes", static_cast<double>(m.workspace + workspace + dev_tokens_.bytes() +
+                                                                        val_tokens_.bytes() + val_losses_.bytes()));
+    profile::record_counter("mem_communication_bytes", static_cast<double>(m.communication));
   }
 
   const TrainOptions& o_;
