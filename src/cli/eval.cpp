@@ -80,6 +80,8 @@ int run_eval(int argc, char** argv) {
 
   if (is_edge_file(model_path)) {  // read in place, in the file's precision (no fp32 copy)
     const EdgeModel edge(model_path);
+    check_fits(cpu_decode_memory(edge.config, seq, true), 1, available_host_bytes(), "--device cpu: --seq " +
+               std::to_string(seq));
     const TokenFile data(data_path);
     data.check_vocab(edge.config.vocab);
     Decoder model(edge, seq);

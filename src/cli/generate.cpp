@@ -15,6 +15,7 @@
 #include "model/decoder.h"
 #include "model/sampler.h"
 #include "model/edge_model.h"
+#include "train/memory_plan.h"
 #if PYLON_HAVE_VULKAN
 #include "model/vulkan/vulkan_decoder.h"
 #endif
@@ -82,10 +83,12 @@ int run_generate(int argc, char** argv) {
 #endif
   } else {
     PYLON_CHECK(device == "cpu", "--device ", device, ": expected cpu, vulkan or vulkan:N");
+    const std::string context_who = "--device cpu: --context " + std::to_string(context);
     if (is_edge_file(model_path)) {
       edge = std::make_unique<EdgeModel>(model_path);
       config = edge->config;
       tokenizer_model = std::string(edge->file.tokenizer());
+      check_fits(cpu_decode_memory(config, context, false), 1, available_host_bytes(), context_who);
       cpu = std::make_unique<Decoder>(*edge, context);
     } else {
       ModelConfig fallback;
@@ -94,6 +97,7 @@ int run_generate(int argc, char** argv) {
       m = load_model(model_path, fallback, args.given("preset"), args.given("heads"));
       config = m.config;
       if (tokenizer_path.empty()) tokenizer_path = m.tokenizer;
+      check_fits(cpu_decode_memory(config, context, false), 1, available_host_bytes(), context_who);
       cpu = std::make_unique<Decoder>(m.config, m.params.data(), context);
     }
     feed = [&cpu](const int32_t* t, int n) { return cpu->feed(t, n); };

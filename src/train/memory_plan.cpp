@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "model/minillm.h"
 #include "model/params.h"
+#include "model/recipe.h"
 
 namespace pylon {
 namespace {
@@ -91,6 +92,13 @@ MemoryPlan cpu_forward_memory(const ModelConfig& model, int batch, int seq) {
   const MiniLLM::BatchBytes b = MiniLLM::batch_bytes(model, batch, seq);
   add(plan, "activations", b.activations);
   add(plan, "logits", b.logits);
+  return plan;
+}
+
+MemoryPlan cpu_decode_memory(const ModelConfig& model, int context, bool score_rows) {
+  MemoryPlan plan;
+  if (inference_spec(model, context).kv_cache) add(plan, "KV cache", checked_mul({2, model.layers, context, model.kv_dim(), 4}, kWhat));
+  if (score_rows) add(plan, "logits", checked_mul({context, model.vocab, 4}, kWhat));
   return plan;
 }
 

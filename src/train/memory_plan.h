@@ -25,6 +25,10 @@ MemoryPlan cpu_train_memory(const ModelConfig& model, int batch, int seq, int gr
 // Bytes a CPU forward of batch x seq needs beyond the loaded weights: its activations and logits.
 MemoryPlan cpu_forward_memory(const ModelConfig& model, int batch, int seq);
 
+// Bytes a CPU decoder (model/decoder.h) of `context` tokens needs beyond its weights: the KV cache
+// where its spec keeps one, and with score_rows (eval) the logits of a row of `context` tokens.
+MemoryPlan cpu_decode_memory(const ModelConfig& model, int context, bool score_rows);
+
 // Bytes this machine can still give: /proc/meminfo's MemAvailable (sysinfo's free RAM where
 int64_t available_host_bytes();
 

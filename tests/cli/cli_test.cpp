@@ -194,6 +194,17 @@ TEST(Cli, ModelsThatCannotFitAreRefusedBeforeAllocating) {
                      "--device cpu: the model does not fit: --batch 2147483647 x --seq 2 rows exceed");
   EXPECT_FALSE(std::filesystem::exists(tmp.file("ckpt")));
   EXPECT_FALSE(std::filesystem::exists(tmp.file("m.jsonl")));
+
+  // Decoding: the KV cache of --context tokens, an edge file's rows of --seq tokens.
+  const std::string causal = std::string(PYLON_GOLDEN_DIR) + "/causal_small/init.safetensors";
+  expect_clear_error(run_pylon("generate --model " + causal + " --heads 4 --context 2000000000", "", 30),
+                     "--device cpu: --context 2000000000 needs ");
+  const auto exported = run_pylon("export --model " + kGolden + "/init.safetensors --preset seed --heads 4 --out " +
+                                  tmp.file("s.edge"));
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  expect_clear_error(run_pylon("eval --model " + tmp.file("s.edge") + " --data " + kGolden +
+                                   "/tokens.bin --batch 1 --steps 1 --seq 2147483647", "", 30),
+                     "--device cpu: --seq 2147483647 needs ");
 }
 
 TEST(Cli, MissingFilesAreErrors) {
