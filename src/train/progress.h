@@ -1,5 +1,6 @@
-// A line "LABEL: i/N (eta ...)" on stdout at most every `period` seconds of a long loop, so that a
-// long validation or many micro-steps show that they proceed. Silent when !on (ranks other than 0).
+// A line "LABEL: i/N (eta ...)" on stdout at most every 10 s (PYLON_TEST_PROGRESS_MS) of a long
+// loop, so that a long validation or many micro-steps show that they proceed. Silent when !on
+// (ranks other than 0).
 #pragma once
 
 #include <cstdint>
@@ -7,14 +8,16 @@
 #include <string>
 #include <utility>
 
+#include "core/env.h"
 #include "core/timer.h"
 
 namespace pylon {
 
 class ProgressLine {
  public:
-  ProgressLine(std::string label, int64_t total, bool on, double period = 10.0)
-      : label_(std::move(label)), total_(total), on_(on), period_(period) {}
+  ProgressLine(std::string label, int64_t total, bool on)
+      : label_(std::move(label)), total_(total), on_(on),
+        period_(static_cast<double>(env_int("PYLON_TEST_PROGRESS_MS", 10000, 1, 3600000)) / 1e3) {}
 
   void done(int64_t count) {  // count of total finished
     if (!on_ || count <= 0 || count >= total_) return;

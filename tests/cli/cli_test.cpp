@@ -26,6 +26,7 @@ using testing::run_pylon;
 
 const std::string kGolden = std::string(PYLON_GOLDEN_DIR) + "/seed_small";
 const std::string kSeedModel = "--preset seed --vocab 97 --dim 32 --layers 2 --heads 4";
+const std::string kSeedArgsForProgress = "train " + kSeedModel + " --batch 2 --seq 16";
 
 std::string train_args(const std::string& extra, const std::string& init = kGolden + "/init.safetensors",
                        const std::string& data = kGolden + "/tokens.bin") {
@@ -205,6 +206,22 @@ TEST(Cli, ModelsThatCannotFitAreRefusedBeforeAllocating) {
   expect_clear_error(run_pylon("eval --model " + tmp.file("s.edge") + " --data " + kGolden +
                                    "/tokens.bin --batch 1 --steps 1 --seq 2147483647", "", 30),
                      "--device cpu: --seq 2147483647 needs ");
+}
+
+// --eval-steps 2147483647 ran 2^31 forwards without a line (a hang to the user); a long
+// validation or evaluation now says how far it is, and a signal stops it.
+TEST(Cli, LongValidationsShowProgressAndStop) {
+  const std::string data = kGolden + "/tokens.bin";
+  const auto train = run_pylon(kSeedArgsForProgress + " --data " + data + " --val-data " + data +
+                                   " --steps 1 --eval-every 1 --eval-steps 2147483647",
+                               "PYLON_TEST_PROGRESS_MS=100", 10);
+  EXPECT_EQ(train.exit_code, 124) << train.err;  // stopped by timeout's SIGTERM
+  EXPECT_NE(train.out.find("validation: micro-batches: "), std::string::npos) << train.out;
+  const auto eval = run_pylon("eval --model " + kGolden + "/init.safetensors --preset seed --heads 4 --data " + data +
+                                  " --batch 2 --seq 16 --steps 2147483647",
+                              "PYLON_TEST_PROGRESS_MS=100", 10);
+  EXPECT_EQ(eval.exit_code, 124) << eval.err;
+  EXPECT_NE(eval.out.find("eval: micro-batches: "), std::string::npos) << eval.out;
 }
 
 TEST(Cli, MissingFilesAreErrors) {
