@@ -65,6 +65,8 @@ int run_tokenize(int argc, char** argv) {
   PYLON_CHECK(val_fraction >= 0 && val_fraction < 1, "--val-fraction must be in [0, 1), got ",
               val_fraction);
 
+  PYLON_CHECK(args.given("model") || width_text != "u16" || train_vocab <= 65536, "--width u16: --train-vocab ",
+              train_vocab, " does not fit in uint16 (at most 65536)");  // known before reading or training
   const std::string text = read_text_file(input);
   if (model.empty()) {
     const std::string prefix = args.given("model-out") ? model_out : without_extension(out);

@@ -169,6 +169,8 @@ TEST(Cli, NumericFlagsOutsideTheirRangesAreErrors) {
   expect_clear_error(run_pylon("export " + model + " --out " + tmp.file("x.edge") + " --group-size 16"),
                      "--group-size 16: must be in [32, 64]");
   expect_clear_error(run_pylon("tokenize --input x --out y --val-fraction 1"), "--val-fraction 1: must be in [0, 1)");
+  expect_clear_error(run_pylon("tokenize --input x --out y --width u16 --train-vocab 70000"),
+                     "--width u16: --train-vocab 70000 does not fit in uint16");  // once found after training
   EXPECT_FALSE(std::filesystem::exists(tmp.file("x.edge")));
 }
 
