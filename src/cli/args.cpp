@@ -1,6 +1,7 @@
 #include "cli/args.h"
 
 #include <cerrno>
+#include <cfloat>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
@@ -21,8 +22,8 @@ int64_t parse_integer(const std::string& flag, const std::string& text) {
   errno = 0;
   char* end = nullptr;
   const long long v = std::strtoll(text.c_str(), &end, 10);
-  PYLON_CHECK(!text.empty() && end && *end == '\0' && errno == 0, "--", flag,
-              ": expected an integer, got '", text, "'");
+  PYLON_CHECK(!text.empty() && end && *end == '\0', "--", flag, ": expected an integer, got '", text, "'");
+  PYLON_CHECK(errno != ERANGE, "--", flag, ": ", text, " is outside a 64-bit integer's range");
   return v;
 }
 
@@ -30,12 +31,38 @@ double parse_real(const std::string& flag, const std::string& text) {
   errno = 0;
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
-  PYLON_CHECK(!text.empty() && end && *end == '\0' && errno == 0 && std::isfinite(v), "--", flag,
-              ": expected a number, got '", text, "'");
+  PYLON_CHECK(!text.empty() && end && *end == '\0' && !std::isnan(v), "--", flag, ": expected a number, got '",
+              text, "'");
+  PYLON_CHECK(errno != ERANGE && std::isfinite(v), "--", flag, ": ", text,
+              " is out of a 64-bit float's range (", std::fabs(v) < 1 ? "it would become 0" : "infinite", ")");
   return v;
 }
 
+void check_range(const std::string& flag, const std::string& text, double v, const Range& range) {
+  PYLON_CHECK(range.contains(v), "--", flag, " ", text, ": must be ", range.has_hi ? "in " : "", range.text());
+}
+
+// A bound as written in the range: integers without an exponent up to 2^53, else %g.
+std::string bound_text(double v) {
+  char text[32];
+  if (std::fabs(v) < 9007199254740992.0 && v == std::floor(v))
+    std::snprintf(text, sizeof(text), "%.0f", v);
+  else
+    std::snprintf(text, sizeof(text), "%g", v);
+  return text;
+}
+
 }  // namespace
+
+bool Range::contains(double v) const {
+  if (lo_open ? !(v > lo) : !(v >= lo)) return false;
+  return !has_hi || (hi_open ? v < hi : v <= hi);
+}
+
+std::string Range::text() const {
+  if (!has_hi) return (lo_open ? "> " : ">= ") + bound_text(lo);
+  return (lo_open ? "(" : "[") + bound_text(lo) + ", " + bound_text(hi) + (hi_open ? ")" : "]");
+}
 
 ArgParser::ArgParser(std::string command, std::string summary)
     : command_(std::move(command)), summary_(std::move(summary)) {}
@@ -45,37 +72,49 @@ void ArgParser::add_flag(Flag f) {
   flags_.push_back(std::move(f));
 }
 
-void ArgParser::add(const std::string& name, int* out, const std::string& help) {
-  add_flag({name, help, to_text(*out), false, [out, name](const std::string& t) {
+void ArgParser::add(const std::string& name, int* out, Range range, const std::string& help) {
+  add_flag({name, help, to_text(*out), range.text(), false, [out, name, range](const std::string& t) {
               const int64_t v = parse_integer(name, t);
-              PYLON_CHECK(v >= INT32_MIN && v <= INT32_MAX, "--", name, ": ", t, " is out of range");
+              PYLON_CHECK(v >= INT32_MIN && v <= INT32_MAX, "--", name, ": ", t, " is outside a 32-bit integer's range");
+              check_range(name, t, static_cast<double>(v), range);
               *out = static_cast<int>(v);
             }});
 }
-void ArgParser::add(const std::string& name, int64_t* out, const std::string& help) {
-  add_flag({name, help, to_text(*out), false,
-            [out, name](const std::string& t) { *out = parse_integer(name, t); }});
-}
-void ArgParser::add(const std::string& name, float* out, const std::string& help) {
-  add_flag({name, help, to_text(*out), false, [out, name](const std::string& t) {
-              *out = static_cast<float>(parse_real(name, t));
+void ArgParser::add(const std::string& name, int64_t* out, Range range, const std::string& help) {
+  add_flag({name, help, to_text(*out), range.text(), false, [out, name, range](const std::string& t) {
+              const int64_t v = parse_integer(name, t);
+              check_range(name, t, static_cast<double>(v), range);
+              *out = v;
             }});
 }
-void ArgParser::add(const std::string& name, double* out, const std::string& help) {
-  add_flag({name, help, to_text(*out), false,
-            [out, name](const std::string& t) { *out = parse_real(name, t); }});
+void ArgParser::add(const std::string& name, float* out, Range range, const std::string& help) {
+  add_flag({name, help, to_text(*out), range.text(), false, [out, name, range](const std::string& t) {
+              const double v = parse_real(name, t);
+              PYLON_CHECK(std::fabs(v) <= FLT_MAX, "--", name, ": ", t, " is too large for a 32-bit float");
+              PYLON_CHECK(v == 0 || std::fabs(v) >= FLT_MIN, "--", name, ": ", t,
+                          " is too small for a 32-bit float (the smallest is ", FLT_MIN, ")");
+              check_range(name, t, v, range);
+              *out = static_cast<float>(v);
+            }});
+}
+void ArgParser::add(const std::string& name, double* out, Range range, const std::string& help) {
+  add_flag({name, help, to_text(*out), range.text(), false, [out, name, range](const std::string& t) {
+              const double v = parse_real(name, t);
+              check_range(name, t, v, range);
+              *out = v;
+            }});
 }
 void ArgParser::add(const std::string& name, std::string* out, const std::string& help) {
-  add_flag({name, help, *out, false, [out](const std::string& t) { *out = t; }});
+  add_flag({name, help, *out, "", false, [out](const std::string& t) { *out = t; }});
 }
 void ArgParser::add_switch(const std::string& name, bool* out, const std::string& help) {
-  add_flag({name, help, "", true, [out](const std::string&) { *out = true; }});
+  add_flag({name, help, "", "", true, [out](const std::string&) { *out = true; }});
 }
 void ArgParser::add_choice(const std::string& name, std::string* out,
                            std::vector<std::string> choices, const std::string& help) {
   std::string list;
   for (const auto& c : choices) list += (list.empty() ? "" : "|") + c;
-  add_flag({name, help + " (" + list + ")", *out, false,
+  add_flag({name, help + " (" + list + ")", *out, "", false,
             [out, name, choices, list](const std::string& t) {
               bool ok = false;
               for (const auto& c : choices) ok = ok || c == t;
@@ -121,6 +160,7 @@ std::string ArgParser::help() const {
     std::string left = "  --" + f.name + (f.is_switch ? "" : " X");
     if (left.size() < 26) left.resize(26, ' ');
     os << left << " " << f.help;
+    if (!f.range_text.empty()) os << " [range: " << f.range_text << "]";
     if (!f.is_switch && !f.default_text.empty()) os << " [default: " << f.default_text << "]";
     os << "\n";
   }

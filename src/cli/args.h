@@ -1,5 +1,6 @@
 // A small flag parser for the commands: `--name value` or `--name=value`, typed, with help text.
-// Unknown flags, missing values and malformed numbers are errors (pylon::Error), never ignored.
+// Unknown flags, missing values, malformed numbers and numbers outside a flag's range are errors
+// (pylon::Error), never ignored. Every numeric flag declares its range; --help prints it.
 #pragma once
 
 #include <cstdint>
@@ -10,14 +11,30 @@
 
 namespace pylon {
 
+// The values a numeric flag accepts: lo..hi, each end closed or open; no `hi` = no upper bound
+// but the type's. --help and docs/cli.md show text(): "[0, 1)", ">= 1", "> 0".
+struct Range {
+  double lo = 0, hi = 0;
+  bool lo_open = false, hi_open = false, has_hi = false;
+  static Range at_least(double lo) { return {lo, 0, false, false, false}; }
+  static Range above(double lo) { return {lo, 0, true, false, false}; }
+  static Range closed(double lo, double hi) { return {lo, hi, false, false, true}; }
+  static Range half_open(double lo, double hi) { return {lo, hi, false, true, true}; }  // [lo, hi)
+  static Range open_closed(double lo, double hi) { return {lo, hi, true, false, true}; }  // (lo, hi]
+  bool contains(double v) const;
+  std::string text() const;
+};
+
 class ArgParser {
  public:
   ArgParser(std::string command, std::string summary);
 
-  void add(const std::string& name, int* out, const std::string& help);
-  void add(const std::string& name, int64_t* out, const std::string& help);
-  void add(const std::string& name, float* out, const std::string& help);
-  void add(const std::string& name, double* out, const std::string& help);
+  // A value outside `range` is an error naming the flag and the range. A float flag also refuses
+  // a value that float cannot hold as written (1e-300 would become 0, 1e39 infinity).
+  void add(const std::string& name, int* out, Range range, const std::string& help);
+  void add(const std::string& name, int64_t* out, Range range, const std::string& help);
+  void add(const std::string& name, float* out, Range range, const std::string& help);
+  void add(const std::string& name, double* out, Range range, const std::string& help);
   void add(const std::string& name, std::string* out, const std::string& help);
   void add_switch(const std::string& name, bool* out, const std::string& help);  // no value
   // Restricts a string flag to a set of values.
@@ -31,7 +48,7 @@ class ArgParser {
 
  private:
   struct Flag {
-    std::string name, help, default_text;
+    std::string name, help, default_text, range_text;
     bool is_switch = false;
     std::function<void(const std::string&)> set;
   };

@@ -6,11 +6,13 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/load_model.h"
+#include "core/checked.h"
 #include "core/error.h"
 #include "core/timer.h"
 #include "io/token_file.h"
 #include "model/minillm.h"
 #include "train/evaluate.h"
+#include "train/memory_plan.h"
 #include "model/edge_model.h"
 #include "model/decoder.h"
 #if PYLON_HAVE_VULKAN
@@ -40,14 +42,14 @@ int run_eval(int argc, char** argv) {
   args.add("data", &data_path, "token file");
   args.add_choice("preset", &preset, preset_names(),
                   "preset of a file without Pylon metadata (PyTorch export)");
-  args.add("heads", &heads, "heads of a file without Pylon metadata");
+  args.add("heads", &heads, Range::at_least(1), "heads of a file without Pylon metadata");
   args.add("device", &device, "compute device: cpu, cuda, vulkan or vulkan:N (edge files)");
   args.add_choice("weights-path", &weights_path, {"auto", "import", "upload"},
                   "vulkan: zero-copy import of the file, upload, or auto (import on unified memory)");
   args.add_switch("no-coopmat", &no_coopmat, "vulkan: the plain kernels (tiled GEMM, fp32 attention) even where coopmat runs");
-  args.add("batch", &batch, "rows per micro-batch");
-  args.add("seq", &seq, "tokens per row");
-  args.add("steps", &steps, "micro-batches to score");
+  args.add("batch", &batch, Range::at_least(1), "rows per micro-batch");
+  args.add("seq", &seq, Range::at_least(1), "tokens per row");
+  args.add("steps", &steps, Range::at_least(1), "micro-batches to score");
   args.add_switch("json", &json, "print one JSON line {loss, tokens}");
   if (!args.parse(argc, argv)) {
     std::fputs(args.help().c_str(), stdout);
@@ -55,7 +57,7 @@ int run_eval(int argc, char** argv) {
   }
   PYLON_CHECK(!model_path.empty(), "--model is required");
   PYLON_CHECK(!data_path.empty(), "--data is required");
-  PYLON_CHECK(batch > 0 && seq > 0 && steps > 0, "--batch, --seq and --steps must be positive");
+  checked_mul({steps, batch, seq}, "--steps x --batch x --seq tokens");  // the tokens it reports
   if (device.rfind("vulkan", 0) == 0) {
 #if PYLON_HAVE_VULKAN
     const VulkanOptions options = vulkan_options_from_flags(device, no_coopmat, weights_path);
@@ -78,6 +80,8 @@ int run_eval(int argc, char** argv) {
 
   if (is_edge_file(model_path)) {  // read in place, in the file's precision (no fp32 copy)
     const EdgeModel edge(model_path);
+    check_fits(cpu_decode_memory(edge.config, seq, true), 1, available_host_bytes(), "--device cpu: --seq " +
+               std::to_string(seq));
     const TokenFile data(data_path);
     data.check_vocab(edge.config.vocab);
     Decoder model(edge, seq);
@@ -92,6 +96,13 @@ int run_eval(int argc, char** argv) {
   fallback.preset = find_preset(preset);
   fallback.heads = heads;
   const LoadedModel m = load_model(model_path, fallback, args.given("preset"), args.given("heads"));
+  MemoryPlan plan;  // the weights are read; the batch's activations not yet allocated
+  try {
+    plan = cpu_forward_memory(m.config, batch, seq);
+  } catch (const Error& e) {
+    throw Error(std::string("--device cpu: the batch does not fit: ") + e.what());
+  }
+  check_fits(plan, 1, available_host_bytes(), "--device cpu: a --batch x --seq forward");
   const TokenFile data(data_path);
   data.check_vocab(m.config.vocab);
   MiniLLM model(m.config);

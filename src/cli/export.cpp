@@ -20,11 +20,11 @@ int run_export(int argc, char** argv) {
   ArgParser args("export", "Write a model as a single-file edge model (tensors aligned to 4096 bytes).");
   args.add("model", &model_path, "weights: .safetensors, checkpoint step folder or save directory");
   args.add_choice("preset", &preset, preset_names(), "preset of a file without Pylon metadata");
-  args.add("heads", &heads, "heads of a file without Pylon metadata");
+  args.add("heads", &heads, Range::at_least(1), "heads of a file without Pylon metadata");
   args.add("out", &out_path, "edge model file to write");
   args.add_choice("quant", &quant, {"f32", "f16", "int8", "int4"},
                   "matrices of the blocks and the head (embedding, norms, biases: f16; f32 with f32)");
-  args.add("group-size", &group_size, "int4: columns per scale, 32 or 64");
+  args.add("group-size", &group_size, Range::closed(32, 64), "int4: columns per scale, 32 or 64");
   args.add("tokenizer", &tokenizer_path,
            "tokenizer to embed: SentencePiece .model, tokenizer.json or a folder with either (default: the "
            "checkpoint's)");

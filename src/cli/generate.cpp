@@ -15,6 +15,7 @@
 #include "model/decoder.h"
 #include "model/sampler.h"
 #include "model/edge_model.h"
+#include "train/memory_plan.h"
 #if PYLON_HAVE_VULKAN
 #include "model/vulkan/vulkan_decoder.h"
 #endif
@@ -34,7 +35,7 @@ int run_generate(int argc, char** argv) {
   args.add("tokenizer", &tokenizer_path,
            "SentencePiece .model, tokenizer.json or a folder with either (default: the checkpoint's or edge file's)");
   args.add_choice("preset", &preset, preset_names(), "preset of a file without Pylon metadata");
-  args.add("heads", &heads, "heads of a file without Pylon metadata");
+  args.add("heads", &heads, Range::at_least(1), "heads of a file without Pylon metadata");
   args.add("device", &device, "compute device: cpu, vulkan or vulkan:N (edge files)");
   args.add_choice("weights-path", &weights_path, {"auto", "import", "upload"},
                   "vulkan: zero-copy import of the file, upload, or auto (import on unified memory)");
@@ -42,19 +43,19 @@ int run_generate(int argc, char** argv) {
   args.add_choice("vulkan-decode", &vulkan_decode, {"auto", "persistent", "ops"},
                   "vulkan: a causal token's blocks in one persistent dispatch (persistent), op by op, or auto "
                   "(persistent on GPUs that report their SM count: NVIDIA's)");
-  args.add("max-new-tokens", &max_new, "tokens to generate");
-  args.add("context", &context, "maximum context length (prompt + generated)");
-  args.add("temperature", &s.temperature, "sampling temperature; 0 = greedy");
-  args.add("top-k", &s.top_k, "sample among the k most likely tokens (0 = all)");
-  args.add("top-p", &s.top_p, "then among the smallest set with this probability mass");
-  args.add("seed", &seed, "sampling seed");
+  args.add("max-new-tokens", &max_new, Range::at_least(0), "tokens to generate");
+  args.add("context", &context, Range::at_least(1), "maximum context length (prompt + generated)");
+  args.add("temperature", &s.temperature, Range::at_least(0), "sampling temperature; 0 = greedy");
+  args.add("top-k", &s.top_k, Range::at_least(0), "sample among the k most likely tokens (0 = all)");
+  args.add("top-p", &s.top_p, Range::open_closed(0, 1), "then among the smallest set with this probability mass");
+  args.add("seed", &seed, Range::at_least(0), "sampling seed");
   if (!args.parse(argc, argv)) {
     std::fputs(args.help().c_str(), stdout);
     return 0;
   }
   PYLON_CHECK(!model_path.empty(), "--model is required");
-  PYLON_CHECK(max_new >= 0, "--max-new-tokens must be >= 0");
-  PYLON_CHECK(context > 0, "--context must be positive");
+  PYLON_CHECK(max_new < context, "--max-new-tokens ", max_new, " leaves no room in --context ", context,
+              " for the prompt (at least one token)");
 
   // The model behind one interface: feed(tokens, n) -> logits after the last token.
   ModelConfig config;
@@ -82,10 +83,12 @@ int run_generate(int argc, char** argv) {
 #endif
   } else {
     PYLON_CHECK(device == "cpu", "--device ", device, ": expected cpu, vulkan or vulkan:N");
+    const std::string context_who = "--device cpu: --context " + std::to_string(context);
     if (is_edge_file(model_path)) {
       edge = std::make_unique<EdgeModel>(model_path);
       config = edge->config;
       tokenizer_model = std::string(edge->file.tokenizer());
+      check_fits(cpu_decode_memory(config, context, false), 1, available_host_bytes(), context_who);
       cpu = std::make_unique<Decoder>(*edge, context);
     } else {
       ModelConfig fallback;
@@ -94,6 +97,7 @@ int run_generate(int argc, char** argv) {
       m = load_model(model_path, fallback, args.given("preset"), args.given("heads"));
       config = m.config;
       if (tokenizer_path.empty()) tokenizer_path = m.tokenizer;
+      check_fits(cpu_decode_memory(config, context, false), 1, available_host_bytes(), context_who);
       cpu = std::make_unique<Decoder>(m.config, m.params.data(), context);
     }
     feed = [&cpu](const int32_t* t, int n) { return cpu->feed(t, n); };
@@ -109,7 +113,7 @@ int run_generate(int argc, char** argv) {
   // starts from a newline, which separates documents in the default data.
   std::vector<int> ids = tok.encode(prompt.empty() ? std::string("\n") : prompt);
   PYLON_CHECK(!ids.empty(), "the prompt encodes to no tokens");
-  PYLON_CHECK(static_cast<int>(ids.size()) + max_new <= context, "prompt (", ids.size(),
+  PYLON_CHECK(static_cast<int64_t>(ids.size()) + max_new <= context, "prompt (", ids.size(),
               " tokens) + --max-new-tokens exceeds --context ", context);
   Rng rng(static_cast<uint64_t>(seed));
 

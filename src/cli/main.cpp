@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <string>
 
 #include "cli/commands.h"
@@ -44,6 +45,10 @@ int main(int argc, char** argv) {
       return c.run(argc, argv);
     } catch (const pylon::Error& e) {
       std::fprintf(stderr, "pylon %s: error: %s\n", c.name, e.what());
+      return 1;
+    } catch (const std::filesystem::filesystem_error& e) {  // a path the system refused: the user's to fix
+      const std::string path = e.path1().empty() ? "" : e.path1().string() + ": ";
+      std::fprintf(stderr, "pylon %s: error: %s%s\n", c.name, path.c_str(), e.code().message().c_str());
       return 1;
     } catch (const std::bad_alloc&) {
       std::fprintf(stderr, "pylon %s: error: out of memory\n", c.name);

@@ -73,10 +73,10 @@ int run_roofline(int argc, char** argv) {
   args.add("json", &json_path, "also write the verdicts as JSON to this file");
   args.add("svg", &svg_path, "also write the roofline chart as SVG to this file");
   args.add("device", &device, "device name for the ceilings (default: from the export, or this GPU)");
-  args.add("peak-tflops", &peak_tflops, "bf16 tensor ceiling in TFLOP/s (default: the device's datasheet)");
-  args.add("peak-fp32-tflops", &peak_fp32_tflops, "fp32 ceiling in TFLOP/s (default: datasheet)");
-  args.add("peak-gbs", &peak_gbs, "DRAM ceiling in GB/s (default: datasheet, else implied by the counters)");
-  args.add("top", &top, "kernels in the printed table");
+  args.add("peak-tflops", &peak_tflops, Range::at_least(0), "bf16 tensor ceiling in TFLOP/s (default: the device's datasheet)");
+  args.add("peak-fp32-tflops", &peak_fp32_tflops, Range::at_least(0), "fp32 ceiling in TFLOP/s (default: datasheet)");
+  args.add("peak-gbs", &peak_gbs, Range::at_least(0), "DRAM ceiling in GB/s (default: datasheet, else implied by the counters)");
+  args.add("top", &top, Range::at_least(1), "kernels in the printed table");
   int split = argc;  // `--` starts the profiled command
   for (int i = 2; i < argc && split == argc; ++i)
     if (std::strcmp(argv[i], "--") == 0) split = i;

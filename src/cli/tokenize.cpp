@@ -44,12 +44,12 @@ int run_tokenize(int argc, char** argv) {
   args.add("out", &out, "token file to write, e.g. train.bin (required)");
   args.add("model", &model,
            "existing tokenizer: a SentencePiece .model, a tokenizer.json (byte-level BPE) or a folder with either");
-  args.add("train-vocab", &train_vocab, "vocabulary size of the BPE model to train when no --model");
+  args.add("train-vocab", &train_vocab, Range::at_least(1), "vocabulary size of the BPE model to train when no --model");
   args.add("model-out", &model_out,
            "prefix of the trained model: PREFIX.model, PREFIX.vocab [default: --out without extension]");
   args.add_choice("width", &width_text, {"auto", "u16", "u32"},
                   "token width; auto = u16 when the vocabulary fits (u32 files carry a header)");
-  args.add("val-fraction", &val_fraction,
+  args.add("val-fraction", &val_fraction, Range::half_open(0, 1),
            "when > 0, also write the last fraction of tokens to OUT with .val before the extension");
   if (!args.parse(argc, argv)) {
     std::printf("%s", args.help().c_str());
@@ -65,10 +65,13 @@ int run_tokenize(int argc, char** argv) {
   PYLON_CHECK(val_fraction >= 0 && val_fraction < 1, "--val-fraction must be in [0, 1), got ",
               val_fraction);
 
+  PYLON_CHECK(args.given("model") || width_text != "u16" || train_vocab <= 65536, "--width u16: --train-vocab ",
+              train_vocab, " does not fit in uint16 (at most 65536)");  // known before reading or training
   const std::string text = read_text_file(input);
   if (model.empty()) {
     const std::string prefix = args.given("model-out") ? model_out : without_extension(out);
-    std::fprintf(stderr, "training a BPE tokenizer (vocab %d) on %s\n", train_vocab, input.c_str());
+    std::printf("training a BPE tokenizer (vocab %d) on %s\n", train_vocab, input.c_str());  // stderr: errors
+    std::fflush(stdout);
     TokenizerTrainOptions options;
     options.vocab_size = train_vocab;
     train_tokenizer(input, prefix, options);

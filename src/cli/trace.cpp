@@ -31,7 +31,7 @@ int run_trace(int argc, char** argv) {
       "         A, B, B - A and B / A. Times are per step of one rank.\n\n"
       "flags:\n"
       "  --json                   analyze, diff: print the analysis or every row of the comparison as JSON\n"
-      "  --top N                  diff: kernels in each list, 1 to 100000 [default: 15]\n";
+      "  --top N                  diff: kernels in each list [range: [1, 100000]] [default: 15]\n";
   if (argc >= 3 && (!std::strcmp(argv[2], "--help") || !std::strcmp(argv[2], "-h"))) {
     std::fputs(usage, stdout);
     return 0;

@@ -50,36 +50,36 @@ int run_train(int argc, char** argv) {
   ArgParser args("train", "Train MiniLLM. Defaults: the causal preset at a small size on the default "
                           "English text,\nsized for a few minutes on 2 CPU cores.");
   args.add_choice("preset", &preset, preset_names(), "model preset");
-  args.add("vocab", &vocab, "vocabulary size (default data: its tokenizer's)");
-  args.add("dim", &dim, "model width D");
-  args.add("layers", &layers, "transformer blocks L");
-  args.add("heads", &heads, "attention heads H (D divisible by H)");
-  args.add("kv-heads", &kv_heads, "llama: key/value heads (grouped-query attention; divides H; 0 = H)");
-  args.add("head-dim", &head_dim, "llama: head size (0 = D / H)");
-  args.add("ffn-dim", &ffn_dim, "llama: the MLP's hidden width (0 = 4 D)");
-  args.add("norm-eps", &norm_eps, "RMSNorm eps (0 = the preset's: 1e-5 for llama, fp32 eps for seed and causal)");
-  args.add("rope-theta", &rope_theta, "rotary embeddings' theta");
+  args.add("vocab", &vocab, Range::at_least(1), "vocabulary size (default data: its tokenizer's)");
+  args.add("dim", &dim, Range::at_least(1), "model width D");
+  args.add("layers", &layers, Range::at_least(1), "transformer blocks L");
+  args.add("heads", &heads, Range::at_least(1), "attention heads H (D divisible by H)");
+  args.add("kv-heads", &kv_heads, Range::at_least(0), "llama: key/value heads (grouped-query attention; divides H; 0 = H)");
+  args.add("head-dim", &head_dim, Range::at_least(0), "llama: head size (0 = D / H)");
+  args.add("ffn-dim", &ffn_dim, Range::at_least(0), "llama: the MLP's hidden width (0 = 4 D)");
+  args.add("norm-eps", &norm_eps, Range::at_least(0), "RMSNorm eps (0 = the preset's: 1e-5 for llama, fp32 eps for seed and causal)");
+  args.add("rope-theta", &rope_theta, Range::above(0), "rotary embeddings' theta");
   args.add_switch("qkv-bias", &qkv_bias, "llama: biases on q, k and v (as Qwen2)");
   args.add_switch("attention-bias", &attention_bias, "llama: biases on q, k, v and o (Llama's attention_bias)");
   args.add_switch("tie-embeddings", &tie_embeddings, "llama: the head is the embedding table");
-  args.add("batch", &o.batch, "rows per rank per micro-step B");
-  args.add("seq", &o.seq, "tokens per row T");
-  args.add("steps", &o.steps, "optimizer steps");
-  args.add("grad-accum", &o.grad_accum, "micro-steps per optimizer step");
-  args.add("lr", &o.adamw.lr, "peak learning rate");
-  args.add("weight-decay", &o.adamw.weight_decay, "AdamW weight decay");
-  args.add("beta1", &o.adamw.beta1, "AdamW beta1");
-  args.add("beta2", &o.adamw.beta2, "AdamW beta2");
-  args.add("adam-eps", &o.adamw.eps, "AdamW eps");
-  args.add("grad-clip", &o.grad_clip, "global gradient-norm clip (0 = off)");
+  args.add("batch", &o.batch, Range::at_least(1), "rows per rank per micro-step B");
+  args.add("seq", &o.seq, Range::at_least(1), "tokens per row T");
+  args.add("steps", &o.steps, Range::at_least(1), "optimizer steps");
+  args.add("grad-accum", &o.grad_accum, Range::at_least(1), "micro-steps per optimizer step");
+  args.add("lr", &o.adamw.lr, Range::above(0), "peak learning rate");
+  args.add("weight-decay", &o.adamw.weight_decay, Range::at_least(0), "AdamW weight decay");
+  args.add("beta1", &o.adamw.beta1, Range::half_open(0, 1), "AdamW beta1");
+  args.add("beta2", &o.adamw.beta2, Range::half_open(0, 1), "AdamW beta2");
+  args.add("adam-eps", &o.adamw.eps, Range::above(0), "AdamW eps");
+  args.add("grad-clip", &o.grad_clip, Range::at_least(0), "global gradient-norm clip (0 = off)");
   args.add_choice("lr-schedule", &schedule, {"constant", "cosine"}, "learning-rate schedule");
-  args.add("warmup", &warmup, "linear warmup steps");
-  args.add("min-lr-frac", &o.schedule.min_lr_frac, "cosine floor as a fraction of --lr");
-  args.add("seed", &seed, "initialisation seed");
+  args.add("warmup", &warmup, Range::at_least(0), "linear warmup steps");
+  args.add("min-lr-frac", &o.schedule.min_lr_frac, Range::closed(0, 1), "cosine floor as a fraction of --lr");
+  args.add("seed", &seed, Range::at_least(0), "initialisation seed");
   args.add("data", &o.data, "token file (.bin uint16, .u32 or llm.c header); default: English text");
   args.add("val-data", &o.val_data, "token file for validation loss");
-  args.add("eval-every", &o.eval_every, "validation every K steps (0 = off)");
-  args.add("eval-steps", &o.eval_steps, "micro-batches per validation");
+  args.add("eval-every", &o.eval_every, Range::at_least(0), "validation every K steps (0 = off)");
+  args.add("eval-steps", &o.eval_steps, Range::at_least(1), "micro-batches per validation");
   args.add("tokenizer", &o.tokenizer,
            "tokenizer stored with checkpoints: SentencePiece .model, tokenizer.json or a folder with either "
            "(default: the data's, or the --init-from folder's)");
@@ -91,12 +91,12 @@ int run_train(int argc, char** argv) {
                   "compute dtype (cpu: fp32; cuda: bf16, the default there, or fp32 throughout to compare with the CPU)");
   args.add_choice("recompute", &recompute, {"none", "selective", "full"},
                   "cuda: activations backward recomputes (selective: norms and SiLU; full: whole blocks)");
-  args.add("nproc-per-node", &nproc, "ranks to start on this machine (like torchrun)");
-  args.add("nnodes", &nnodes, "machines in the job");
-  args.add("node-rank", &node_rank, "this machine's index in 0..nnodes-1");
+  args.add("nproc-per-node", &nproc, Range::closed(1, 1024), "ranks to start on this machine (like torchrun)");
+  args.add("nnodes", &nnodes, Range::closed(1, 65536), "machines in the job");
+  args.add("node-rank", &node_rank, Range::at_least(0), "this machine's index in 0..nnodes-1");
   args.add("master-addr", &master_addr, "rank 0's host (default: $MASTER_ADDR, else 127.0.0.1 on one node)");
-  args.add("master-port", &master_port, "rendezvous port on rank 0's host (0: $MASTER_PORT, else a free one on one node)");
-  args.add("dist-timeout", &dist_timeout, "seconds a collective may wait for its peers");
+  args.add("master-port", &master_port, Range::closed(0, 65535), "rendezvous port on rank 0's host (0: $MASTER_PORT, else a free one on one node)");
+  args.add("dist-timeout", &dist_timeout, Range::open_closed(0, 1e6), "seconds a collective may wait for its peers");
   args.add_switch("no-reshard", &no_reshard, "keep units gathered from forward to backward (ZeRO-2)");
   args.add_switch("no-prefetch", &no_prefetch,
                   "run FSDP's collectives on the compute thread, each when its unit needs it");
@@ -112,16 +112,16 @@ int run_train(int argc, char** argv) {
   args.add_switch("check-reshard", &o.check_reshard,
                   "debug: fill freed parameter slots with NaN (a read of a resharded unit shows)");
   args.add("save", &o.save_dir, "checkpoint directory (written at the end)");
-  args.add("save-every", &o.save_every, "also checkpoint every K steps");
+  args.add("save-every", &o.save_every, Range::at_least(0), "also checkpoint every K steps");
   args.add("resume", &o.resume_dir, "continue from a checkpoint directory");
   args.add("metrics", &o.metrics_path, "JSONL file, one object per optimizer step");
-  args.add("log-every", &o.log_every, "progress line every K steps");
+  args.add("log-every", &o.log_every, Range::at_least(0), "progress line every K steps");
   args.add("profile", &o.profile.dir,
            "write DIR/trace.rank<R>.json per rank (CPU ranges; CUDA kernels and copies via CUPTI), "
            "DIR/ops.csv, DIR/analysis.json, and print the top ops and the step breakdown");
-  args.add("profile-wait", &o.profile.schedule.wait, "profiler schedule: steps not recorded first");
-  args.add("profile-warmup", &o.profile.schedule.warmup, "profiler schedule: then steps recorded and dropped");
-  args.add("profile-active", &o.profile.schedule.active, "profiler schedule: then steps recorded");
+  args.add("profile-wait", &o.profile.schedule.wait, Range::at_least(0), "profiler schedule: steps not recorded first");
+  args.add("profile-warmup", &o.profile.schedule.warmup, Range::at_least(0), "profiler schedule: then steps recorded and dropped");
+  args.add("profile-active", &o.profile.schedule.active, Range::at_least(1), "profiler schedule: then steps recorded");
   args.add_switch("profile-roofline", &o.profile.counters,
                   "with --profile on CUDA: instead of tracing, hardware counters of the first active step's "
                   "kernels (CUPTI range profiler, kernel replay) -> DIR/roofline.json, DIR/roofline.svg and verdicts");
@@ -186,9 +186,11 @@ int run_train(int argc, char** argv) {
     o.model = config_from_weights(SafetensorsReader(o.init_from), o.model, false, false);
     if (o.tokenizer.empty()) resolve_model_path(o.init_from, &o.tokenizer);  // its tokenizer, if it has one
   }
-  if (!o.tokenizer.empty())  // checked now rather than at the first save
+  if (!o.tokenizer.empty()) {  // checked now rather than at the first save, or at generate's
     PYLON_CHECK(std::filesystem::is_regular_file(resolve_tokenizer_path(o.tokenizer)), "--tokenizer ", o.tokenizer,
                 ": no such file");
+    Tokenizer::load(o.tokenizer);  // a garbage file was copied into every checkpoint, failing only at generate
+  }
   o.model.validate();
   o.schedule.kind = parse_lr_schedule(schedule);
   o.schedule.lr = o.adamw.lr;
@@ -202,7 +204,7 @@ int run_train(int argc, char** argv) {
   o.faults.hang_step = env_int("PYLON_TEST_HANG_STEP", 1, 1, int64_t{1} << 40);
 
   if (nproc > 1 || nnodes > 1) {  // the launcher: the ranks re-run this command line
-    check_train_options(o);        // bad input: one error here rather than one per rank
+    check_train_options(o, nproc * nnodes, nproc);  // bad input: one error here rather than one per rank
     if (o.device == "cuda") {      // one GPU per local rank (the runtime is not used before the fork+exec)
 #ifdef PYLON_HAVE_CUDA
       const int visible = cuda::device_count();

@@ -2,6 +2,8 @@
 // ("FILE: config.dim = 0 is out of range"): for the headers of Pylon's files.
 #pragma once
 
+#include <cfloat>
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -45,7 +47,15 @@ class JsonFields {
   float number(const json& obj, const char* key, const std::string& where) const {
     const json& v = field(obj, key, where);
     if (!v.is_number()) fail(where, ".", key, " is not a number");
-    return v.get<float>();
+    const double d = v.get<double>();
+    if (!(std::fabs(d) <= FLT_MAX)) fail(where, ".", key, " = ", d, " is out of a 32-bit float's range");
+    return static_cast<float>(d);
+  }
+  // A number > 0 (an eps, a theta): zero, negative or NaN is an error naming the field.
+  float positive_number(const json& obj, const char* key, const std::string& where) const {
+    const float v = number(obj, key, where);
+    if (!(v > 0)) fail(where, ".", key, " = ", v, " must be positive");
+    return v;
   }
   std::string text(const json& obj, const char* key, const std::string& where) const {
     const json& v = field(obj, key, where);

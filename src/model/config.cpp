@@ -1,5 +1,7 @@
 #include "model/config.h"
 
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 
 #include "core/error.h"
@@ -23,15 +25,21 @@ int64_t ModelConfig::num_params() const { return param_table(*this).total; }
 void ModelConfig::validate() const {
   PYLON_CHECK(vocab > 0, "vocab must be positive, got ", vocab);
   PYLON_CHECK(dim > 0, "dim must be positive, got ", dim);
-  PYLON_CHECK(layers >= 0, "layers must be non-negative, got ", layers);
+  PYLON_CHECK(layers > 0, "layers must be positive, got ", layers);
   PYLON_CHECK(heads > 0, "heads must be positive, got ", heads);
   PYLON_CHECK(kv_heads >= 0 && head_size >= 0 && ffn_dim >= 0, "kv heads, head size and ffn dim must not be negative");
+  {  // the derived widths (ints: see config.h) computed without wrapping
+    const int64_t hd = head_size ? head_size : dim / heads, kvh = kv_heads ? kv_heads : heads;
+    const int64_t ffn = ffn_dim ? ffn_dim : 4 * int64_t{dim}, q = heads * hd, qkv = q + 2 * kvh * hd;
+    PYLON_CHECK(ffn <= INT32_MAX && qkv <= INT32_MAX, "the model's widths exceed 32-bit sizes: MLP width ", ffn,
+                ", attention inputs per token ", qkv, " (dim ", dim, ", heads ", heads, ")");
+  }
   PYLON_CHECK(heads % kv_head_count() == 0, "heads ", heads, " is not a multiple of the kv heads ", kv_head_count());
   PYLON_CHECK(head_size || dim % heads == 0, "dim ", dim, " is not divisible by heads ", heads);
   PYLON_CHECK(preset.positions != Positions::rope || head_dim() % 2 == 0,
               "rotary embeddings need an even head size, got ", head_dim());
-  PYLON_CHECK(norm_eps > 0, "norm eps must be positive");
-  PYLON_CHECK(preset.positions != Positions::rope || rope_theta > 0, "rope theta must be positive");
+  PYLON_CHECK(norm_eps > 0 && std::isfinite(norm_eps), "norm eps must be positive, got ", norm_eps);
+  PYLON_CHECK(rope_theta > 0 && std::isfinite(rope_theta), "rope theta must be positive, got ", rope_theta);
   const RopeScaling& rs = rope_scaling;
   PYLON_CHECK(!rs.on() || (rs.factor >= 1 && rs.low_freq_factor > 0 && rs.high_freq_factor > rs.low_freq_factor &&
                            rs.original_max_positions > 0),

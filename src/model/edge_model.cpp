@@ -22,8 +22,8 @@ ModelConfig read_config(const EdgeFile& file) {
   config.dim = h.positive_int(c, "dim", "config");
   config.layers = h.positive_int(c, "layers", "config");
   config.heads = h.positive_int(c, "heads", "config");
-  config.norm_eps = h.number(c, "norm_eps", "config");
-  config.rope_theta = h.number(c, "rope_theta", "config");
+  config.norm_eps = h.positive_number(c, "norm_eps", "config");
+  config.rope_theta = h.positive_number(c, "rope_theta", "config");
   // Per-model options (files before them: the preset's defaults, which they had).
   auto opt_int = [&](const char* key, int& field) {
     if (c.contains(key)) field = h.positive_int(c, key, "config");

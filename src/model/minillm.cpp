@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "core/checked.h"
 #include "core/error.h"
 #include "ops/cpu/ops.h"
 #include "profile/tracer.h"
@@ -16,23 +17,57 @@ MiniLLM::MiniLLM(const ModelConfig& config) : config_(config), table_(param_tabl
   config_.validate();
 }
 
+namespace {
+// Element counts of the buffers resize() allocates for N = B*T rows (overflow-checked).
+struct BatchSizes {
+  int64_t x, final, layer_rstd, layer_d, qkv, probs, att, f1, f1_act, logits, losses, dx, datt, dqkv, df, dact;
+};
+BatchSizes batch_sizes(const ModelConfig& c, int64_t B, int64_t T) {
+  const char* what = "the batch's activation size";
+  const int64_t N = checked_mul(B, T, what), D = c.dim, H = c.heads, V = c.vocab, L = c.layers;
+  const int64_t Q = c.q_dim(), QKV = c.qkv_dim(), F = c.ffn_hidden();
+  const int64_t FIn = c.preset.ffn == Ffn::swiglu ? 2 * F : F;
+  BatchSizes s{};
+  s.x = checked_mul({L + 1, N, D}, what);
+  s.final = c.preset.final_norm ? checked_mul(N, D + 1, what) : 0;
+  s.layer_rstd = N, s.layer_d = checked_mul(N, D, what), s.qkv = checked_mul(N, QKV, what);
+  s.probs = checked_mul({B, H, T, T}, what), s.att = checked_mul(N, Q, what);
+  s.f1 = checked_mul(N, FIn, what), s.f1_act = checked_mul(N, F, what);
+  s.logits = checked_mul(N, V, what), s.losses = N;
+  s.dx = s.layer_d, s.datt = checked_mul(N, std::max(D, Q), what), s.dqkv = s.qkv, s.df = s.f1, s.dact = s.f1_act;
+  return s;
+}
+}  // namespace
+
+MiniLLM::BatchBytes MiniLLM::batch_bytes(const ModelConfig& c, int64_t B, int64_t T) {
+  const char* what = "the batch's activation size";
+  const BatchSizes s = batch_sizes(c, B, T);
+  // Per layer: rstd1, rstd2; h1, x_mid, h2; qkv; probs; att; f1; f1_act.
+  int64_t layer = 2 * s.layer_rstd;
+  for (int64_t n : {3 * s.layer_d, s.qkv, s.probs, s.att, s.f1, s.f1_act}) layer = checked_add(layer, n, what);
+  int64_t floats = checked_add(s.x, s.final, what);
+  floats = checked_add(floats, checked_mul(layer, c.layers, what), what);
+  for (int64_t n : {2 * s.dx, s.datt, s.dqkv, s.df, s.dact}) floats = checked_add(floats, n, what);
+  const int64_t f = static_cast<int64_t>(sizeof(float));
+  return {checked_mul(floats, f, what), checked_mul(checked_add(s.logits, s.losses, what), f, what)};
+}
+
 void MiniLLM::resize(int B, int T) {
   if (B == B_ && T == T_) return;
   B_ = B, T_ = T;
-  const size_t N = static_cast<size_t>(B) * T, D = config_.dim, H = config_.heads;
-  const size_t V = config_.vocab, L = config_.layers, Q = config_.q_dim(), QKV = config_.qkv_dim();
-  const size_t F = config_.ffn_hidden(), FIn = config_.preset.ffn == Ffn::swiglu ? 2 * F : F;
-  x_.assign((L + 1) * N * D, 0.f);
-  if (config_.preset.final_norm) x_final_.resize(N * D), rstd_final_.resize(N);
-  layers_.assign(L, Layer{});
+  const BatchSizes s = batch_sizes(config_, B, T);
+  auto n = [](int64_t count) { return static_cast<size_t>(count); };
+  x_.assign(n(s.x), 0.f);
+  if (config_.preset.final_norm) x_final_.resize(n(s.layer_d)), rstd_final_.resize(n(s.layer_rstd));
+  layers_.assign(static_cast<size_t>(config_.layers), Layer{});
   for (auto& l : layers_) {
-    l.rstd1.resize(N), l.h1.resize(N * D), l.qkv.resize(N * QKV);
-    l.probs.resize(B * H * T * T), l.att.resize(N * Q), l.x_mid.resize(N * D);
-    l.rstd2.resize(N), l.h2.resize(N * D), l.f1.resize(N * FIn), l.f1_act.resize(N * F);
+    l.rstd1.resize(n(s.layer_rstd)), l.h1.resize(n(s.layer_d)), l.qkv.resize(n(s.qkv));
+    l.probs.resize(n(s.probs)), l.att.resize(n(s.att)), l.x_mid.resize(n(s.layer_d));
+    l.rstd2.resize(n(s.layer_rstd)), l.h2.resize(n(s.layer_d)), l.f1.resize(n(s.f1)), l.f1_act.resize(n(s.f1_act));
   }
-  logits_.resize(N * V), losses_.resize(N);
-  dx_.resize(N * D), dh_.resize(N * D), datt_.resize(N * std::max(D, Q)), dqkv_.resize(N * QKV);
-  df_.resize(N * FIn), dact_.resize(N * F);
+  logits_.resize(n(s.logits)), losses_.resize(n(s.losses));
+  dx_.resize(n(s.dx)), dh_.resize(n(s.dx)), datt_.resize(n(s.datt)), dqkv_.resize(n(s.dqkv));
+  df_.resize(n(s.df)), dact_.resize(n(s.dact));
 }
 
 const float* MiniLLM::head_input() const {

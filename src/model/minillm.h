@@ -39,6 +39,14 @@ class MiniLLM {
     backward(param_pointers(table_, params), param_pointers(table_, grads), loss_scale, hooks);
   }
 
+  // Bytes a (B, T) batch makes forward() and backward() keep (what resize() allocates), in 64-bit
+  // with overflow checked: the memory plan reads it before anything is allocated.
+  struct BatchBytes {
+    int64_t activations = 0;  // residual stream, per-layer saved tensors, backward scratch
+    int64_t logits = 0;       // (B, T, V) logits and (B, T) losses
+  };
+  static BatchBytes batch_bytes(const ModelConfig& config, int64_t B, int64_t T);
+
   const float* logits() const { return logits_.data(); }  // (B, T, V) after forward(no targets)
   const float* losses() const { return losses_.data(); }  // (B, T) after forward(targets)
 

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/checked.h"
 #include "core/error.h"
 #include "core/rng.h"
 
@@ -24,12 +25,12 @@ ParamTable param_table(const ModelConfig& c) {
     p.name = std::move(name);
     p.shape = std::move(shape);
     p.numel = 1;
-    for (auto s : p.shape) p.numel *= s;
+    for (auto s : p.shape) p.numel = checked_mul(p.numel, s, "the model's parameter count");
     p.offset = t.total;
     p.unit = unit;
     p.init = init;
     p.pieces = pieces.empty() ? std::vector<ParamPiece>{{p.name, p.shape[0]}} : std::move(pieces);
-    t.total += p.numel;
+    t.total = checked_add(t.total, p.numel, "the model's parameter count");
     t.params.push_back(std::move(p));
     return static_cast<int>(t.params.size() - 1);
   };

@@ -2,6 +2,7 @@
 // by reading each parameter's elements from the old shard files that hold its dim-0 chunks.
 #include "train/checkpoint.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -205,7 +206,9 @@ void load_checkpoint_shards(const CheckpointInfo& c, const ShardLayout& to, int 
                   where, ": unit ", i, " (", old.value("name", "?"), ") differs from this model's ", u.name,
                   " (a different model)");
       const int64_t old_shard = old.at("shard").get<int64_t>();
-      PYLON_CHECK(old_shard > 0 && old_shard * c.world >= u.numel, where, ": unit ", u.name,
+      // Each product is compared only when it cannot overflow (a hostile layout.json's numbers).
+      PYLON_CHECK(old_shard > 0 && old_shard <= INT64_MAX / c.world && old_shard * c.world >= u.numel, where,
+                  ": unit ", u.name,
                   " has a bad shard size ", old_shard);
       UnitShards& s = out[i];
       for (auto* v : {&s.param, &s.m, &s.v}) v->assign(static_cast<size_t>(u.shard), 0.f);
@@ -224,7 +227,9 @@ void load_checkpoint_shards(const CheckpointInfo& c, const ShardLayout& to, int 
         const nlohmann::json& q = old_params[j];
         const int64_t numel = q.at("numel").get<int64_t>();
         const int64_t chunk = q.at("chunk").get<int64_t>(), at = q.at("shard_offset").get<int64_t>();
-        PYLON_CHECK(chunk > 0 && chunk * c.world >= numel && at >= 0 && at + chunk <= old_shard, where, ": unit ",
+        PYLON_CHECK(chunk > 0 && chunk <= INT64_MAX / c.world && chunk * c.world >= numel && at >= 0 &&
+                        at <= old_shard - chunk,
+                    where, ": unit ",
                     u.name, " parameter ", j, " has a bad chunk ", chunk, " at ", at);
         const int64_t r = k / chunk;
         return {static_cast<int>(r), at + (k - r * chunk), std::min(numel, (r + 1) * chunk)};

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "train/data_loader.h"
+#include "train/progress.h"
 
 namespace pylon {
 
@@ -14,7 +15,9 @@ EvalResult evaluate(MiniLLM& model, const float* params, const TokenFile& data, 
   const size_t n = static_cast<size_t>(batch) * seq;
   std::vector<int32_t> inputs(n), targets(n);
   double sum = 0;
+  ProgressLine progress("eval: micro-batches", steps, true);
   for (int64_t s = 0; s < steps; ++s) {
+    progress.done(s);
     loader.load(s, inputs.data(), targets.data());
     sum += model.forward(params, inputs.data(), targets.data(), batch, seq);
   }
@@ -29,7 +32,9 @@ EvalResult evaluate_rows(const RowScorer& score, int vocab, const TokenFile& dat
   std::vector<int32_t> inputs(n), targets(n);
   std::vector<float> logits(static_cast<size_t>(seq) * V);
   double sum = 0;
+  ProgressLine progress("eval: micro-batches", steps, true);
   for (int64_t s = 0; s < steps; ++s) {
+    progress.done(s);
     loader.load(s, inputs.data(), targets.data());
     double step_loss = 0;
     for (int b = 0; b < batch; ++b) {

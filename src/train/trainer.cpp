@@ -2,9 +2,14 @@
 // training loop (train/loop.h), and the checks every run starts with.
 #include "train/trainer.h"
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
+#include <system_error>
 #include <vector>
 
+#include "core/checked.h"
 #include "core/error.h"
 #include "core/timer.h"
 #include "dist/fsdp.h"
@@ -17,6 +22,8 @@
 #include "train/checkpoint.h"
 #include "train/data_loader.h"
 #include "train/loop.h"
+#include "train/memory_plan.h"
+#include "train/progress.h"
 #ifdef PYLON_HAVE_CUDA
 #include "train/cuda/trainer_cuda.h"
 #endif
@@ -32,7 +39,7 @@ class CpuStep final : public TrainStep {
       : o_(o), model_(o.model), layout_(model_.table(), comm.world()), fsdp_(layout_, comm, fsdp_options(o, comm)) {
     init_shards(o, resume, fsdp_);
     tokens_.resize(static_cast<size_t>(o.grad_accum) * 2 * rows());
-    const int64_t global_tokens = static_cast<int64_t>(o.batch) * o.seq * comm.world() * o.grad_accum;
+    const int64_t global_tokens = checked_mul({o.batch, o.seq, comm.world(), o.grad_accum}, "tokens per step");
     loss_scale_ = 1.f / static_cast<float>(global_tokens);
   }
 
@@ -45,7 +52,9 @@ class CpuStep final : public TrainStep {
     const Stopwatch clock;
     fsdp_.zero_grad();
     double local_loss = 0;
+    ProgressLine progress("step " + std::to_string(t) + ": micro-steps", o_.grad_accum, comm.rank() == 0);
     for (int a = 0; a < o_.grad_accum; ++a) {
+      if (a) progress.done(a);
       const int32_t* inputs = tokens_.data() + static_cast<size_t>(2 * a) * rows();
       fsdp_.set_reduce_grads(!o_.no_sync || a + 1 == o_.grad_accum);
       local_loss += model_.forward(fsdp_.params(), inputs, inputs + rows(), o_.batch, o_.seq, &fsdp_);
@@ -81,7 +90,9 @@ class CpuStep final : public TrainStep {
     std::vector<int32_t> inputs(rows()), targets(rows());
     double sum = 0;
     fsdp_.set_forward_only(true);
+    ProgressLine progress("validation: micro-batches", steps, comm.rank() == 0);
     for (int64_t m = 0; m < steps; ++m) {
+      if (m) progress.done(m);
       {
         PYLON_RANGE("data", "data_load");
         loader.load(m, inputs.data(), targets.data());
@@ -117,23 +128,57 @@ class CpuStep final : public TrainStep {
   StepResult result_;
 };
 
+// A --save or --profile directory that can be made: it is a directory, or its nearest existing
+// ancestor is one we may write in (else the run would fail at its first save, after the work).
+void check_output_dir(const std::string& dir, const char* flag) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path p = fs::absolute(dir, ec);
+  PYLON_CHECK(!ec, flag, " ", dir, ": ", ec.message());
+  while (!fs::exists(p, ec) && p.has_relative_path()) {
+    PYLON_CHECK(!ec || ec == std::errc::no_such_file_or_directory, flag, " ", dir, ": ", ec.message());
+    p = p.parent_path();
+  }
+  PYLON_CHECK(fs::is_directory(p, ec), flag, " ", dir, ": ", p.string(), " is not a directory");
+  PYLON_CHECK(::access(p.c_str(), W_OK | X_OK) == 0, flag, " ", dir, ": ", p.string(), " is not writable");
+}
+
 }  // namespace
 
-CheckpointInfo check_train_options(const TrainOptions& o) {
+CheckpointInfo check_train_options(const TrainOptions& o, int world, int local_ranks) {
   PYLON_CHECK(o.batch > 0 && o.seq > 0, "--batch and --seq must be positive");
   PYLON_CHECK(o.steps > 0, "--steps must be positive, got ", o.steps);
   PYLON_CHECK(o.grad_accum > 0, "--grad-accum must be positive, got ", o.grad_accum);
-  PYLON_CHECK(o.grad_clip >= 0, "--grad-clip must be >= 0 (0 = off)");
-  PYLON_CHECK(o.adamw.lr > 0, "--lr must be positive");
+  // The command line's ranges (cli/train.cpp) again, for options built in code.
+  PYLON_CHECK(o.grad_clip >= 0 && std::isfinite(o.grad_clip), "--grad-clip must be >= 0 (0 = off)");
+  PYLON_CHECK(o.adamw.lr > 0 && std::isfinite(o.adamw.lr), "--lr must be positive");
   PYLON_CHECK(o.adamw.beta1 >= 0 && o.adamw.beta1 < 1 && o.adamw.beta2 >= 0 && o.adamw.beta2 < 1,
               "--beta1 and --beta2 must be in [0, 1)");
+  PYLON_CHECK(o.adamw.weight_decay >= 0 && std::isfinite(o.adamw.weight_decay), "--weight-decay must be >= 0");
+  PYLON_CHECK(o.adamw.eps > 0 && std::isfinite(o.adamw.eps), "--adam-eps must be positive");
+  PYLON_CHECK(o.schedule.min_lr_frac >= 0 && o.schedule.min_lr_frac <= 1, "--min-lr-frac must be in [0, 1]");
+  PYLON_CHECK(o.eval_every >= 0 && o.save_every >= 0 && o.log_every >= 0,
+              "--eval-every, --save-every and --log-every must be >= 0");
   PYLON_CHECK(o.eval_steps > 0 || o.eval_every == 0 || o.val_data.empty(), "--eval-steps must be positive");
   PYLON_CHECK(o.init_from.empty() || o.resume_dir.empty(), "--init-from and --resume exclude each other");
+  if (!o.save_dir.empty()) check_output_dir(o.save_dir, "--save");
+  if (!o.profile.dir.empty()) check_output_dir(o.profile.dir, "--profile");
   PYLON_CHECK(!o.cuda_graph || o.device == "cuda", "--cuda-graph needs --device cuda");
   PYLON_CHECK(!o.cuda_graph || o.profile.dir.empty(),
               "--cuda-graph and --profile exclude each other: a replayed step has no host ranges or launches to trace");
   PYLON_CHECK(!o.data.empty(), "no training data (--data FILE)");
+  // The data position of the last step (train/data_loader.cpp) in 64 bits.
+  checked_mul({o.steps, o.grad_accum, o.batch, o.seq, world}, "--steps x --grad-accum x --batch x --seq tokens");
   o.model.validate();
+  if (o.device == "cpu") {  // before any file is read or buffer allocated
+    MemoryPlan plan;
+    try {
+      plan = cpu_train_memory(o.model, o.batch, o.seq, o.grad_accum, world);
+    } catch (const Error& e) {
+      throw Error(std::string("--device cpu: the model does not fit: ") + e.what());
+    }
+    check_fits(plan, local_ranks, available_host_bytes(), "--device cpu: the model");
+  }
   const TokenFile data(o.data);  // exists and is a token file (the vocab scan comes with training)
   if (!o.val_data.empty()) {
     const TokenFile val(o.val_data);
@@ -150,12 +195,7 @@ CheckpointInfo check_train_options(const TrainOptions& o) {
     PYLON_CHECK(resume.step < o.steps, o.resume_dir, ": already at step ", resume.step,
                 ", nothing to do for --steps ", o.steps);
   }
-  const profile::Schedule& s = o.profile.schedule;
-  PYLON_CHECK(s.wait >= 0 && s.warmup >= 0 && s.active > 0,
-              "--profile-wait and --profile-warmup must be >= 0, --profile-active > 0");
-  PYLON_CHECK(o.profile.dir.empty() || s.wait + s.warmup < o.steps - resume.step, "--profile: wait ",
-              s.wait, " + warmup ", s.warmup, " steps leave no active step within the run's ",
-              o.steps - resume.step, " steps");
+  profile::check_schedule(o.profile, o.steps - resume.step);
   if (!o.init_from.empty()) {
     const SafetensorsReader file(o.init_from);
     const ParamTable table = param_table(o.model);
@@ -165,7 +205,7 @@ CheckpointInfo check_train_options(const TrainOptions& o) {
 }
 
 TrainResult train(const TrainOptions& o, Communicator& comm) {
-  const CheckpointInfo resume = check_train_options(o);
+  const CheckpointInfo resume = check_train_options(o, comm.world());
   CpuStep step(o, resume, comm);
   return run_training(o, resume, comm, step, o.profile);
 }

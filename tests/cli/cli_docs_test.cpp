@@ -2,9 +2,14 @@
 // section, and the flags in that section's table are exactly the flags `pylon CMD --help` prints,
 // with the same defaults where --help shows one.
 //
+// Every numeric flag's --help line shows its valid range, "[range: R]" (cli/args.h makes each
+// numeric flag declare one); the table's range cell has it in backticks, and non-numeric flags
+// leave that cell without code.
+//
 // The shape of docs/cli.md this reads: a heading `## pylon CMD` per command; in its section, table
-// rows whose first cell is the flag in backticks (`--name` or `--name VALUE`) and whose second cell
-// holds the default in backticks where --help shows one (elsewhere it is free text).
+// rows `| flag | default | range | meaning |` whose first cell is the flag in backticks (`--name` or
+// `--name VALUE`), whose second cell holds the default in backticks where --help shows one
+// (elsewhere it is free text) and whose third holds the range.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,8 +29,11 @@ namespace {
 
 const std::string kCliDoc = std::string(PYLON_DOCS_DIR) + "/cli.md";
 
-// --help's flags: name (without --) -> the default it shows ("" = none).
-using Flags = std::map<std::string, std::string>;
+// --help's flags: name (without --) -> the default and the range it shows ("" = none).
+struct HelpFlag {
+  std::string default_text, range;
+};
+using Flags = std::map<std::string, HelpFlag>;
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> out;
@@ -62,21 +70,27 @@ Flags help_flags(const std::string& command) {
   static const std::regex listed("^\\s+--([a-z0-9][a-z0-9-]*)\\b.*$");
   static const std::regex optional("\\[--([a-z0-9][a-z0-9-]*)\\]");
   static const std::regex with_default("\\[default: (.*)\\]$");
+  // "[range: [0, 1)]", "[range: (0, 1]]", "[range: >= 1]", "[range: > 0]"
+  static const std::regex with_range("\\[range: ([\\[(][^\\])]*[\\])]|[<>]=? [^\\]]*)\\]");
   for (const std::string& line : lines_of(r.out)) {
-    std::smatch m, d;
+    std::smatch m, d, g;
     if (std::regex_match(line, m, listed)) {
-      flags[m[1]] = std::regex_search(line, d, with_default) ? std::string(d[1]) : "";
+      flags[m[1]] = {std::regex_search(line, d, with_default) ? std::string(d[1]) : "",
+                     std::regex_search(line, g, with_range) ? std::string(g[1]) : ""};
     } else {
       for (std::sregex_iterator it(line.begin(), line.end(), optional), end; it != end; ++it)
-        flags[(*it)[1]] = "";
+        flags[(*it)[1]] = {};
     }
   }
   flags.erase("help");  // every command has it; docs/cli.md says so once
   return flags;
 }
 
+struct DocRow {
+  std::vector<std::string> defaults, ranges;  // the `code` spans of its default and range cells
+};
 struct DocSection {
-  std::map<std::string, std::vector<std::string>> flags;  // flag -> the `code` spans of its default cell
+  std::map<std::string, DocRow> flags;
   std::vector<std::string> problems;                      // malformed rows
 };
 
@@ -135,7 +149,8 @@ std::map<std::string, DocSection> doc_sections(const std::string& text) {
     }
     const std::string name = f[1];
     if (current->flags.count(name)) current->problems.push_back("--" + name + " has two rows");
-    current->flags[name] = code_spans(cells.size() > 1 ? cells[1] : "");
+    if (cells.size() != 4) current->problems.push_back("--" + name + ": not 4 cells (flag, default, range, meaning)");
+    current->flags[name] = {code_spans(cells.size() > 1 ? cells[1] : ""), code_spans(cells.size() > 2 ? cells[2] : "")};
   }
   return sections;
 }
@@ -162,17 +177,25 @@ TEST(CliDocs, EveryCommandHasAFlagTableEqualToItsHelp) {
     const Flags help = help_flags(command);
     const auto& doc = section->second.flags;
     EXPECT_FALSE(help.empty()) << "pylon " << command << " --help: no flags parsed";
-    for (const auto& [name, def] : help) {
+    for (const auto& [name, flag] : help) {
+      const std::string& def = flag.default_text;
       const auto d = doc.find(name);
       if (d == doc.end()) {
         ADD_FAILURE() << "docs/cli.md: pylon " << command << " --" << name
                       << " is missing from its table (pylon " << command << " --help prints it)";
         continue;
       }
-      const std::vector<std::string>& spans = d->second;
+      const std::vector<std::string>& spans = d->second.defaults;
       if (!def.empty() && std::find(spans.begin(), spans.end(), def) == spans.end())
         ADD_FAILURE() << "docs/cli.md: pylon " << command << " --" << name << ": --help says [default: " << def
                       << "], but the table's default cell has no `" << def << "`";
+      const std::vector<std::string> want_range =
+          flag.range.empty() ? std::vector<std::string>{} : std::vector<std::string>{flag.range};
+      if (d->second.ranges != want_range)
+        ADD_FAILURE() << "docs/cli.md: pylon " << command << " --" << name << ": --help says "
+                      << (flag.range.empty() ? "no range" : "[range: " + flag.range + "]")
+                      << ", the table's range cell has " << d->second.ranges.size() << " code span(s)"
+                      << (d->second.ranges.empty() ? "" : ": `" + d->second.ranges[0] + "`");
     }
     for (const auto& [name, spans] : doc)
       if (!help.count(name))

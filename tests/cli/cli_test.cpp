@@ -26,6 +26,7 @@ using testing::run_pylon;
 
 const std::string kGolden = std::string(PYLON_GOLDEN_DIR) + "/seed_small";
 const std::string kSeedModel = "--preset seed --vocab 97 --dim 32 --layers 2 --heads 4";
+const std::string kSeedArgsForProgress = "train " + kSeedModel + " --batch 2 --seq 16";
 
 std::string train_args(const std::string& extra, const std::string& init = kGolden + "/init.safetensors",
                        const std::string& data = kGolden + "/tokens.bin") {
@@ -92,6 +93,137 @@ TEST(Cli, BadFlagsAreErrors) {
   const auto r = run_pylon("frobnicate");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("unknown command 'frobnicate'"), std::string::npos);
+}
+
+// Every numeric flag's range is checked when the command line is parsed (cli/args.h): values that
+// were once accepted and trained or exported nonsense, numbers a type cannot hold, and text that
+// is no number are one line naming the flag, before any file is written.
+TEST(Cli, NumericFlagsOutsideTheirRangesAreErrors) {
+  testing::TempDir tmp;
+  const std::string outputs = " --save " + tmp.file("ckpt") + " --metrics " + tmp.file("m.jsonl");
+  const std::string train = "train " + kSeedModel + " --batch 2 --seq 16 --init-from " + kGolden +
+                            "/init.safetensors --data " + kGolden + "/tokens.bin" + outputs + " ";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--weight-decay -1", "--weight-decay -1: must be >= 0"},
+      {"--adam-eps -1", "--adam-eps -1: must be > 0"},
+      {"--adam-eps 0", "--adam-eps 0: must be > 0"},
+      {"--min-lr-frac -1", "--min-lr-frac -1: must be in [0, 1]"},
+      {"--min-lr-frac 1.5", "--min-lr-frac 1.5: must be in [0, 1]"},
+      {"--eval-every -1", "--eval-every -1: must be >= 0"},
+      {"--eval-steps 0", "--eval-steps 0: must be >= 1"},
+      {"--grad-clip -1", "--grad-clip -1: must be >= 0"},
+      {"--grad-clip 1e-300", "--grad-clip: 1e-300 is too small for a 32-bit float"},  // it became 0: off
+      {"--lr 1e39", "--lr: 1e39 is too large for a 32-bit float"},
+      {"--lr 1e400", "--lr: 1e400 is out of a 64-bit float's range"},
+      {"--lr nan", "--lr: expected a number, got 'nan'"},
+      {"--lr inf", "--lr: inf is out of a 64-bit float's range"},
+      {"--lr=", "--lr: expected a number, got ''"},
+      {"--beta2 1", "--beta2 1: must be in [0, 1)"},
+      {"--steps 99999999999999999999", "--steps: 99999999999999999999 is outside a 64-bit integer's range"},
+      {"--grad-accum 0x10", "--grad-accum: expected an integer, got '0x10'"},
+      {"--grad-accum 99999999999", "--grad-accum: 99999999999 is outside a 32-bit integer's range"},
+      {"--save-every -1", "--save-every -1: must be >= 0"},
+      {"--dist-timeout 1e300", "--dist-timeout 1e300: must be in (0, 1000000]"},
+      {"--nproc-per-node 2147483647", "--nproc-per-node 2147483647: must be in [1, 1024]"},
+      {"--master-port 70000", "--master-port 70000: must be in [0, 65535]"},
+  };
+  for (const auto& [flag, message] : cases) {
+    SCOPED_TRACE(flag);
+    expect_clear_error(run_pylon(train + flag), message);
+  }
+  // wait + warmup once wrapped negative (UBSan) and the run traced nothing without a word.
+  expect_clear_error(run_pylon(train + "--steps 3 --profile " + tmp.file("prof") +
+                               " --profile-wait 9223372036854775807 --profile-warmup 9223372036854775807"),
+                     "--profile: wait 9223372036854775807 + warmup 9223372036854775807 steps leave no active step");
+  // The data position of the last step in 64 bits.
+  expect_clear_error(run_pylon(train + "--steps 9223372036854775807"),
+                     "--steps x --grad-accum x --batch x --seq tokens overflows a 64-bit integer");
+  // A --save directory that cannot be made failed at the first save, after the training.
+  std::ofstream(tmp.file("a_file")) << "x";
+  expect_clear_error(run_pylon(train_args("--save " + tmp.file("a_file") + "/ckpt")),
+                     tmp.file("a_file") + " is not a directory");
+  // A garbage --tokenizer was copied into every checkpoint and failed only at generate.
+  std::ofstream(tmp.file("garbage.model")) << "not a SentencePiece model";
+  expect_clear_error(run_pylon(train + "--tokenizer " + tmp.file("garbage.model")),
+                     "garbage.model: cannot load SentencePiece model");
+  // --layers 0 once trained and exported an edge file that Pylon's own reader refused.
+  expect_clear_error(run_pylon("train --preset seed --vocab 97 --dim 32 --layers 0 --heads 4" + outputs),
+                     "--layers 0: must be >= 1");
+  EXPECT_FALSE(std::filesystem::exists(tmp.file("ckpt")));
+  EXPECT_FALSE(std::filesystem::exists(tmp.file("m.jsonl")));
+
+  const std::string model = "--model " + kGolden + "/init.safetensors --preset seed --heads 4";
+  const std::string data = " --data " + kGolden + "/tokens.bin";
+  expect_clear_error(run_pylon("eval " + model + data + " --steps -1"), "--steps -1: must be >= 1");
+  expect_clear_error(run_pylon("eval " + model + data + " --batch 0"), "--batch 0: must be >= 1");
+  expect_clear_error(run_pylon("eval " + model + data + " --steps 9223372036854775807"),
+                     "--steps x --batch x --seq tokens overflows a 64-bit integer");
+  expect_clear_error(run_pylon("eval " + model + data + " --batch 2147483647 --seq 1", "", 30),
+                     "--device cpu: a --batch x --seq forward needs ");
+  expect_clear_error(run_pylon("generate " + model + " --top-p 0"), "--top-p 0: must be in (0, 1]");
+  expect_clear_error(run_pylon("generate " + model + " --temperature -1"), "--temperature -1: must be >= 0");
+  expect_clear_error(run_pylon("generate " + model + " --context 0"), "--context 0: must be >= 1");
+  // prompt + max-new-tokens once wrapped in int (UBSan) and passed the context check.
+  expect_clear_error(run_pylon("generate " + model + " --max-new-tokens 2147483647"),
+                     "--max-new-tokens 2147483647 leaves no room in --context 1024");
+  expect_clear_error(run_pylon("export " + model + " --out " + tmp.file("x.edge") + " --group-size 16"),
+                     "--group-size 16: must be in [32, 64]");
+  expect_clear_error(run_pylon("tokenize --input x --out y --val-fraction 1"), "--val-fraction 1: must be in [0, 1)");
+  expect_clear_error(run_pylon("tokenize --input x --out y --width u16 --train-vocab 70000"),
+                     "--width u16: --train-vocab 70000 does not fit in uint16");  // once found after training
+  EXPECT_FALSE(std::filesystem::exists(tmp.file("x.edge")));
+}
+
+// Sizes whose model or batch cannot fit are refused from the memory plan (train/memory_plan.h),
+// before any file is read or buffer allocated: they once aborted in the allocator (std::bad_alloc,
+// SIGABRT) or, for --grad-accum, stalled filling a token buffer of grad-accum micro-steps.
+TEST(Cli, ModelsThatCannotFitAreRefusedBeforeAllocating) {
+  testing::TempDir tmp;
+  const std::string outputs = " --save " + tmp.file("ckpt") + " --metrics " + tmp.file("m.jsonl");
+  const std::string base = "train --preset seed --dim 32 --heads 4 --data " + kGolden + "/tokens.bin" + outputs;
+  for (const std::string& sizes : {std::string(" --vocab 2147483647 --layers 2 --batch 2 --seq 16"),
+                                   std::string(" --vocab 97 --layers 2147483647 --batch 2 --seq 16"),
+                                   std::string(" --vocab 97 --layers 2 --batch 2147483647 --seq 1"),
+                                   std::string(" --vocab 97 --layers 2 --batch 2 --seq 16 --grad-accum 2147483647")}) {
+    SCOPED_TRACE(sizes);
+    const auto r = run_pylon(base + sizes, "", 30);
+    expect_clear_error(r, "--device cpu: the model needs ");
+    EXPECT_NE(r.err.find("but this machine has"), std::string::npos) << r.err;
+  }
+  // (B, H, T, T) attention probabilities overflow 64 bits; B x T rows overflow the step's int index.
+  expect_clear_error(run_pylon(base + " --vocab 97 --layers 2 --batch 1 --seq 2147483647", "", 30),
+                     "--device cpu: the model does not fit: the batch's activation size overflows a 64-bit integer");
+  expect_clear_error(run_pylon(base + " --vocab 97 --layers 2 --batch 2147483647 --seq 2", "", 30),
+                     "--device cpu: the model does not fit: --batch 2147483647 x --seq 2 rows exceed");
+  EXPECT_FALSE(std::filesystem::exists(tmp.file("ckpt")));
+  EXPECT_FALSE(std::filesystem::exists(tmp.file("m.jsonl")));
+
+  // Decoding: the KV cache of --context tokens, an edge file's rows of --seq tokens.
+  const std::string causal = std::string(PYLON_GOLDEN_DIR) + "/causal_small/init.safetensors";
+  expect_clear_error(run_pylon("generate --model " + causal + " --heads 4 --context 2000000000", "", 30),
+                     "--device cpu: --context 2000000000 needs ");
+  const auto exported = run_pylon("export --model " + kGolden + "/init.safetensors --preset seed --heads 4 --out " +
+                                  tmp.file("s.edge"));
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  expect_clear_error(run_pylon("eval --model " + tmp.file("s.edge") + " --data " + kGolden +
+                                   "/tokens.bin --batch 1 --steps 1 --seq 2147483647", "", 30),
+                     "--device cpu: --seq 2147483647 needs ");
+}
+
+// --eval-steps 2147483647 ran 2^31 forwards without a line (a hang to the user); a long
+// validation or evaluation now says how far it is, and a signal stops it.
+TEST(Cli, LongValidationsShowProgressAndStop) {
+  const std::string data = kGolden + "/tokens.bin";
+  const auto train = run_pylon(kSeedArgsForProgress + " --data " + data + " --val-data " + data +
+                                   " --steps 1 --eval-every 1 --eval-steps 2147483647",
+                               "PYLON_TEST_PROGRESS_MS=100", 10);
+  EXPECT_EQ(train.exit_code, 124) << train.err;  // stopped by timeout's SIGTERM
+  EXPECT_NE(train.out.find("validation: micro-batches: "), std::string::npos) << train.out;
+  const auto eval = run_pylon("eval --model " + kGolden + "/init.safetensors --preset seed --heads 4 --data " + data +
+                                  " --batch 2 --seq 16 --steps 2147483647",
+                              "PYLON_TEST_PROGRESS_MS=100", 10);
+  EXPECT_EQ(eval.exit_code, 124) << eval.err;
+  EXPECT_NE(eval.out.find("eval: micro-batches: "), std::string::npos) << eval.out;
 }
 
 TEST(Cli, MissingFilesAreErrors) {

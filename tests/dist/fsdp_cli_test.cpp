@@ -375,7 +375,7 @@ TEST_F(FsdpCli, BadLaunchesAreClearErrors) {
   expect_error(run_pylon(train(1, 6, 2, "--nnodes 2 --node-rank 0")), "needs --master-addr and --master-port");
   expect_error(run_pylon(train(1, 6, 2, "--nnodes 2 --node-rank 2 --master-addr 127.0.0.1 --master-port 1234")),
                "--node-rank 2 is outside 0..1");
-  expect_error(run_pylon(train(1, 6, 2, "--nproc-per-node 0")), "must be >= 1");
+  expect_error(run_pylon(train(1, 6, 2, "--nproc-per-node 0")), "--nproc-per-node 0: must be in [1, 1024]");
   expect_error(run_pylon(train(9, 6, 2, "--device cuda")), "--device cuda");  // no machine here has 9 GPUs
   expect_error(run_pylon(train(2, 6, 2, ""), "RANK=0 WORLD_SIZE=2"), "already has RANK/WORLD_SIZE");
   expect_error(run_pylon(train(1, 6, 2, ""), "RANK=0 WORLD_SIZE=2 LOCAL_WORLD_SIZE=1"), "set MASTER_ADDR");
