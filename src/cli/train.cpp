@@ -177,6 +177,12 @@ int run_train(int argc, char** argv) {
   }
   if (norm_eps != 0) o.model.norm_eps = norm_eps;
   o.model.rope_theta = rope_theta;
+  if (!o.init_from.empty()) {  // a Pylon checkpoint's files are checked before anything reads them
+    PYLON_CHECK(std::filesystem::exists(o.init_from), "--init-from ", o.init_from, ": no such file or directory");
+    const bool first_process = nproc == 1 && nnodes == 1 && env_int("RANK", 0, 0, 1 << 20) == 0;
+    if (!verify_checkpoint_files(o.init_from) && first_process)
+      std::printf("%s\n", checkpoint_without_checksums_warning(o.init_from).c_str());
+  }
   if (!o.init_from.empty() && std::filesystem::is_directory(o.init_from)) {
     // A folder of weights (Hugging Face's, or a Pylon step folder): the model is its config's.
     for (const char* flag : {"preset", "vocab", "dim", "layers", "heads", "kv-heads", "head-dim", "ffn-dim", "norm-eps",
@@ -186,9 +192,11 @@ int run_train(int argc, char** argv) {
     o.model = config_from_weights(SafetensorsReader(o.init_from), o.model, false, false);
     if (o.tokenizer.empty()) resolve_model_path(o.init_from, &o.tokenizer);  // its tokenizer, if it has one
   }
-  if (!o.tokenizer.empty())  // checked now rather than at the first save
+  if (!o.tokenizer.empty()) {  // checked now rather than at the first save, or at generate
     PYLON_CHECK(std::filesystem::is_regular_file(resolve_tokenizer_path(o.tokenizer)), "--tokenizer ", o.tokenizer,
                 ": no such file");
+    check_tokenizer_file(o.tokenizer);
+  }
   o.model.validate();
   o.schedule.kind = parse_lr_schedule(schedule);
   o.schedule.lr = o.adamw.lr;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "io/checksum.h"
 #include "io/mapped_file.h"
 
 namespace pylon {
@@ -70,8 +71,9 @@ struct TensorToWrite {
 
 // Writes atomically (AtomicFile). Tensors are stored in the given order, back to back: the format
 // allows no gaps (Python's safetensors rejects them), so only the data start is 8-byte aligned
-// (the JSON is padded with spaces); a tensor is aligned when the bytes before it are.
-void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+// (the JSON is padded with spaces); a tensor is aligned when the bytes before it are. Returns the
+// file's size and XXH3-64 (io/checksum.h).
+FileDigest write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
 std::string shape_text(const std::vector<int64_t>& shape);  // "(3, 4)"
