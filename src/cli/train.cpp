@@ -192,11 +192,9 @@ int run_train(int argc, char** argv) {
     o.model = config_from_weights(SafetensorsReader(o.init_from), o.model, false, false);
     if (o.tokenizer.empty()) resolve_model_path(o.init_from, &o.tokenizer);  // its tokenizer, if it has one
   }
-  if (!o.tokenizer.empty()) {  // checked now rather than at the first save, or at generate
+  if (!o.tokenizer.empty())  // checked now rather than at the first save (check_train_options loads it)
     PYLON_CHECK(std::filesystem::is_regular_file(resolve_tokenizer_path(o.tokenizer)), "--tokenizer ", o.tokenizer,
                 ": no such file");
-    check_tokenizer_file(o.tokenizer);
-  }
   o.model.validate();
   o.schedule.kind = parse_lr_schedule(schedule);
   o.schedule.lr = o.adamw.lr;

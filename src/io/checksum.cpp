@@ -97,7 +97,7 @@ void ChecksumManifest::verify(const std::string& name) const {
   PYLON_CHECK(fs::exists(path), path, ": missing, but ", kChecksumManifestName, " lists it (an incomplete checkpoint)");
   const FileDigest d = file_digest(path);
   PYLON_CHECK(d.bytes == it->second.bytes, path, ": ", d.bytes, " bytes, but ", kChecksumManifestName, " records ",
-              it->second.bytes, " (truncated or corrupted); refusing to use it");
+              it->second.bytes, ": the file is truncated, corrupted or was edited; refusing to use it");
   PYLON_CHECK(d.xxh3 == it->second.xxh3, path, ": checksum mismatch (xxh3_64 ", checksum_hex(d.xxh3), ", ",
               kChecksumManifestName, " records ", checksum_hex(it->second.xxh3),
               "): the file is corrupted or was edited; refusing to use it");

@@ -65,8 +65,7 @@ std::string tokenizer_in(const fs::path& folder) {
 // (its bos and eos), so that the folder is a Hugging Face folder that generate and export read.
 // Returns the names of the files copied.
 std::vector<std::string> copy_tokenizer(const std::string& path, const fs::path& folder) {
-  const std::string file = resolve_tokenizer_path(path);
-  check_tokenizer_file(file);  // garbage would be copied into every later checkpoint
+  const std::string file = resolve_tokenizer_path(path);  // loaded before the run: check_train_options
   const bool json = is_tokenizer_json(read_text_file(file));
   std::vector<std::string> copied{json ? "tokenizer.json" : "tokenizer.model"};
   std::error_code ec;
@@ -81,7 +80,8 @@ std::vector<std::string> copy_tokenizer(const std::string& path, const fs::path&
   return copied;
 }
 
-// The files of a step folder that loading its weights reads (all but the optimizer's shards).
+// Whether a step folder's file is one of the optimizer's shard files (--resume reads them; loading
+// the weights does not).
 bool is_shard_file(const std::string& name) { return name.rfind("shard-", 0) == 0; }
 
 }  // namespace
