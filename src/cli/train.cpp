@@ -208,7 +208,8 @@ int run_train(int argc, char** argv) {
   o.faults.hang_step = env_int("PYLON_TEST_HANG_STEP", 1, 1, int64_t{1} << 40);
 
   if (nproc > 1 || nnodes > 1) {  // the launcher: the ranks re-run this command line
-    check_train_options(o);        // bad input: one error here rather than one per rank
+    const CheckpointInfo resume = check_train_options(o);  // bad input: one error here rather than one per rank
+    if (!o.resume_dir.empty()) verify_checkpoint_shards(resume);  // each rank checks only the shards it reads
     if (o.device == "cuda") {      // one GPU per local rank (the runtime is not used before the fork+exec)
 #ifdef PYLON_HAVE_CUDA
       const int visible = cuda::device_count();

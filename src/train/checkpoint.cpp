@@ -289,6 +289,11 @@ void load_checkpoint_shards(const CheckpointInfo& c, const ShardLayout& to, int 
   }
 }
 
+void verify_checkpoint_shards(const CheckpointInfo& c) {
+  const ChecksumManifest manifest(c.folder);
+  for (int q = 0; q < c.world; ++q) manifest.verify(shard_file_name(q, c.world));
+}
+
 bool verify_checkpoint_files(const std::string& path) {
   const bool folder = fs::is_directory(path);
   fs::path dir = folder ? fs::path(path) : fs::path(path).parent_path();

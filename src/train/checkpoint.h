@@ -66,6 +66,11 @@ CheckpointInfo read_checkpoint_info(const std::string& dir);
 void load_checkpoint_shards(const CheckpointInfo& c, const ShardLayout& to, int rank,
                             std::vector<UnitShards>& out);
 
+// Checks every shard file of the checkpoint against its checksums.json (no-op without one). The
+// launcher does, so that a corrupted shard is one line rather than an error on each rank that
+// reads it (and a collective failure on the others). Throws pylon::Error naming the file.
+void verify_checkpoint_shards(const CheckpointInfo& c);
+
 // Resolves a --model argument: a .safetensors file, a folder of weights (a step folder, a Hugging
 // Face folder: SafetensorsReader reads either), or a save directory (its latest step folder).
 // Returns the file or folder to open with SafetensorsReader; `tokenizer` gets the folder's

@@ -251,6 +251,19 @@ TEST_F(FsdpCli, ResumeAtTheSameWorldSizeIsBitIdentical) {
     EXPECT_EQ(read_file(file(std::string("a/step_000006/") + f)), read_file(file(std::string("b/step_000006/") + f))) << f;
 }
 
+// A corrupted shard of a checkpoint resumed on several ranks (issue 38): the launcher checks every
+// shard against checksums.json first, so the job is one line naming the file, not an error on each
+// rank that reads it and a collective failure on the others.
+TEST_F(FsdpCli, CorruptedShardIsOneLineBeforeTheRanksStart) {
+  ASSERT_EQ(run_pylon(train(2, 6, 3, "--save " + file("a"))).exit_code, 0);
+  const std::string shard = file("a/step_000003/shard-00001-of-00002.safetensors");
+  std::string bytes = read_file(shard);
+  bytes[bytes.size() - 7] ^= 0x01;
+  std::ofstream(shard, std::ios::binary | std::ios::trunc) << bytes;
+  testing::expect_clear_error(run_pylon(train(3, 4, 6, "--resume " + file("a"))),
+                              "shard-00001-of-00002.safetensors: checksum mismatch");
+}
+
 TEST_F(FsdpCli, KilledRankEndsTheJobNamingIt) {
   const Outcome r = run_pylon(train(3, 4, 6, "--save " + file("ckpt")),
                     "PYLON_TEST_CRASH_RANK=1 PYLON_TEST_CRASH_STEP=2");
