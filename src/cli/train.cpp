@@ -209,7 +209,15 @@ int run_train(int argc, char** argv) {
 
   if (nproc > 1 || nnodes > 1) {  // the launcher: the ranks re-run this command line
     const CheckpointInfo resume = check_train_options(o);  // bad input: one error here rather than one per rank
-    if (!o.resume_dir.empty()) verify_checkpoint_shards(resume);  // each rank checks only the shards it reads
+    // Each rank checks only what it reads, and a rank's error can be lost behind the collective
+    // failure it causes on the others: corrupted input is named here, once, before the ranks start.
+    if (!o.resume_dir.empty()) {
+      verify_checkpoint_shards(resume);
+      if (!resume.checksums)  // from before checksums: at least no NaN or Inf
+        for (int q = 0; q < resume.world; ++q)
+          check_all_finite(SafetensorsReader(resume.folder + "/" + shard_file_name(q, resume.world)));
+    }
+    if (!o.init_from.empty()) check_all_finite(SafetensorsReader(o.init_from));
     if (o.device == "cuda") {      // one GPU per local rank (the runtime is not used before the fork+exec)
 #ifdef PYLON_HAVE_CUDA
       const int visible = cuda::device_count();

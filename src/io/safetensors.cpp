@@ -308,6 +308,17 @@ void SafetensorsReader::read_f32_range(const std::string& name, const std::vecto
               " at element ", first + bad, ": refusing non-finite weights (a corrupted or diverged file)");
 }
 
+void check_all_finite(const SafetensorsReader& file) {
+  constexpr int64_t kSlice = int64_t{1} << 20;
+  std::vector<float> buffer;
+  for (const TensorView& t : file.tensors()) {
+    if (t.dtype != DType::f32 && t.dtype != DType::f16 && t.dtype != DType::bf16) continue;
+    const int64_t n = t.numel();
+    buffer.resize(static_cast<size_t>(std::min(n, kSlice)));
+    for (int64_t b = 0; b < n; b += kSlice) file.read_f32_range(t.name, t.shape, b, std::min(n, b + kSlice), buffer.data());
+  }
+}
+
 FileDigest write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                        const std::map<std::string, std::string>& metadata) {
   // Header keys in the given order; tensors back to back, as the format requires (no gaps).

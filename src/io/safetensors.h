@@ -59,6 +59,10 @@ class SafetensorsReader {
   std::vector<TensorView> tensors_;
 };
 
+// Reads every F32, F16 and BF16 tensor of the file (in slices, little memory) to check that none
+// holds NaN or Inf; throws pylon::Error naming the first such tensor (read_f32_range's check).
+void check_all_finite(const SafetensorsReader& file);
+
 // Whether `dir` is a folder holding model.safetensors or model.safetensors.index.json.
 bool is_safetensors_folder(const std::string& dir);
 

@@ -17,6 +17,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <cstring>
 #include <iterator>
 #include <string>
 #include <thread>
@@ -27,6 +29,7 @@
 #include "dist/rendezvous.h"
 #include "io/token_file.h"
 #include "support/metrics_check.h"
+#include "io/safetensors.h"
 #include "support/run_command.h"
 #include "support/temp_dir.h"
 
@@ -262,6 +265,26 @@ TEST_F(FsdpCli, CorruptedShardIsOneLineBeforeTheRanksStart) {
   std::ofstream(shard, std::ios::binary | std::ios::trunc) << bytes;
   testing::expect_clear_error(run_pylon(train(3, 4, 6, "--resume " + file("a"))),
                               "shard-00001-of-00002.safetensors: checksum mismatch");
+}
+
+// NaN in --init-from weights on several ranks: the rank that read it died behind the collective
+// failure it caused on the others, and its line naming the tensor was lost. The launcher reads
+// every tensor first.
+TEST_F(FsdpCli, NanInitWeightsAreOneLineBeforeTheRanksStart) {
+  ASSERT_EQ(run_pylon(train(2, 6, 1, "--save " + file("a"))).exit_code, 0);
+  const SafetensorsReader in(file("a/step_000001/model.safetensors"));
+  std::vector<std::vector<float>> data;
+  std::vector<TensorToWrite> tensors;
+  for (const TensorView& t : in.tensors()) data.emplace_back(static_cast<size_t>(t.numel()));
+  for (size_t i = 0; i < in.tensors().size(); ++i) {
+    const TensorView& t = in.tensors()[i];
+    std::memcpy(data[i].data(), t.data, t.nbytes);
+    if (t.name == "layers.1.ffn.2.weight") data[i][7] = std::numeric_limits<float>::infinity();
+    tensors.push_back({t.name, DType::f32, t.shape, data[i].data()});
+  }
+  write_safetensors(file("inf.safetensors"), tensors, in.metadata());
+  testing::expect_clear_error(run_pylon(train(2, 6, 2, "--init-from " + file("inf.safetensors"))),
+                              "tensor layers.1.ffn.2.weight holds Inf at element 7");
 }
 
 TEST_F(FsdpCli, KilledRankEndsTheJobNamingIt) {
