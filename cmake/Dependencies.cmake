@@ -43,6 +43,10 @@ if(PYLON_BLAS)
   endif()
 endif()
 
+# xxHash (libxxhash-dev): XXH3 checksums of checkpoint files and edge-model tensors. Required.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+
 # SentencePiece for `pylon tokenize` and generation (libsentencepiece-dev).
 set(PYLON_HAVE_SENTENCEPIECE OFF)
 find_package(PkgConfig)

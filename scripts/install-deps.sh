@@ -5,6 +5,7 @@
 set -euo pipefail
 
 packages=(cmake ninja-build g++ pkg-config libopenblas-openmp-dev libsentencepiece-dev nlohmann-json3-dev
+          libxxhash-dev  # checksums of checkpoint files and edge tensors
           libpcre2-dev libunistring-dev  # tokenizer.json: split patterns, NFC
           libgtest-dev fortunes libgloo-dev libopenmpi-dev openmpi-bin
           libvulkan-dev glslc mesa-vulkan-drivers)  # Vulkan: headers + loader, GLSL -> SPIR-V, lavapipe

@@ -1,5 +1,8 @@
-// pylon inspect: print an edge model's header (config, tokenizer, tensor table, sizes).
+// pylon inspect: print an edge model's header (config, tokenizer, tensor table, sizes), or with
+// --verify read every tensor and check it (checksums of version 2 files, NaN and Inf).
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -12,25 +15,44 @@
 namespace pylon {
 
 int run_inspect(int argc, char** argv) {
-  ArgParser args("inspect", "Print the header of an edge model file: pylon inspect FILE");
+  ArgParser args("inspect", "Print the header of an edge model file: pylon inspect FILE [--verify]");
   std::string path;
+  bool verify = false;
   args.add("model", &path, "edge model file (or give it as the only argument)");
-  if (argc >= 3 && argv[2][0] != '-') {  // pylon inspect FILE [flags]
-    path = argv[2];
-    if (!args.parse(argc, argv, 3)) {
-      std::fputs(args.help().c_str(), stdout);
-      return 0;
+  args.add_switch("verify", &verify,
+                "read every tensor and check it instead: its checksum (format version 2) and no NaN or Inf in "
+                "f32/f16 data; prints 'ok' with the count, or the first bad tensor's name (exit 1)");
+  // The file may be given bare, before or after the flags: pylon inspect [--verify] FILE.
+  std::vector<char*> rest(argv, argv + argc);
+  for (int i = 2; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--model") {
+      ++i;
+    } else if (!arg.empty() && arg[0] != '-') {
+      path = arg;
+      rest.erase(rest.begin() + i);
+      break;
     }
-  } else if (!args.parse(argc, argv)) {
+  }
+  if (!args.parse(static_cast<int>(rest.size()), rest.data())) {
     std::fputs(args.help().c_str(), stdout);
     return 0;
   }
   PYLON_CHECK(!path.empty(), "give the edge model file: pylon inspect FILE");
-  const EdgeModel edge(path);
+  const EdgeModel edge(path, /*check_data=*/false);
   const EdgeFile& file = edge.file;
   const ModelConfig& c = edge.config;
+  if (verify) {  // a bad tensor throws: one line naming it, exit 1
+    const size_t n = file.verify_tensors();
+    if (file.has_checksums())
+      std::printf("%s: ok, %zu tensors match their checksums, none holds NaN or Inf\n", path.c_str(), n);
+    else
+      std::printf("%s: ok, %zu tensors hold no NaN or Inf (format version %u has no checksums: re-export for them)\n",
+                  path.c_str(), n, file.version());
+    return 0;
+  }
   std::printf("%s: Pylon edge model, format version %u, JSON header %llu bytes\n", path.c_str(),
-              kEdgeVersion, static_cast<unsigned long long>(file.header_json_bytes()));
+              file.version(), static_cast<unsigned long long>(file.header_json_bytes()));
   std::printf("config: preset %s, vocab %d, dim %d, layers %d, heads %d, kv heads %d, head dim %d, ffn %d, "
               "q/k/v bias %s, o bias %s, tied head %s, norm_eps %g, rope_theta %g\n",
               c.preset.name, c.vocab, c.dim, c.layers, c.heads, c.kv_head_count(), c.head_dim(), c.ffn_hidden(),

@@ -1,5 +1,6 @@
 #include "cli/load_model.h"
 
+#include <cstdio>
 #include <filesystem>
 
 #include "core/env.h"
@@ -31,6 +32,7 @@ LoadedModel load_model(const std::string& arg, const ModelConfig& fallback, bool
     return m;
   }
   const std::string path = resolve_model_path(arg, &m.tokenizer);
+  if (!verify_checkpoint_files(path)) std::fprintf(stderr, "%s\n", checkpoint_without_checksums_warning(path).c_str());
   const SafetensorsReader file(path);
   m.config = config_from_weights(file, fallback, preset_given, heads_given);
   const ParamTable table = param_table(m.config);

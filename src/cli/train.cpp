@@ -177,6 +177,12 @@ int run_train(int argc, char** argv) {
   }
   if (norm_eps != 0) o.model.norm_eps = norm_eps;
   o.model.rope_theta = rope_theta;
+  if (!o.init_from.empty()) {  // a Pylon checkpoint's files are checked before anything reads them
+    PYLON_CHECK(std::filesystem::exists(o.init_from), "--init-from ", o.init_from, ": no such file or directory");
+    const bool first_process = nproc == 1 && nnodes == 1 && env_int("RANK", 0, 0, 1 << 20) == 0;
+    if (!verify_checkpoint_files(o.init_from) && first_process)
+      std::printf("%s\n", checkpoint_without_checksums_warning(o.init_from).c_str());
+  }
   if (!o.init_from.empty() && std::filesystem::is_directory(o.init_from)) {
     // A folder of weights (Hugging Face's, or a Pylon step folder): the model is its config's.
     for (const char* flag : {"preset", "vocab", "dim", "layers", "heads", "kv-heads", "head-dim", "ffn-dim", "norm-eps",
@@ -186,11 +192,9 @@ int run_train(int argc, char** argv) {
     o.model = config_from_weights(SafetensorsReader(o.init_from), o.model, false, false);
     if (o.tokenizer.empty()) resolve_model_path(o.init_from, &o.tokenizer);  // its tokenizer, if it has one
   }
-  if (!o.tokenizer.empty()) {  // checked now rather than at the first save, or at generate's
+  if (!o.tokenizer.empty())  // checked now rather than at the first save (check_train_options loads it)
     PYLON_CHECK(std::filesystem::is_regular_file(resolve_tokenizer_path(o.tokenizer)), "--tokenizer ", o.tokenizer,
                 ": no such file");
-    Tokenizer::load(o.tokenizer);  // a garbage file was copied into every checkpoint, failing only at generate
-  }
   o.model.validate();
   o.schedule.kind = parse_lr_schedule(schedule);
   o.schedule.lr = o.adamw.lr;
@@ -204,7 +208,16 @@ int run_train(int argc, char** argv) {
   o.faults.hang_step = env_int("PYLON_TEST_HANG_STEP", 1, 1, int64_t{1} << 40);
 
   if (nproc > 1 || nnodes > 1) {  // the launcher: the ranks re-run this command line
-    check_train_options(o, nproc * nnodes, nproc);  // bad input: one error here rather than one per rank
+    const CheckpointInfo resume = check_train_options(o, nproc * nnodes, nproc);  // bad input: one error here, not one per rank
+    // Each rank checks only what it reads, and a rank's error can be lost behind the collective
+    // failure it causes on the others: corrupted input is named here, once, before the ranks start.
+    if (!o.resume_dir.empty()) {
+      verify_checkpoint_shards(resume);
+      if (!resume.checksums)  // from before checksums: at least no NaN or Inf
+        for (int q = 0; q < resume.world; ++q)
+          check_all_finite(SafetensorsReader(resume.folder + "/" + shard_file_name(q, resume.world)));
+    }
+    if (!o.init_from.empty()) check_all_finite(SafetensorsReader(o.init_from));
     if (o.device == "cuda") {      // one GPU per local rank (the runtime is not used before the fork+exec)
 #ifdef PYLON_HAVE_CUDA
       const int visible = cuda::device_count();

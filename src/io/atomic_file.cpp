@@ -42,6 +42,8 @@ void AtomicFile::write(const void* data, size_t n) {
   const size_t written = std::fwrite(data, 1, n, file_);
   PYLON_CHECK(written == n, tmp_path_, ": write failed after ", written, " of ", n,
               " bytes: ", std::strerror(errno));
+  hash_.update(data, n);
+  bytes_ += n;
 }
 
 void AtomicFile::commit() {
@@ -57,10 +59,11 @@ void AtomicFile::commit() {
   fsync_parent_dir(path_);
 }
 
-void write_file_atomic(const std::string& path, const std::string& contents) {
+FileDigest write_file_atomic(const std::string& path, const std::string& contents) {
   AtomicFile f(path);
   f.write(contents.data(), contents.size());
   f.commit();
+  return f.digest();
 }
 
 std::string read_text_file(const std::string& path) {

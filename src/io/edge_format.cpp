@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "io/checksum.h"
 #include "io/json_fields.h"
 #include "io/safetensors.h"
 
@@ -59,7 +60,50 @@ class HeaderReader : public JsonFields {
   }
 };
 
-EdgeTensor read_tensor(const HeaderReader& h, const json& j, size_t index) {
+// A version 2 checksum field: 16 lowercase hex digits.
+uint64_t read_checksum(const HeaderReader& h, const json& j, const std::string& where) {
+  const std::string text = h.text(j, "xxh3_64", where);
+  uint64_t v = 0;
+  bool ok = text.size() == 16;
+  for (const char c : text) {
+    const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    ok = ok && d >= 0;
+    v = v << 4 | static_cast<uint64_t>(d < 0 ? 0 : d);
+  }
+  if (!ok) h.fail(where, " xxh3_64 is not 16 hex digits");
+  return v;
+}
+
+uint64_t tensor_checksum(const void* values, uint64_t values_n, const void* scales, uint64_t scales_n) {
+  Xxh3Stream hash;
+  hash.update(values, values_n);
+  hash.update(scales, scales_n);
+  return hash.digest();
+}
+
+// The index of the first NaN or Inf among n f32 or f16 values (exponent bits all ones), or n.
+// Checked in blocks so the test vectorizes.
+uint64_t first_non_finite(const std::byte* p, uint64_t n, bool f16) {
+  constexpr uint64_t kBlock = 1024;
+  for (uint64_t b = 0; b < n; b += kBlock) {
+    const uint64_t e = std::min(n, b + kBlock);
+    uint32_t any = 0;
+    if (f16) {
+      for (uint64_t i = b; i < e; ++i) any |= static_cast<uint32_t>((read_le<uint16_t>(p + 2 * i) & 0x7c00u) == 0x7c00u);
+    } else {
+      for (uint64_t i = b; i < e; ++i)
+        any |= static_cast<uint32_t>((read_le<uint32_t>(p + 4 * i) & 0x7f800000u) == 0x7f800000u);
+    }
+    if (!any) continue;
+    for (uint64_t i = b; i < e; ++i)
+      if (f16 ? (read_le<uint16_t>(p + 2 * i) & 0x7c00u) == 0x7c00u
+              : (read_le<uint32_t>(p + 4 * i) & 0x7f800000u) == 0x7f800000u)
+        return i;
+  }
+  return n;
+}
+
+EdgeTensor read_tensor(const HeaderReader& h, const json& j, size_t index, uint32_t version) {
   EdgeTensor t;
   const std::string where = "tensor " + std::to_string(index);
   t.name = h.text(j, "name", where);
@@ -75,6 +119,7 @@ EdgeTensor read_tensor(const HeaderReader& h, const json& j, size_t index) {
   }
   t.offset = h.u64(j, "offset", w);
   t.length = h.u64(j, "length", w);
+  if (version >= 2) t.xxh3 = read_checksum(h, j, w);
   if (!t.quantized()) return t;
   if (t.shape.size() != 2) h.fail(w, " is ", edge_dtype_name(t.dtype), " but not a matrix");
   const json& q = h.field(j, "quant", w);
@@ -157,7 +202,9 @@ EdgeFile::EdgeFile(const std::string& path) : file_(path) {
   if (size < kEdgeFixedHeaderBytes) h.fail("too short for an edge model (", size, " bytes)");
   if (std::memcmp(p, kMagic, 8) != 0) h.fail("not a Pylon edge model (bad magic)");
   const auto version = read_le<uint32_t>(p + 8);
-  if (version != kEdgeVersion) h.fail("edge format version ", version, "; this build reads ", kEdgeVersion);
+  if (version < kEdgeOldestVersion || version > kEdgeVersion)
+    h.fail("edge format version ", version, "; this build reads ", kEdgeOldestVersion, " to ", kEdgeVersion);
+  version_ = version;
   const auto checksum = read_le<uint32_t>(p + 12);
   json_bytes_ = read_le<uint64_t>(p + 16);
   if (json_bytes_ > size - kEdgeFixedHeaderBytes)
@@ -184,6 +231,7 @@ EdgeFile::EdgeFile(const std::string& path) : file_(path) {
     tokenizer_offset_ = h.u64(t, "offset", "tokenizer");
     tokenizer_length_ = h.u64(t, "length", "tokenizer");
     if (tokenizer_length_ == 0) h.fail("tokenizer is empty");
+    if (version >= 2) tokenizer_xxh3_ = read_checksum(h, t, "tokenizer");
     h.check_blob(tokenizer_offset_, tokenizer_length_, data_start, size, "tokenizer");
     blobs.emplace_back(tokenizer_offset_, tokenizer_offset_ + tokenizer_length_);
   }
@@ -192,7 +240,7 @@ EdgeFile::EdgeFile(const std::string& path) : file_(path) {
   if (!list.is_array()) h.fail("header.tensors is not a list");
   std::set<std::string> names;
   for (size_t i = 0; i < list.size(); ++i) {
-    EdgeTensor t = read_tensor(h, list[i], i);
+    EdgeTensor t = read_tensor(h, list[i], i, version);
     const std::string w = "tensor " + quoted_name(t.name);
     if (!names.insert(t.name).second) h.fail(w, " appears twice");
     if (t.length != edge_value_bytes(t))
@@ -214,6 +262,26 @@ EdgeFile::EdgeFile(const std::string& path) : file_(path) {
 
 }
 
+size_t EdgeFile::verify_tensors() const {
+  const HeaderReader h(path());
+  if (has_checksums() && tokenizer_length_ && xxh3_64(file_.data() + tokenizer_offset_, tokenizer_length_) != tokenizer_xxh3_)
+    h.fail("tokenizer checksum mismatch (corrupted data)");
+  for (const EdgeTensor& t : tensors_) {
+    const std::string w = "tensor " + quoted_name(t.name);
+    if (has_checksums() && tensor_checksum(values(t), t.length, scales(t), t.scale_length) != t.xxh3)
+      h.fail(w, " checksum mismatch (corrupted data)");
+    auto check_finite = [&](const std::byte* p, uint64_t bytes, EdgeDType d, const char* what) {
+      if (d != EdgeDType::f32 && d != EdgeDType::f16) return;
+      const uint64_t size = d == EdgeDType::f16 ? 2 : 4, n = bytes / size;
+      const uint64_t bad = first_non_finite(p, n, d == EdgeDType::f16);
+      if (bad != n) h.fail(w, " holds NaN or Inf in its ", what, " at element ", bad, ": refusing non-finite weights");
+    };
+    check_finite(values(t), t.length, t.dtype, "values");
+    if (t.quantized()) check_finite(scales(t), t.scale_length, t.scale_dtype, "scales");
+  }
+  return tensors_.size();
+}
+
 const EdgeTensor* EdgeFile::find(const std::string& name) const {
   for (const EdgeTensor& t : tensors_)
     if (t.name == name) return &t;
@@ -226,6 +294,9 @@ std::string_view EdgeFile::tokenizer() const {
 
 void write_edge_file(const std::string& path, const json& config,
                      const std::vector<EdgeTensorToWrite>& tensors, std::string_view tokenizer) {
+  std::vector<uint64_t> checksums;
+  for (const EdgeTensorToWrite& t : tensors)
+    checksums.push_back(tensor_checksum(t.values.data(), t.values.size(), t.scales.data(), t.scales.size()));
   // Offsets depend on where the data starts, which depends on the JSON's length: grow until stable.
   uint64_t data_start = kEdgeAlignment;
   json header;
@@ -246,7 +317,8 @@ void write_edge_file(const std::string& path, const json& config,
     header["config"] = config;
     if (!tokenizer.empty())
       header["tokenizer"] = {{"offset", place(tokenizer.data(), tokenizer.size())},
-                             {"length", tokenizer.size()}};
+                             {"length", tokenizer.size()},
+                             {"xxh3_64", checksum_hex(xxh3_64(tokenizer.data(), tokenizer.size()))}};
     header["tensors"] = json::array();
     for (const EdgeTensorToWrite& t : tensors) {
       PYLON_ASSERT(t.values.size() == edge_value_bytes(t.info), t.info.name);
@@ -260,6 +332,7 @@ void write_edge_file(const std::string& path, const json& config,
                       {"scale_length", t.scales.size()}};
         if (t.info.dtype == EdgeDType::int4) j["quant"]["group_size"] = t.info.group_size;
       }
+      j["xxh3_64"] = checksum_hex(checksums[static_cast<size_t>(&t - tensors.data())]);
       header["tensors"].push_back(std::move(j));
     }
     const uint64_t needed = align_up(kEdgeFixedHeaderBytes + header.dump().size());

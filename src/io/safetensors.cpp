@@ -20,6 +20,25 @@ static_assert(std::endian::native == std::endian::little, "safetensors data is l
 
 namespace {
 
+// The index of the first NaN or +-Inf (exponent bits all ones) in x[0, n), or n. Checked in blocks
+// so the test vectorizes.
+size_t first_non_finite(const float* x, size_t n) {
+  constexpr size_t kBlock = 1024;
+  for (size_t b = 0; b < n; b += kBlock) {
+    const size_t e = std::min(n, b + kBlock);
+    uint32_t any = 0;
+    for (size_t i = b; i < e; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, x + i, 4);
+      any |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+    }
+    if (!any) continue;
+    for (size_t i = b; i < e; ++i)
+      if (!std::isfinite(x[i])) return i;
+  }
+  return n;
+}
+
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;  // the reference implementation's limit
 constexpr DType kAllDTypes[] = {DType::f32, DType::f16, DType::bf16, DType::f64, DType::i8, DType::u8,
                                 DType::i16, DType::u16, DType::i32, DType::u32, DType::i64};
@@ -268,7 +287,7 @@ void SafetensorsReader::read_f32_range(const std::string& name, const std::vecto
   switch (t->dtype) {
     case DType::f32:
       if (n) std::memcpy(out, t->data + 4 * first, n * 4);
-      return;
+      break;
     case DType::f16:
     case DType::bf16: {
       const bool is_f16 = t->dtype == DType::f16;
@@ -277,15 +296,30 @@ void SafetensorsReader::read_f32_range(const std::string& name, const std::vecto
         std::memcpy(&bits, t->data + 2 * (first + i), 2);
         out[i] = is_f16 ? half_to_float(bits) : bf16_to_float(bits);
       }
-      return;
+      break;
     }
     default:
       PYLON_CHECK(false, path(), ": tensor ", name, " has dtype ", dtype_name(t->dtype),
                   ", expected F32, F16 or BF16");
   }
+  // Weights and optimizer state are finite: NaN or Inf here is corruption (or a diverged run).
+  const size_t bad = first_non_finite(out, n);
+  PYLON_CHECK(bad == n, path(), ": tensor ", name, " holds ", std::isnan(out[bad]) ? "NaN" : "Inf",
+              " at element ", first + bad, ": refusing non-finite weights (a corrupted or diverged file)");
 }
 
-void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+void check_all_finite(const SafetensorsReader& file) {
+  constexpr int64_t kSlice = int64_t{1} << 20;
+  std::vector<float> buffer;
+  for (const TensorView& t : file.tensors()) {
+    if (t.dtype != DType::f32 && t.dtype != DType::f16 && t.dtype != DType::bf16) continue;
+    const int64_t n = t.numel();
+    buffer.resize(static_cast<size_t>(std::min(n, kSlice)));
+    for (int64_t b = 0; b < n; b += kSlice) file.read_f32_range(t.name, t.shape, b, std::min(n, b + kSlice), buffer.data());
+  }
+}
+
+FileDigest write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                        const std::map<std::string, std::string>& metadata) {
   // Header keys in the given order; tensors back to back, as the format requires (no gaps).
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
@@ -320,6 +354,7 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
   f.write(text.data(), text.size());
   for (size_t i = 0; i < tensors.size(); ++i) f.write(tensors[i].data, sizes[i]);
   f.commit();
+  return f.digest();
 }
 
 }  // namespace pylon

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "io/checksum.h"
 #include "io/mapped_file.h"
 
 namespace pylon {
@@ -58,6 +59,10 @@ class SafetensorsReader {
   std::vector<TensorView> tensors_;
 };
 
+// Reads every F32, F16 and BF16 tensor of the file (in slices, little memory) to check that none
+// holds NaN or Inf; throws pylon::Error naming the first such tensor (read_f32_range's check).
+void check_all_finite(const SafetensorsReader& file);
+
 // Whether `dir` is a folder holding model.safetensors or model.safetensors.index.json.
 bool is_safetensors_folder(const std::string& dir);
 
@@ -70,8 +75,9 @@ struct TensorToWrite {
 
 // Writes atomically (AtomicFile). Tensors are stored in the given order, back to back: the format
 // allows no gaps (Python's safetensors rejects them), so only the data start is 8-byte aligned
-// (the JSON is padded with spaces); a tensor is aligned when the bytes before it are.
-void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+// (the JSON is padded with spaces); a tensor is aligned when the bytes before it are. Returns the
+// file's size and XXH3-64 (io/checksum.h).
+FileDigest write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
 std::string shape_text(const std::vector<int64_t>& shape);  // "(3, 4)"

@@ -197,6 +197,14 @@ Tokenizer Tokenizer::load(const std::string& path) {
   return Tokenizer(std::move(impl));
 }
 
+void check_tokenizer_file(const std::string& path) {
+  const std::string file = resolve_tokenizer_path(path);
+#ifndef PYLON_HAVE_SENTENCEPIECE
+  if (!is_tokenizer_json(read_text_file(file))) return;
+#endif
+  Tokenizer::load(file);
+}
+
 Tokenizer Tokenizer::from_bytes(const std::string& bytes, const std::string& source) {
   auto impl = std::make_unique<Impl>();
   if (is_tokenizer_json(bytes))

@@ -21,6 +21,11 @@ bool is_tokenizer_json(std::string_view bytes);
 // tokenizer.model. Throws pylon::Error for a folder with neither.
 std::string resolve_tokenizer_path(const std::string& path);
 
+// Loads the tokenizer `path` names (resolve_tokenizer_path) to check that it is one, before it is
+// stored anywhere (a checkpoint); throws pylon::Error naming the file when it does not load. A
+// SentencePiece model is checked only in builds with SentencePiece (others cannot read it).
+void check_tokenizer_file(const std::string& path);
+
 class Tokenizer {
  public:
   // Loads a tokenizer.json (with the bos and eos tokens of the tokenizer_config.json beside it) or

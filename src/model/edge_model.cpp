@@ -71,8 +71,9 @@ void check_tensors(const EdgeFile& file, const ModelConfig& config) {
 
 }  // namespace
 
-EdgeModel::EdgeModel(const std::string& path) : file(path), config(read_config(file)) {
+EdgeModel::EdgeModel(const std::string& path, bool check_data) : file(path), config(read_config(file)) {
   check_tensors(file, config);
+  if (check_data) file.verify_tensors();
 }
 
 void write_edge_model(const std::string& path, const ModelConfig& config,

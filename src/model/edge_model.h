@@ -16,8 +16,10 @@ namespace pylon {
 
 struct EdgeModel {
   // Throws pylon::Error with one line naming the file (and the field or tensor) for anything that
-  // is not such a model.
-  explicit EdgeModel(const std::string& path);
+  // is not such a model. check_data: also read every tensor once (EdgeFile::verify_tensors: the
+  // checksums of version 2 files, NaN and Inf in f32/f16 data), which loading does; inspect
+  // reads the header alone.
+  explicit EdgeModel(const std::string& path, bool check_data = true);
   EdgeFile file;
   ModelConfig config;
 };

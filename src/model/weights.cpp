@@ -56,9 +56,18 @@ std::vector<TensorToWrite> weight_tensors(const ParamTable& table, const float* 
 ModelConfig config_from_weights(const SafetensorsReader& file, const ModelConfig& fallback, bool preset_given,
                                 bool heads_given) {
   const auto& meta = file.metadata();
+  // Pylon writes pylon.preset with every other pylon.* key: without it the metadata is corrupted,
+  // and reading the file as a PyTorch state dict would silently take --preset's default.
+  const auto pylon_key = std::find_if(meta.begin(), meta.end(), [](const auto& kv) { return kv.first.rfind("pylon.", 0) == 0; });
+  PYLON_CHECK(meta.count("pylon.preset") || pylon_key == meta.end(), file.path(), ": has Pylon metadata (",
+              pylon_key->first, ") but no pylon.preset key: corrupted metadata, refusing to guess the model");
   if (meta.count("pylon.preset")) {  // written by Pylon: the whole configuration is there
     ModelConfig c = fallback;
-    c.update_from_metadata(meta);
+    try {
+      c.update_from_metadata(meta);
+    } catch (const Error& e) {
+      throw Error(file.path() + ": " + e.what());
+    }
     PYLON_CHECK(!preset_given || c.preset == fallback.preset, file.path(), ": was trained as preset ", c.preset.name,
                 ", but --preset ", fallback.preset.name, " was given");
     PYLON_CHECK(!heads_given || !meta.count("pylon.heads") || c.heads == fallback.heads, file.path(), ": has ",

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "io/checksum.h"
 #include "io/safetensors.h"
 #include "io/tokenizer.h"
 #include "model/hf_config.h"
@@ -63,18 +64,26 @@ std::string tokenizer_in(const fs::path& folder) {
 // Copies a tokenizer into a step folder under its kind's name: a SentencePiece model as
 // tokenizer.model; a tokenizer.json as tokenizer.json with the tokenizer_config.json beside it
 // (its bos and eos), so that the folder is a Hugging Face folder that generate and export read.
-void copy_tokenizer(const std::string& path, const fs::path& folder) {
-  const std::string file = resolve_tokenizer_path(path);
+// Returns the names of the files copied.
+std::vector<std::string> copy_tokenizer(const std::string& path, const fs::path& folder) {
+  const std::string file = resolve_tokenizer_path(path);  // loaded before the run: check_train_options
   const bool json = is_tokenizer_json(read_text_file(file));
+  std::vector<std::string> copied{json ? "tokenizer.json" : "tokenizer.model"};
   std::error_code ec;
-  fs::copy_file(file, folder / (json ? "tokenizer.json" : "tokenizer.model"), fs::copy_options::overwrite_existing, ec);
+  fs::copy_file(file, folder / copied[0], fs::copy_options::overwrite_existing, ec);
   PYLON_CHECK(!ec, file, ": cannot copy tokenizer into checkpoint: ", ec.message());
   const fs::path config = fs::path(file).parent_path() / "tokenizer_config.json";
   if (json && fs::is_regular_file(config)) {
     fs::copy_file(config, folder / "tokenizer_config.json", fs::copy_options::overwrite_existing, ec);
     PYLON_CHECK(!ec, config.string(), ": cannot copy into checkpoint: ", ec.message());
+    copied.emplace_back("tokenizer_config.json");
   }
+  return copied;
 }
+
+// Whether a step folder's file is one of the optimizer's shard files (--resume reads them; loading
+// the weights does not).
+bool is_shard_file(const std::string& name) { return name.rfind("shard-", 0) == 0; }
 
 }  // namespace
 
@@ -103,6 +112,8 @@ std::string save_checkpoint(const std::string& dir, const CheckpointMeta& meta, 
   auto metadata = meta.config.to_metadata();
   metadata["pylon.step"] = std::to_string(meta.step);
   metadata["format"] = "pt";  // what Hugging Face's loader asks of a safetensors file
+  std::map<std::string, FileDigest> digests;  // rank 0: every file of the step folder
+  FileDigest shard_digest;                    // this rank's shard file
   {
     std::vector<TensorToWrite> tensors;
     for (size_t i = 0; i < layout.units().size(); ++i) {
@@ -115,25 +126,37 @@ std::string save_checkpoint(const std::string& dir, const CheckpointMeta& meta, 
     auto shard_meta = metadata;
     shard_meta["pylon.rank"] = std::to_string(rank);
     shard_meta["pylon.world"] = std::to_string(world);
-    write_safetensors((tmp / shard_file_name(rank, world)).string(), tensors, shard_meta);
+    shard_digest = write_safetensors((tmp / shard_file_name(rank, world)).string(), tensors, shard_meta);
   }
   const std::vector<float> full = model.gather_full_params(0);  // collective; full on rank 0
   if (rank == 0) {
-    write_safetensors((tmp / "model.safetensors").string(), weight_tensors(layout.table(), full.data()),
-                      metadata);
+    digests["model.safetensors"] = write_safetensors((tmp / "model.safetensors").string(),
+                                                     weight_tensors(layout.table(), full.data()), metadata);
     // A Hugging Face model's step folder is a Hugging Face folder too.
-    if (meta.config.preset.naming == Naming::hugging_face) write_hf_config(tmp.string(), meta.config);
+    if (meta.config.preset.naming == Naming::hugging_face) {
+      write_hf_config(tmp.string(), meta.config);
+      digests["config.json"] = file_digest((tmp / "config.json").string());
+    }
     nlohmann::json l = layout.to_json();
     l["model"] = meta.config.to_metadata();
-    write_file_atomic((tmp / "layout.json").string(), l.dump(1) + "\n");
+    digests["layout.json"] = write_file_atomic((tmp / "layout.json").string(), l.dump(1) + "\n");
     nlohmann::json trainer = meta.trainer;
     trainer["step"] = meta.step;
     trainer["world"] = world;
-    write_file_atomic((tmp / "trainer.json").string(), trainer.dump(2) + "\n");
-    if (!meta.tokenizer_path.empty()) copy_tokenizer(meta.tokenizer_path, tmp);
+    digests["trainer.json"] = write_file_atomic((tmp / "trainer.json").string(), trainer.dump(2) + "\n");
+    if (!meta.tokenizer_path.empty())
+      for (const std::string& copied : copy_tokenizer(meta.tokenizer_path, tmp))
+        digests[copied] = file_digest((tmp / copied).string());
   }
   comm.barrier();  // every shard is written
+  // Each rank's shard digest (hashed as it was written) goes to rank 0, which writes the manifest.
+  for (int q = 0; q < world; ++q) {
+    uint64_t d[2] = {shard_digest.bytes, shard_digest.xxh3};
+    comm.broadcast(d, sizeof d, q);
+    if (rank == 0) digests[shard_file_name(q, world)] = {d[0], d[1]};
+  }
   if (rank == 0) {
+    write_checksum_manifest(tmp.string(), digests);
     fs::remove_all(final_path, ec);  // a re-save of the same step replaces it
     fs::rename(tmp, final_path, ec);
     PYLON_CHECK(!ec, final_path.string(), ": cannot rename checkpoint into place: ", ec.message());
@@ -150,6 +173,16 @@ CheckpointInfo read_checkpoint_info(const std::string& dir) {
   const fs::path folder = resolve_step_folder(dir, "layout.json");
   CheckpointInfo c;
   c.folder = folder.string();
+  // Checked before anything is parsed: an edited or corrupted file is named as such.
+  const ChecksumManifest manifest(c.folder);
+  c.checksums = manifest.present();
+  if (c.checksums) {
+    for (const char* name : {"layout.json", "trainer.json"})
+      PYLON_CHECK(manifest.lists(name), folder.string(), "/", kChecksumManifestName, ": has no entry for ", name,
+                  " (a corrupted manifest)");
+    for (const auto& [name, digest] : manifest.files())
+      if (!is_shard_file(name) && name != "model.safetensors") manifest.verify(name);  // the small files
+  }
   c.layout = read_json(folder / "layout.json");
   c.trainer = read_json(folder / "trainer.json");
   const std::string where = (folder / "layout.json").string();
@@ -168,9 +201,12 @@ CheckpointInfo read_checkpoint_info(const std::string& dir) {
   for (int q = 0; q < c.world; ++q) {
     const fs::path shard = folder / shard_file_name(q, c.world);
     PYLON_CHECK(fs::exists(shard), shard.string(), ": missing: the checkpoint is incomplete");
+    PYLON_CHECK(!c.checksums || manifest.lists(shard.filename().string()), folder.string(), "/",
+                kChecksumManifestName, ": has no entry for ", shard.filename().string(), " (a corrupted manifest)");
   }
   PYLON_CHECK(c.step >= 0, (folder / "trainer.json").string(), ": negative step");
   c.tokenizer_path = tokenizer_in(folder);
+  if (!c.tokenizer_path.empty()) check_tokenizer_file(c.tokenizer_path);  // what --resume copies on
   return c;
 }
 
@@ -178,11 +214,13 @@ void load_checkpoint_shards(const CheckpointInfo& c, const ShardLayout& to, int 
                             std::vector<UnitShards>& out) {
   const std::string where = c.folder + "/layout.json";
   std::map<int, std::unique_ptr<SafetensorsReader>> files;  // old rank -> its shard file
+  const ChecksumManifest manifest(c.folder);
   auto file = [&](int q) -> const SafetensorsReader& {
     auto& f = files[q];
     if (!f) {
       const std::string path = c.folder + "/" + shard_file_name(q, c.world);
       PYLON_CHECK(fs::exists(path), path, ": missing: the checkpoint is incomplete");
+      manifest.verify(shard_file_name(q, c.world));  // the whole file, before any of it is used
       f = std::make_unique<SafetensorsReader>(path);
     }
     return *f;
@@ -254,6 +292,31 @@ void load_checkpoint_shards(const CheckpointInfo& c, const ShardLayout& to, int 
   } catch (const nlohmann::json::exception& e) {
     throw Error(where + ": missing or malformed field: " + e.what());
   }
+}
+
+void verify_checkpoint_shards(const CheckpointInfo& c) {
+  const ChecksumManifest manifest(c.folder);
+  for (int q = 0; q < c.world; ++q) manifest.verify(shard_file_name(q, c.world));
+}
+
+bool verify_checkpoint_files(const std::string& path) {
+  const bool folder = fs::is_directory(path);
+  fs::path dir = folder ? fs::path(path) : fs::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  const ChecksumManifest manifest(dir.string());
+  if (!manifest.present()) return !fs::exists(dir / "layout.json");  // a step folder from before checksums
+  if (!folder) {
+    manifest.verify(fs::path(path).filename().string());
+    return true;
+  }
+  for (const auto& [name, digest] : manifest.files())
+    if (!is_shard_file(name)) manifest.verify(name);  // the optimizer's shards are --resume's to check
+  return true;
+}
+
+std::string checkpoint_without_checksums_warning(const std::string& path) {
+  return "warning: " + path + ": a Pylon checkpoint without " + kChecksumManifestName +
+         " (written before checksums): its files are not verified";
 }
 
 std::string resolve_model_path(const std::string& arg, std::string* tokenizer) {

@@ -106,6 +106,8 @@ TrainResult run_training(const TrainOptions& o, const CheckpointInfo& resume, Co
   const size_t rows = static_cast<size_t>(o.batch) * o.seq;
   const int64_t tokens_per_step = loader.tokens_per_micro_step() * o.grad_accum;  // all ranks
   const int64_t global_rows = static_cast<int64_t>(o.batch) * world * o.grad_accum;
+  if (lead && !o.resume_dir.empty() && !resume.checksums)
+    std::printf("%s\n", checkpoint_without_checksums_warning(resume.folder).c_str());
   if (lead && !o.resume_dir.empty() && resume.trainer.contains("global_batch_rows") &&
       resume.trainer["global_batch_rows"] != global_rows)
     std::printf("warning: %s was trained with %lld rows per step, this run uses %lld: the data "

@@ -16,6 +16,7 @@
 #include "dist/shard_layout.h"
 #include "io/safetensors.h"
 #include "io/token_file.h"
+#include "io/tokenizer.h"
 #include "model/minillm.h"
 #include "model/weights.h"
 #include "profile/tracer.h"
@@ -183,6 +184,9 @@ CheckpointInfo check_train_options(const TrainOptions& o, int world, int local_r
   if (!o.val_data.empty()) {
     const TokenFile val(o.val_data);
   }
+  // The tokenizer a save copies into every checkpoint must load (a garbage one failed only at
+  // generate); a resumed checkpoint's is checked by read_checkpoint_info. Before any collective.
+  if (!o.tokenizer.empty()) check_tokenizer_file(o.tokenizer);
   CheckpointInfo resume;
   if (!o.resume_dir.empty()) {
     resume = read_checkpoint_info(o.resume_dir);

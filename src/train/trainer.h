@@ -54,11 +54,11 @@ struct TrainResult {
 };
 
 // The checks train() starts with, without building the model: options, that the data and
-// validation files open, that a --resume checkpoint or --init-from file fits the model. The
-// launcher runs them once before starting ranks, so bad input is one error line, not one per
-// rank. On the CPU, also the memory plan: `local_ranks` ranks of a `world` on this machine must
-// fit in its available memory (train/memory_plan.h). Returns the checkpoint's metadata when
-// resuming. Throws pylon::Error.
+// validation files open, that the tokenizer loads, that a --resume checkpoint (its checksums) or
+// --init-from file fits the model. The launcher runs them once before starting ranks, so bad
+// input is one error line, not one per rank. On the CPU, also the memory plan: `local_ranks` ranks
+// of a `world` on this machine must fit in its available memory (train/memory_plan.h). Returns the
+// checkpoint's metadata when resuming. Throws pylon::Error.
 CheckpointInfo check_train_options(const TrainOptions& options, int world = 1, int local_ranks = 1);
 
 // Collective: every rank of comm calls it with the same options. Only rank 0 prints and writes

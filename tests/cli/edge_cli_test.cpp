@@ -1,18 +1,20 @@
 // pylon export / inspect and eval / generate from an edge file: the contract command lines of
 // issue 6, eval losses within the stated bounds of the fp32 model, greedy generation identical in
-// f16, and bad edge files giving one clear line and exit code 1.
+// f16, bad edge files giving one clear line and exit code 1, and tensor checksums (format 2).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/load_model.h"
 #include "io/atomic_file.h"
+#include "io/edge_format.h"
 #include "model/decoder.h"
 #include "support/hf_folder.h"
 #include "support/run_command.h"
@@ -22,6 +24,7 @@ namespace pylon {
 namespace {
 
 using testing::expect_clear_error;
+using testing::read_file;
 using testing::run_pylon;
 
 const std::string kGolden = std::string(PYLON_GOLDEN_DIR) + "/seed_small";
@@ -197,6 +200,98 @@ TEST(EdgeCli, GreedyGenerationIdenticalInF16) {
     EXPECT_NE(r.err.find("tokens/s (cpu)"), std::string::npos) << r.err;
     std::printf("[ edge ] greedy, %s edge file on the CPU: %s", quant, r.out.c_str());
   }
+}
+
+// Format version 2 (issue 38): per-tensor checksums that `inspect --verify` and every load check,
+// a flipped byte named by its tensor; version 1 files still load, with NaN/Inf checked.
+const std::string kInit = kGolden + "/init.safetensors";
+const std::string kStateDict = "--preset seed --heads 4";
+const std::string kEvalData = " --data " + kGolden + "/tokens.bin --batch 2 --seq 16 --steps 1 --json";
+
+// Writes bytes over a file (as a disk or an editor would change it).
+void overwrite(const std::string& path, const std::string& bytes) { write_file_atomic(path, bytes); }
+
+// The tensor whose data holds byte `at` of the file.
+const EdgeTensor* tensor_at(const EdgeFile& f, uint64_t at) {
+  for (const EdgeTensor& t : f.tensors())
+    if (at >= t.offset && at < t.offset + t.length) return &t;
+  return nullptr;
+}
+
+// The same file as format version 1: the checksums dropped from the header (the data stays where
+// it is: the shorter header leaves it 4096-aligned).
+void write_as_version_1(const std::string& v2, const std::string& out, const std::string& nan_tensor = "") {
+  const EdgeFile f(v2);
+  std::string bytes = read_file(v2);
+  nlohmann::json header = nlohmann::json::parse(bytes.substr(kEdgeFixedHeaderBytes, f.header_json_bytes()));
+  if (header.contains("tokenizer")) header["tokenizer"].erase("xxh3_64");
+  for (auto& t : header["tensors"]) t.erase("xxh3_64");
+  const std::string text = header.dump();
+  ASSERT_LE(text.size(), f.header_json_bytes());
+  const uint32_t version = 1, crc = crc32(text.data(), text.size());
+  const uint64_t n = text.size();
+  std::string out_bytes = bytes.substr(0, 8);
+  out_bytes.append(reinterpret_cast<const char*>(&version), 4);
+  out_bytes.append(reinterpret_cast<const char*>(&crc), 4);
+  out_bytes.append(reinterpret_cast<const char*>(&n), 8);
+  out_bytes += text;
+  out_bytes.append(kEdgeFixedHeaderBytes + f.header_json_bytes() - out_bytes.size(), '\0');
+  out_bytes += bytes.substr(out_bytes.size());
+  if (const EdgeTensor* t = nan_tensor.empty() ? nullptr : f.find(nan_tensor)) {
+    ASSERT_EQ(t->dtype, EdgeDType::f16);
+    out_bytes[t->offset + 2 * 5] = '\x00';
+    out_bytes[t->offset + 2 * 5 + 1] = '\x7e';  // f16 NaN
+  }
+  overwrite(out, out_bytes);
+}
+
+TEST(EdgeCli, EdgeTensorChecksumsAreCheckedByInspectVerifyAndAtLoad) {
+  testing::TempDir tmp;
+  const std::string edge = tmp.file("m.edge");
+  ASSERT_EQ(run_pylon("export --model " + kInit + " " + kStateDict + " --out " + edge + " --quant int4").exit_code, 0);
+  const auto ok = run_pylon("inspect --verify " + edge);
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  const std::string count = std::to_string(EdgeFile(edge).tensors().size());
+  EXPECT_NE(ok.out.find("ok, " + count + " tensors match their checksums"), std::string::npos) << ok.out;
+  EXPECT_NE(run_pylon("inspect " + edge).out.find("format version 2"), std::string::npos);
+  {
+    const EdgeFile f(edge);
+    const EdgeTensor* t = f.find("layers.0.ffn.0.weight");
+    ASSERT_TRUE(t);
+    std::string bytes = read_file(edge);
+    bytes[t->offset + 100] ^= 0x04;  // an int4 nibble: any value is a valid weight
+    ASSERT_EQ(tensor_at(f, t->offset + 100), t);
+    overwrite(tmp.file("bad.edge"), bytes);
+  }
+  expect_clear_error(run_pylon("inspect --verify " + tmp.file("bad.edge")),
+                     "tensor \"layers.0.ffn.0.weight\" checksum mismatch");
+  expect_clear_error(run_pylon("inspect " + tmp.file("bad.edge") + " --verify"), "layers.0.ffn.0.weight");
+  EXPECT_EQ(run_pylon("inspect " + tmp.file("bad.edge")).exit_code, 0);  // the header alone
+  for (const std::string& cmd : {"eval --model " + tmp.file("bad.edge") + kEvalData,
+                                 "generate --model " + tmp.file("bad.edge") + " --prompt hi --tokenizer " +
+                                     tmp.file("none.model"),
+                                 "export --model " + tmp.file("bad.edge") + " --out " + tmp.file("again.edge")})
+    expect_clear_error(run_pylon(cmd), "tensor \"layers.0.ffn.0.weight\" checksum mismatch");
+}
+
+TEST(EdgeCli, EdgeVersion1FilesStillLoadAndNanIsNamed) {
+  testing::TempDir tmp;
+  const std::string edge = tmp.file("m.edge");
+  ASSERT_EQ(run_pylon("export --model " + kInit + " " + kStateDict + " --out " + edge).exit_code, 0);  // f16
+  write_as_version_1(edge, tmp.file("v1.edge"));
+  const auto info = run_pylon("inspect " + tmp.file("v1.edge"));
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_NE(info.out.find("format version 1"), std::string::npos) << info.out;
+  const auto verify = run_pylon("inspect --verify " + tmp.file("v1.edge"));
+  ASSERT_EQ(verify.exit_code, 0) << verify.err;
+  EXPECT_NE(verify.out.find("format version 1 has no checksums"), std::string::npos) << verify.out;
+  const auto v1 = run_pylon("eval --model " + tmp.file("v1.edge") + kEvalData);
+  const auto v2 = run_pylon("eval --model " + edge + kEvalData);
+  ASSERT_EQ(v1.exit_code, 0) << v1.err;
+  EXPECT_EQ(testing::last_line(v1.out), testing::last_line(v2.out));
+  write_as_version_1(edge, tmp.file("nan.edge"), "layers.1.norm2.weight");
+  expect_clear_error(run_pylon("inspect --verify " + tmp.file("nan.edge")), "\"layers.1.norm2.weight\" holds NaN");
+  expect_clear_error(run_pylon("eval --model " + tmp.file("nan.edge") + kEvalData), "layers.1.norm2.weight");
 }
 
 }  // namespace

@@ -17,6 +17,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <cstring>
 #include <iterator>
 #include <string>
 #include <thread>
@@ -27,6 +29,7 @@
 #include "dist/rendezvous.h"
 #include "io/token_file.h"
 #include "support/metrics_check.h"
+#include "io/safetensors.h"
 #include "support/run_command.h"
 #include "support/temp_dir.h"
 
@@ -249,6 +252,39 @@ TEST_F(FsdpCli, ResumeAtTheSameWorldSizeIsBitIdentical) {
   for (const char* f : {"model.safetensors", "shard-00000-of-00003.safetensors",
                         "shard-00001-of-00003.safetensors", "shard-00002-of-00003.safetensors"})
     EXPECT_EQ(read_file(file(std::string("a/step_000006/") + f)), read_file(file(std::string("b/step_000006/") + f))) << f;
+}
+
+// A corrupted shard of a checkpoint resumed on several ranks (issue 38): the launcher checks every
+// shard against checksums.json first, so the job is one line naming the file, not an error on each
+// rank that reads it and a collective failure on the others.
+TEST_F(FsdpCli, CorruptedShardIsOneLineBeforeTheRanksStart) {
+  ASSERT_EQ(run_pylon(train(2, 6, 3, "--save " + file("a"))).exit_code, 0);
+  const std::string shard = file("a/step_000003/shard-00001-of-00002.safetensors");
+  std::string bytes = read_file(shard);
+  bytes[bytes.size() - 7] ^= 0x01;
+  std::ofstream(shard, std::ios::binary | std::ios::trunc) << bytes;
+  testing::expect_clear_error(run_pylon(train(3, 4, 6, "--resume " + file("a"))),
+                              "shard-00001-of-00002.safetensors: checksum mismatch");
+}
+
+// NaN in --init-from weights on several ranks: the rank that read it died behind the collective
+// failure it caused on the others, and its line naming the tensor was lost. The launcher reads
+// every tensor first.
+TEST_F(FsdpCli, NanInitWeightsAreOneLineBeforeTheRanksStart) {
+  ASSERT_EQ(run_pylon(train(2, 6, 1, "--save " + file("a"))).exit_code, 0);
+  const SafetensorsReader in(file("a/step_000001/model.safetensors"));
+  std::vector<std::vector<float>> data;
+  std::vector<TensorToWrite> tensors;
+  for (const TensorView& t : in.tensors()) data.emplace_back(static_cast<size_t>(t.numel()));
+  for (size_t i = 0; i < in.tensors().size(); ++i) {
+    const TensorView& t = in.tensors()[i];
+    std::memcpy(data[i].data(), t.data, t.nbytes);
+    if (t.name == "layers.1.ffn.2.weight") data[i][7] = std::numeric_limits<float>::infinity();
+    tensors.push_back({t.name, DType::f32, t.shape, data[i].data()});
+  }
+  write_safetensors(file("inf.safetensors"), tensors, in.metadata());
+  testing::expect_clear_error(run_pylon(train(2, 6, 2, "--init-from " + file("inf.safetensors"))),
+                              "tensor layers.1.ffn.2.weight holds Inf at element 7");
 }
 
 TEST_F(FsdpCli, KilledRankEndsTheJobNamingIt) {

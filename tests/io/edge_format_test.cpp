@@ -280,9 +280,52 @@ TEST(EdgeFormat, BadHeadersNameTheProblem) {
     expect_clean_error(path, cases[i].second, "case " + std::to_string(i));
   }
   std::string bad_version = good;
-  bad_version[8] = 2;
+  bad_version[8] = 3;  // 1 and 2 load
   test::write_bytes(path, bad_version);
-  expect_clean_error(path, "version", "version 2");
+  expect_clean_error(path, "version", "version 3");
+}
+
+// Format version 2 (issue 38): each tensor's XXH3-64 covers its values and scales, the tokenizer's
+// its bytes. A flipped byte anywhere in them is named by verify_tensors and refused at load; the
+// header alone still opens (inspect), and a file whose checksum field is not 16 hex digits does not.
+TEST(EdgeFormat, Version2ChecksumsNameTheCorruptedTensor) {
+  test::TempDir dir;
+  const Model m;
+  const std::string path = write_model(dir, m, {EdgeDType::int4, 32, EdgeDType::f16});
+  const std::string good = test::read_bytes(path);
+  {
+    const EdgeFile f(path);
+    EXPECT_EQ(f.version(), 2u);
+    EXPECT_EQ(f.verify_tensors(), m.table.params.size());
+  }
+  const EdgeFile f(path);
+  const EdgeTensor* ffn = f.find("layers.1.ffn.2.weight");
+  const EdgeTensor* norm = f.find("layers.0.norm1.weight");
+  ASSERT_TRUE(ffn && ffn->quantized() && norm);
+  struct Flip {
+    uint64_t at;
+    std::string needle;
+  };
+  for (const Flip& flip : {Flip{ffn->offset + 7, "tensor \"layers.1.ffn.2.weight\" checksum mismatch"},
+                           Flip{ffn->scale_offset + ffn->scale_length - 1, "\"layers.1.ffn.2.weight\" checksum"},
+                           Flip{norm->offset, "tensor \"layers.0.norm1.weight\" checksum mismatch"},
+                           Flip{f.tensors().back().offset + f.tensors().back().length - 1, f.tensors().back().name},
+                           Flip{static_cast<uint64_t>(f.tokenizer().data() - reinterpret_cast<const char*>(f.mapped().data())),
+                                "tokenizer checksum mismatch"}}) {
+    std::string bad = good;
+    bad[flip.at] = static_cast<char>(bad[flip.at] ^ 0x20);
+    const std::string bad_path = dir.file("bad.edge");
+    test::write_bytes(bad_path, bad);
+    const EdgeModel header_only(bad_path, /*check_data=*/false);  // inspect's view: opens
+    EXPECT_THROW(header_only.file.verify_tensors(), Error) << flip.needle;
+    expect_clean_error(bad_path, flip.needle, flip.needle);
+  }
+  const std::string broken = with_header(good, [](json& h) { h["tensors"][0]["xxh3_64"] = "xyz"; });
+  test::write_bytes(dir.file("field.edge"), broken);
+  expect_clean_error(dir.file("field.edge"), "xxh3_64", "checksum field");
+  const std::string missing = with_header(good, [](json& h) { h["tensors"][1].erase("xxh3_64"); });
+  test::write_bytes(dir.file("missing.edge"), missing);
+  expect_clean_error(dir.file("missing.edge"), "xxh3_64", "missing checksum field");
 }
 
 // 3000 seeded mutations of a valid file's header that keep its checksum right, so that each

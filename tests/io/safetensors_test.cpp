@@ -9,6 +9,9 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "test_util.h"
@@ -106,19 +109,23 @@ TEST(Safetensors, ReadF32ConvertsF16AndBf16) {
   test::TempDir dir;
   const std::string path = dir.file("half.safetensors");
   const float inf = std::numeric_limits<float>::infinity();
-  // f16: 1, -2, max, smallest subnormal, largest subnormal, inf, -inf, -0
-  const uint16_t f16[] = {0x3C00, 0xC000, 0x7BFF, 0x0001, 0x03FF, 0x7C00, 0xFC00, 0x8000};
+  // f16: 1, -2, max, smallest subnormal, largest subnormal, 0.5, -0.5, -0
+  const uint16_t f16[] = {0x3C00, 0xC000, 0x7BFF, 0x0001, 0x03FF, 0x3800, 0xB800, 0x8000};
   const float f16_want[] = {1.f, -2.f, 65504.f, std::ldexp(1.f, -24), std::ldexp(1023.f, -24),
-                            inf, -inf, -0.f};
-  // bf16: 1, -3, 2^-133 (subnormal), max, inf
-  const uint16_t bf16[] = {0x3F80, 0xC040, 0x0001, 0x7F7F, 0x7F80};
-  const float bf16_want[] = {1.f, -3.f, std::ldexp(1.f, -133), std::bit_cast<float>(0x7F7F0000u), inf};
-  const uint16_t nans[] = {0x7E00, 0x7FC0};  // f16 nan, bf16 nan
-  const float f32[] = {0.25f, -7.f};
+                            0.5f, -0.5f, -0.f};
+  // bf16: 1, -3, 2^-133 (subnormal), max, 2
+  const uint16_t bf16[] = {0x3F80, 0xC040, 0x0001, 0x7F7F, 0x4000};
+  const float bf16_want[] = {1.f, -3.f, std::ldexp(1.f, -133), std::bit_cast<float>(0x7F7F0000u), 2.f};
+  // Non-finite weights are refused by name (issue 38): f16 nan, bf16 nan, f16 -inf, bf16 inf, f32 inf.
+  const uint16_t nans[] = {0x7E00, 0x7FC0, 0xFC00, 0x7F80};
+  const float f32[] = {0.25f, -7.f}, f32_inf[] = {1.f, inf};
   write_safetensors(path, {{"h", DType::f16, {2, 4}, f16},
                            {"b", DType::bf16, {5}, bf16},
                            {"hn", DType::f16, {1}, &nans[0]},
                            {"bn", DType::bf16, {1}, &nans[1]},
+                           {"hi", DType::f16, {1}, &nans[2]},
+                           {"bi", DType::bf16, {1}, &nans[3]},
+                           {"fi", DType::f32, {2}, f32_inf},
                            {"f", DType::f32, {2}, f32}});
   SafetensorsReader r(path);
   float out[8];
@@ -129,10 +136,20 @@ TEST(Safetensors, ReadF32ConvertsF16AndBf16) {
   }
   r.read_f32("b", {5}, out);
   for (int i = 0; i < 5; ++i) EXPECT_EQ(out[i], bf16_want[i]) << i;
-  r.read_f32("hn", {1}, out);
-  EXPECT_TRUE(std::isnan(out[0]));
-  r.read_f32("bn", {1}, out);
-  EXPECT_TRUE(std::isnan(out[0]));
+  for (const auto& [name, what] : std::vector<std::pair<std::string, std::string>>{
+           {"hn", "tensor hn holds NaN at element 0"}, {"bn", "tensor bn holds NaN at element 0"},
+           {"hi", "tensor hi holds Inf at element 0"}, {"bi", "tensor bi holds Inf at element 0"}}) {
+    try {
+      r.read_f32(name, {1}, out);
+      ADD_FAILURE() << name << " loaded";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(r.read_f32("fi", {2}, out), Error);
+  r.read_f32_range("fi", {2}, 0, 1, out);  // the finite part of it
+  EXPECT_EQ(out[0], 1.f);
   r.read_f32("f", {2}, out);
   EXPECT_EQ(out[0], 0.25f);
   EXPECT_EQ(out[1], -7.f);
