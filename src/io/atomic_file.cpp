@@ -2,6 +2,7 @@
 #include "io/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -58,6 +59,14 @@ void AtomicFile::commit() {
 }
 
 void write_file_atomic(const std::string& path, const std::string& contents) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) {
+    std::FILE* out = std::fopen(path.c_str(), "wb");  // /dev/stdout or a pipe: cannot be replaced
+    PYLON_CHECK(out, path, ": cannot open for writing: ", std::strerror(errno));
+    const bool ok = std::fwrite(contents.data(), 1, contents.size(), out) == contents.size();
+    PYLON_CHECK(std::fclose(out) == 0 && ok, path, ": write failed: ", std::strerror(errno));
+    return;
+  }
   AtomicFile f(path);
   f.write(contents.data(), contents.size());
   f.commit();

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "io/atomic_file.h"
 #include "profile/analysis.h"
 #include "profile/chrome_trace.h"
 #include "profile/counter_profile.h"
@@ -30,12 +31,9 @@ double resident_bytes(int fd) {
   return static_cast<double>(resident) * static_cast<double>(::sysconf(_SC_PAGESIZE));
 }
 
+// Atomically; a name that is not valid UTF-8 (a kernel's, from CUPTI) gets U+FFFD, not an exception.
 void write_json(const nlohmann::json& j, const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "w");
-  PYLON_CHECK(f, path, ": cannot open for writing");
-  const std::string text = j.dump(1) + "\n";
-  const bool ok = std::fputs(text.c_str(), f) >= 0;
-  PYLON_CHECK(std::fclose(f) == 0 && ok, path, ": cannot write (disk full?)");
+  write_file_atomic(path, j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 }  // namespace
