@@ -41,7 +41,7 @@ int run_trace(int argc, char** argv) {
     }
     PYLON_CHECK(!file.empty(), "trace analyze needs a trace file");
     const profile::TraceAnalysis a = profile::analyze_trace(profile::read_trace_slices(file));
-    std::fputs(json ? (profile::analysis_json(a).dump(1) + "\n").c_str() : profile::format_analysis(a).c_str(),
+    std::fputs(json ? (profile::analysis_json(a).dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n").c_str() : profile::format_analysis(a).c_str(),
                stdout);
     return 0;
   }
