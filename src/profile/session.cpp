@@ -42,7 +42,7 @@ void check_schedule(const ProfileOptions& options, int64_t steps) {
   const Schedule& s = options.schedule;
   PYLON_CHECK(s.wait >= 0 && s.warmup >= 0 && s.active > 0,
               "--profile-wait and --profile-warmup must be >= 0, --profile-active > 0");
-  PYLON_CHECK(options.dir.empty() || s.wait + s.warmup < steps, "--profile: wait ", s.wait, " + warmup ",
+  PYLON_CHECK(options.dir.empty() || s.first_active() < steps, "--profile: wait ", s.wait, " + warmup ",
               s.warmup, " steps leave no active step within the run's ", steps, " steps");
 }
 

@@ -153,7 +153,7 @@ CheckpointInfo check_train_options(const TrainOptions& o) {
   const profile::Schedule& s = o.profile.schedule;
   PYLON_CHECK(s.wait >= 0 && s.warmup >= 0 && s.active > 0,
               "--profile-wait and --profile-warmup must be >= 0, --profile-active > 0");
-  PYLON_CHECK(o.profile.dir.empty() || s.wait + s.warmup < o.steps - resume.step, "--profile: wait ",
+  PYLON_CHECK(o.profile.dir.empty() || s.first_active() < o.steps - resume.step, "--profile: wait ",
               s.wait, " + warmup ", s.warmup, " steps leave no active step within the run's ",
               o.steps - resume.step, " steps");
   if (!o.init_from.empty()) {
