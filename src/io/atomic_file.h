@@ -24,8 +24,8 @@ class AtomicFile {
   bool committed_ = false;
 };
 
-// Writes a whole small file atomically. A path that names a device or a pipe (/dev/stdout) cannot be
-// replaced: it is written in place.
+// Writes a whole small file atomically. A path that is not a regular file itself (a device, a pipe,
+// a symbolic link such as /dev/stdout) is written in place: a rename would replace it.
 void write_file_atomic(const std::string& path, const std::string& contents);
 std::string read_text_file(const std::string& path);  // throws pylon::Error if unreadable
 
