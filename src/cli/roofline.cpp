@@ -122,8 +122,9 @@ int run_roofline(int argc, char** argv) {
   if (c.dram_bytes_per_s <= 0) c.dram_bytes_per_s = profile::implied_dram_bandwidth(kernels);
   const auto verdicts = profile::judge_all(kernels, c);
   // Both outputs are made before either is written, each written atomically: no partial file.
+  const auto replace = nlohmann::json::error_handler_t::replace;  // never throws on bad UTF-8
   const std::string json_text =
-      json_path.empty() ? "" : profile::roofline_json(verdicts, c).dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+      json_path.empty() ? "" : profile::roofline_json(verdicts, c).dump(1, ' ', false, replace) + "\n";
   const std::string svg_text = svg_path.empty() ? "" : profile::roofline_svg(verdicts, c);
   std::fputs(profile::format_roofline_table(verdicts, c, static_cast<size_t>(top)).c_str(), stdout);
   if (!json_path.empty()) {

@@ -128,7 +128,8 @@ std::vector<TraceSlice> read_trace_slices(const std::string& path) {
     TraceSlice s;
     s.pid = e.contains("pid") ? e["pid"].get<int64_t>() : 0;
     if (e.contains("tid") && e["tid"].is_string())
-      s.tid = named_tids.try_emplace(e["tid"].get<std::string>(), -1 - static_cast<int64_t>(named_tids.size())).first->second;
+      s.tid = named_tids.try_emplace(e["tid"].get<std::string>(), -1 - static_cast<int64_t>(named_tids.size()))
+                  .first->second;
     else if (e.contains("tid"))
       s.tid = e["tid"].get<int64_t>();
     s.name = text("name"), s.cat = text("cat");

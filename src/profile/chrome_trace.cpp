@@ -28,7 +28,8 @@ std::string quoted(const std::string& s) {
 // no partial file at the path.
 class EventWriter {
  public:
-  explicit EventWriter(const std::string& path) : file_(path) { buffer_ = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n"; }
+  explicit EventWriter(const std::string& path)
+      : file_(path), buffer_("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n") {}
   // One event, printf-style.
   __attribute__((format(printf, 2, 3))) void add(const char* format, ...) {
     separate();

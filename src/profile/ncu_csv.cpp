@@ -241,7 +241,8 @@ std::vector<KernelCounters> parse_ncu_csv(std::string_view text, const std::stri
                   "', not a number");
       PYLON_CHECK(v >= 0, source, ": line ", line, ": ", excerpt(header[c]), " is ", excerpt(f),
                   ", a count or share is never negative");
-      PYLON_CHECK(!std::isnan(scale[c]), source, ": column ", excerpt(header[c]), " has a unit this reader does not know");
+      PYLON_CHECK(!std::isnan(scale[c]), source, ": column ", excerpt(header[c]),
+                  " has a unit this reader does not know");
       PYLON_CHECK(std::isfinite(v * scale[c]), source, ": line ", line, ": ", excerpt(header[c]), " is ", excerpt(f),
                   ", out of range in base units");
       return v * scale[c];
