@@ -1,6 +1,7 @@
 // pylon roofline: per kernel SM and DRAM throughput, FLOP/s, bytes, intensity and a verdict with
 // its fix, as a table, JSON and an SVG chart; from an Nsight Compute raw CSV (--ncu-csv FILE), or
 // from CUPTI's range profiler around a pylon command run in this process (-- pylon CMD ...).
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -9,6 +10,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/error.h"
+#include "io/atomic_file.h"
 #include "profile/command_counters.h"
 #include "profile/counter_profile.h"
 #include "profile/ncu_csv.h"
@@ -115,18 +117,22 @@ int run_roofline(int argc, char** argv) {
   if (peak_tflops > 0) c.tensor_flops = peak_tflops * 1e12;
   if (peak_fp32_tflops > 0) c.fp32_flops = peak_fp32_tflops * 1e12;
   if (peak_gbs > 0) c.dram_bytes_per_s = peak_gbs * 1e9;
+  PYLON_CHECK(std::isfinite(c.tensor_flops) && std::isfinite(c.fp32_flops) && std::isfinite(c.dram_bytes_per_s),
+              "--peak-tflops, --peak-fp32-tflops and --peak-gbs must be finite in FLOP/s and bytes/s");
   if (c.dram_bytes_per_s <= 0) c.dram_bytes_per_s = profile::implied_dram_bandwidth(kernels);
   const auto verdicts = profile::judge_all(kernels, c);
+  // Both outputs are made before either is written, each written atomically: no partial file.
+  const auto replace = nlohmann::json::error_handler_t::replace;  // never throws on bad UTF-8
+  const std::string json_text =
+      json_path.empty() ? "" : profile::roofline_json(verdicts, c).dump(1, ' ', false, replace) + "\n";
+  const std::string svg_text = svg_path.empty() ? "" : profile::roofline_svg(verdicts, c);
   std::fputs(profile::format_roofline_table(verdicts, c, static_cast<size_t>(top)).c_str(), stdout);
   if (!json_path.empty()) {
-    std::FILE* f = std::fopen(json_path.c_str(), "w");
-    PYLON_CHECK(f, json_path, ": cannot open for writing");
-    const bool ok = std::fputs((profile::roofline_json(verdicts, c).dump(1) + "\n").c_str(), f) >= 0;
-    PYLON_CHECK(std::fclose(f) == 0 && ok, json_path, ": cannot write (disk full?)");
+    write_file_atomic(json_path, json_text);
     std::printf("wrote %s\n", json_path.c_str());
   }
   if (!svg_path.empty()) {
-    profile::write_roofline_svg(verdicts, c, svg_path);
+    write_file_atomic(svg_path, svg_text);
     std::printf("wrote %s\n", svg_path.c_str());
   }
   return 0;

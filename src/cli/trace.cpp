@@ -81,7 +81,9 @@ int run_trace(int argc, char** argv) {
     }
     PYLON_CHECK(!file.empty(), "trace analyze needs a trace file");
     const profile::TraceAnalysis a = profile::analyze_trace(profile::read_trace_slices(file));
-    std::fputs(json ? (profile::analysis_json(a).dump(1) + "\n").c_str() : profile::format_analysis(a).c_str(),
+    const auto replace = nlohmann::json::error_handler_t::replace;  // never throws on bad UTF-8
+    std::fputs(json ? (profile::analysis_json(a).dump(1, ' ', false, replace) + "\n").c_str()
+                    : profile::format_analysis(a).c_str(),
                stdout);
     return 0;
   }

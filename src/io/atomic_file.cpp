@@ -2,6 +2,7 @@
 #include "io/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -60,6 +61,16 @@ void AtomicFile::commit() {
 }
 
 FileDigest write_file_atomic(const std::string& path, const std::string& contents) {
+  // A path that is not a regular file itself (a device, a pipe, a symbolic link such as /dev/stdout)
+  // is written in place: a rename would replace the node or the link, not write through it.
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    std::FILE* out = std::fopen(path.c_str(), "wb");
+    PYLON_CHECK(out, path, ": cannot open for writing: ", std::strerror(errno));
+    const bool ok = std::fwrite(contents.data(), 1, contents.size(), out) == contents.size();
+    PYLON_CHECK(std::fclose(out) == 0 && ok, path, ": write failed: ", std::strerror(errno));
+    return {contents.size(), xxh3_64(contents.data(), contents.size())};
+  }
   AtomicFile f(path);
   f.write(contents.data(), contents.size());
   f.commit();

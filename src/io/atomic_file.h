@@ -30,7 +30,9 @@ class AtomicFile {
   uint64_t bytes_ = 0;
 };
 
-// Writes a whole small file atomically; returns its digest.
+// Writes a whole small file atomically; returns its digest. A path that is not a regular file
+// itself (a device, a pipe, a symbolic link such as /dev/stdout) is written in place: a rename
+// would replace it.
 FileDigest write_file_atomic(const std::string& path, const std::string& contents);
 std::string read_text_file(const std::string& path);  // throws pylon::Error if unreadable
 

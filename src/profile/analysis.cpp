@@ -10,8 +10,8 @@
 #include <utility>
 
 #include "core/error.h"
-#include "io/atomic_file.h"
 #include "profile/table.h"
+#include "profile/trace_json.h"
 
 namespace pylon::profile {
 namespace {
@@ -116,28 +116,26 @@ std::string percent(double part, double whole) {
 }  // namespace
 
 std::vector<TraceSlice> read_trace_slices(const std::string& path) {
-  const nlohmann::json doc = nlohmann::json::parse(read_text_file(path), nullptr, /*allow_exceptions=*/false);
-  PYLON_CHECK(!doc.is_discarded(), path, ": not a Chrome trace (not valid JSON)");
-  const nlohmann::json* list = doc.is_array() ? &doc : nullptr;  // the format allows a bare array
-  if (doc.is_object() && doc.contains("traceEvents")) list = &doc["traceEvents"];
-  PYLON_CHECK(list && list->is_array(), path, ": not a Chrome trace (no traceEvents array)");
+  const nlohmann::json list = read_trace_events(path);  // checked: types, ranges, nesting
+  std::map<std::string, int64_t> named_tids;  // "tid": "stream 7" -> -1, -2, ... (integer tids are >= 0)
   std::vector<TraceSlice> out;
-  for (const nlohmann::json& e : *list) {
-    PYLON_CHECK(e.is_object() && e.contains("ph") && e["ph"].is_string(), path,
-                ": not a Chrome trace (an event without a \"ph\" phase)");
+  for (size_t i = 0; i < list.size(); ++i) {
+    const nlohmann::json& e = list[i];
     if (e["ph"] != "X") continue;
-    PYLON_CHECK(e.contains("ts") && e["ts"].is_number() && e.contains("dur") && e["dur"].is_number(), path,
-                ": an \"X\" event without numeric ts and dur: ", e.dump().substr(0, 200));
-    auto integer = [&](const char* k) { return e.contains(k) && e[k].is_number_integer() ? e[k].get<int64_t>() : 0; };
-    auto text = [&](const char* k) { return e.contains(k) && e[k].is_string() ? e[k].get<std::string>() : ""; };
+    PYLON_CHECK(e.contains("ts") && e.contains("dur"), path, ": event ", i,
+                ": an \"X\" event without \"ts\" and \"dur\"");
+    auto text = [&](const char* k) { return e.contains(k) ? e[k].get<std::string>() : ""; };
     TraceSlice s;
-    s.pid = integer("pid"), s.tid = integer("tid");
+    s.pid = e.contains("pid") ? e["pid"].get<int64_t>() : 0;
+    if (e.contains("tid") && e["tid"].is_string())
+      s.tid = named_tids.try_emplace(e["tid"].get<std::string>(), -1 - static_cast<int64_t>(named_tids.size()))
+                  .first->second;
+    else if (e.contains("tid"))
+      s.tid = e["tid"].get<int64_t>();
     s.name = text("name"), s.cat = text("cat");
     s.ts_us = e["ts"].get<double>();
-    s.dur_us = std::max(0.0, e["dur"].get<double>());
-    if (e.contains("args") && e["args"].is_object() && e["args"].contains("correlation") &&
-        e["args"]["correlation"].is_number_integer())
-      s.correlation = e["args"]["correlation"].get<int64_t>();
+    s.dur_us = e["dur"].get<double>();
+    if (e.contains("args") && e["args"].contains("correlation")) s.correlation = e["args"]["correlation"].get<int64_t>();
     out.push_back(std::move(s));
   }
   return out;

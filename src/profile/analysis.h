@@ -20,8 +20,9 @@ struct TraceSlice {
   int64_t correlation = 0;  // args.correlation: links a device record to its CPU launch (0: none)
 };
 
-// The X events of a Chrome trace file. Throws pylon::Error naming the file when it is not a
-// Chrome trace or an X event lacks a numeric ts/dur.
+// The X events of a Chrome trace file. Throws pylon::Error naming the file (and the event) when it
+// is not a Chrome trace, an event breaks check_trace_event's rules (profile/trace_json.h) or an X
+// event lacks ts or dur. String tids ("stream 7") become negative ids, one per text.
 std::vector<TraceSlice> read_trace_slices(const std::string& path);
 
 // Device records as the CUPTI tracer writes them (Kineto's categories).

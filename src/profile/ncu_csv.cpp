@@ -5,15 +5,18 @@
 
 #include <cxxabi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <map>
 #include <memory>
+#include <string_view>
 
 #include "core/error.h"
-#include "io/atomic_file.h"
+#include "io/mapped_file.h"
+#include "io/unicode_text.h"
 
 namespace pylon::profile {
 namespace {
@@ -30,60 +33,76 @@ constexpr const char* kFmul = "sm__sass_thread_inst_executed_op_fmul_pred_on.sum
 constexpr const char* kFfma = "sm__sass_thread_inst_executed_op_ffma_pred_on.sum";
 constexpr const char* kTensorPrefix = "sm__ops_path_tensor_src_";
 
-struct Record {
-  std::vector<std::string> fields;
-  size_t line = 0;  // 1-based line where it starts
+// RFC 4180 records read one at a time (a 200,000-row export is never held as fields at once). The
+// fields vector is reused from record to record, so its strings keep their capacity.
+class CsvReader {
+ public:
+  CsvReader(std::string_view text, const std::string& source) : text_(text), source_(source) {}
+
+  // The next record that holds anything (blank lines are skipped); false at the end.
+  bool next(std::vector<std::string>& fields) {
+    size_t n = 0;
+    auto field = [&]() -> std::string& {
+      if (n == fields.size()) fields.emplace_back();
+      fields[n].clear();
+      return fields[n++];
+    };
+    while (at_ < text_.size()) {
+      record_line_ = line_;
+      n = 0;
+      bool any = false;  // a quote, a comma or a character other than '\r' seen
+      std::string* f = &field();
+      while (at_ < text_.size()) {
+        const char c = text_[at_];
+        if (c == '"') {
+          any = true;
+          const size_t open_line = line_;
+          for (++at_;; ++at_) {  // a quoted run, "" for a quote
+            const size_t q = text_.find('"', at_);
+            PYLON_CHECK(q != std::string_view::npos, source_, ": line ", open_line,
+                        ": a quoted field is never closed (truncated file?)");
+            const std::string_view run = text_.substr(at_, q - at_);
+            line_ += static_cast<size_t>(std::count(run.begin(), run.end(), '\n'));
+            f->append(run);
+            at_ = q + 1;
+            if (at_ < text_.size() && text_[at_] == '"') {
+              f->push_back('"');
+              continue;
+            }
+            break;
+          }
+        } else if (c == ',') {
+          any = true, ++at_;
+          f = &field();
+        } else if (c == '\n') {
+          ++at_, ++line_;
+          break;
+        } else {  // an unquoted run up to the next special character
+          const size_t stop = text_.find_first_of(",\"\n", at_);
+          const std::string_view run = text_.substr(at_, (stop == std::string_view::npos ? text_.size() : stop) - at_);
+          for (char r : run)
+            if (r != '\r') f->push_back(r), any = true;
+          at_ += run.size();
+        }
+      }
+      if (any) {
+        fields.resize(n);
+        return true;
+      }
+    }
+    return false;
+  }
+  size_t line() const { return record_line_; }  // 1-based line where the last record started
+
+ private:
+  std::string_view text_;
+  const std::string& source_;
+  size_t at_ = 0, line_ = 1, record_line_ = 1;
 };
 
-// Splits the text into records of fields; a quote left open is an error.
-std::vector<Record> split_csv(const std::string& text, const std::string& source) {
-  std::vector<Record> records;
-  Record r;
-  std::string field;
-  bool quoted = false, in_record = false;
-  size_t line = 1;
-  r.line = 1;
-  auto end_record = [&] {
-    if (in_record || !field.empty()) r.fields.push_back(std::move(field));
-    if (!r.fields.empty()) records.push_back(std::move(r));
-    r = Record{};
-    field.clear();
-    in_record = false;
-  };
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
-        field += '"', ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        if (c == '\n') ++line;
-        field += c;
-      }
-      continue;
-    }
-    if (!in_record) r.line = line;
-    if (c == '"') {
-      quoted = true, in_record = true;
-    } else if (c == ',') {
-      r.fields.push_back(std::move(field)), field.clear(), in_record = true;
-    } else if (c == '\n') {
-      end_record(), ++line;
-    } else if (c != '\r') {
-      field += c, in_record = true;
-    }
-  }
-  PYLON_CHECK(!quoted, source, ": line ", r.line, ": a quoted field is never closed (truncated file?)");
-  end_record();
-  return records;
-}
-
-// Factor from a unit of ncu's (byte, Kbyte, Mbyte, ns, usecond, %, inst, byte/second, ...)
-// to the base unit; NaN for a unit it does not know.
-double unit_scale(const std::string& unit) {
-  const size_t slash = unit.find('/');
-  if (slash != std::string::npos) return unit_scale(unit.substr(0, slash)) / unit_scale(unit.substr(slash + 1));
+// Factor from a simple unit of ncu's (byte, Kbyte, Mbyte, ns, usecond, %, inst, ...) to the base
+// unit; NaN for a unit it does not know.
+double simple_unit_scale(std::string_view unit) {
   static const char* kBase[] = {"", "%", "byte", "second", "s", "inst", "cycle", "warp", "thread", "sector",
                                 "request", "op", "flop", "block", "register"};
   for (const char* b : kBase)
@@ -92,23 +111,45 @@ double unit_scale(const std::string& unit) {
   static const std::map<char, double> kPrefix = {{'n', 1e-9}, {'u', 1e-6}, {'m', 1e-3}, {'K', 1e3},
                                                  {'M', 1e6},  {'G', 1e9},  {'T', 1e12}, {'P', 1e15}};
   const auto p = kPrefix.find(unit[0]);
-  const std::string rest = unit.substr(1);
   if (p == kPrefix.end()) return NAN;
   for (const char* b : kBase)
-    if (*b && *b != '%' && rest == b) return p->second;
+    if (*b && *b != '%' && unit.substr(1) == b) return p->second;
   return NAN;
 }
 
-// "1,234.5" -> 1234.5; false for "n/a", "" or text.
-bool parse_number(std::string s, double* out) {
-  std::erase(s, ',');
-  std::erase(s, ' ');
+// A simple unit or a ratio of two (byte/second); NaN for anything else. Constant stack and memory
+// whatever the cell's length.
+double unit_scale(std::string_view unit) {
+  const size_t slash = unit.find('/');
+  if (slash == std::string_view::npos) return simple_unit_scale(unit);
+  const std::string_view per = unit.substr(slash + 1);
+  if (per.find('/') != std::string_view::npos) return NAN;
+  return simple_unit_scale(unit.substr(0, slash)) / simple_unit_scale(per);
+}
+
+// A cell ncu writes where it has no value.
+bool is_absent(const std::string& s) { return s.empty() || s == "n/a" || s == "N/A"; }
+
+// "1,234.5" -> 1234.5; false for text that is not a finite number.
+bool parse_number(const std::string& cell, double* out) {
+  std::string s;
+  s.reserve(cell.size());
+  for (char c : cell)
+    if (c != ',' && c != ' ') s.push_back(c);
   if (s.empty()) return false;
   char* end = nullptr;
   const double v = std::strtod(s.c_str(), &end);
   if (end != s.c_str() + s.size() || !std::isfinite(v)) return false;
   *out = v;
   return true;
+}
+
+// At most 200 bytes of a cell for an error line, its line breaks as spaces.
+std::string excerpt(const std::string& cell) {
+  std::string s = cell.substr(0, 200);
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  return utf8_lossy(s) + (cell.size() > 200 ? "..." : "");
 }
 
 }  // namespace
@@ -148,97 +189,99 @@ std::string kernel_name_from_symbol(const std::string& symbol) {
   return short_kernel_name(status == 0 && d ? d.get() : symbol);
 }
 
-std::vector<KernelCounters> parse_ncu_csv(const std::string& text, const std::string& source,
+std::vector<KernelCounters> parse_ncu_csv(std::string_view text, const std::string& source,
                                           std::string* device_name) {
-  const std::vector<Record> records = split_csv(text, source);
-  size_t h = 0;  // the header: first record that starts with "ID" and names the kernel
-  auto has = [](const Record& r, const char* name) {
-    for (const std::string& f : r.fields)
-      if (f == name) return true;
-    return false;
-  };
-  while (h < records.size() && !(records[h].fields[0] == "ID" && has(records[h], "Kernel Name"))) ++h;
-  PYLON_CHECK(h < records.size(), source,
+  CsvReader reader(text, source);
+  std::vector<std::string> rec;
+  auto has = [&](const char* name) { return std::find(rec.begin(), rec.end(), name) != rec.end(); };
+  bool found = false;  // the header: the first record that starts with "ID" and names the kernel
+  while (!found && reader.next(rec)) found = rec[0] == "ID" && has("Kernel Name");
+  PYLON_CHECK(found, source,
               ": not an Nsight Compute raw CSV (no header row with \"ID\" and \"Kernel Name\"; export with "
               "ncu --csv --page raw --metrics ...)");
-  const std::vector<std::string>& header = records[h].fields;
+  const std::vector<std::string> header = rec;
   std::map<std::string, size_t> col;
   for (size_t i = 0; i < header.size(); ++i) col.emplace(header[i], i);
   for (const char* m : {kDuration, kSm, kDram})
     PYLON_CHECK(col.count(m), source, ": no column ", m, " (ncu --csv --page raw --metrics ",
                 ncu_roofline_metrics(), ")");
-  size_t first = h + 1;
-  std::vector<double> scale(header.size(), 1.0);
-  if (first < records.size() && records[first].fields[0].empty()) {  // the units row
-    const Record& units = records[first++];
-    PYLON_CHECK(units.fields.size() == header.size(), source, ": line ", units.line, ": the units row has ",
-                units.fields.size(), " fields, the header ", header.size());
-    for (size_t i = 0; i < header.size(); ++i) scale[i] = unit_scale(units.fields[i]);
-  }
+  constexpr size_t kNone = SIZE_MAX;
+  auto column = [&](const char* metric) { return col.count(metric) ? col.at(metric) : kNone; };
   std::vector<size_t> tensor_cols;
   for (size_t i = 0; i < header.size(); ++i)
     if (header[i].rfind(kTensorPrefix, 0) == 0 && header[i].find("sparsity") == std::string::npos &&
         header[i].size() > 4 && header[i].compare(header[i].size() - 4, 4, ".sum") == 0)
       tensor_cols.push_back(i);
+  const size_t name_col = col.at("Kernel Name");
+  const size_t device_col = column("device__attribute_display_name");
+
+  std::vector<double> scale(header.size(), 1.0);
+  bool have_row = reader.next(rec);
+  if (have_row && rec[0].empty()) {  // the units row
+    PYLON_CHECK(rec.size() == header.size(), source, ": line ", reader.line(), ": the units row has ", rec.size(),
+                " fields, the header ", header.size());
+    for (size_t i = 0; i < header.size(); ++i) scale[i] = unit_scale(rec[i]);
+    have_row = reader.next(rec);
+  }
 
   std::vector<KernelCounters> kernels;
   std::map<std::string, size_t> index_of;
-  const size_t name_col = col.at("Kernel Name");
-  for (size_t r = first; r < records.size(); ++r) {
-    const Record& rec = records[r];
-    if (rec.fields[0].rfind("==", 0) == 0) continue;  // ncu's own messages
-    PYLON_CHECK(rec.fields.size() == header.size(), source, ": line ", rec.line, ": ", rec.fields.size(),
-                " fields, the header has ", header.size());
-    // A value in base units; `required` values must be numbers, others may be absent ("n/a").
-    auto value = [&](const char* metric, bool required) -> double {
-      const auto it = col.find(metric);
-      if (it == col.end()) return -1;
+  for (; have_row; have_row = reader.next(rec)) {
+    if (rec[0].rfind("==", 0) == 0) continue;  // ncu's own messages
+    const size_t line = reader.line();
+    PYLON_CHECK(rec.size() == header.size(), source, ": line ", line, ": ", rec.size(), " fields, the header has ",
+                header.size());
+    // A count or share in base units: finite and >= 0. Absent ("n/a") is -1: an error when required.
+    auto value = [&](size_t c, bool required) -> double {
+      if (c == kNone) return -1;
+      const std::string& f = rec[c];
       double v = 0;
-      const std::string& f = rec.fields[it->second];
-      if (!parse_number(f, &v)) {
-        PYLON_CHECK(!required, source, ": line ", rec.line, ": ", metric, " is '", f, "', not a number");
-        return -1;
-      }
-      const double s = scale[it->second];
-      PYLON_CHECK(!std::isnan(s), source, ": column ", metric, " has a unit this reader does not know");
-      return v * s;
+      if (is_absent(f) && !required) return -1;
+      PYLON_CHECK(parse_number(f, &v), source, ": line ", line, ": ", excerpt(header[c]), " is '", excerpt(f),
+                  "', not a number");
+      PYLON_CHECK(v >= 0, source, ": line ", line, ": ", excerpt(header[c]), " is ", excerpt(f),
+                  ", a count or share is never negative");
+      PYLON_CHECK(!std::isnan(scale[c]), source, ": column ", excerpt(header[c]),
+                  " has a unit this reader does not know");
+      PYLON_CHECK(std::isfinite(v * scale[c]), source, ": line ", line, ": ", excerpt(header[c]), " is ", excerpt(f),
+                  ", out of range in base units");
+      return v * scale[c];
     };
     KernelCounters k;
-    k.name = short_kernel_name(rec.fields[name_col]);
-    PYLON_CHECK(!k.name.empty(), source, ": line ", rec.line, ": empty kernel name");
+    k.name = utf8_lossy(short_kernel_name(rec[name_col]));
+    PYLON_CHECK(!k.name.empty(), source, ": line ", line, ": empty kernel name");
     k.launches = 1;
-    k.seconds = value(kDuration, true);
-    k.sm_pct = value(kSm, true);
-    k.dram_pct = value(kDram, true);
-    PYLON_CHECK(k.seconds >= 0 && k.sm_pct >= 0 && k.dram_pct >= 0, source, ": line ", rec.line,
-                ": negative duration or throughput");
-    k.memory_pct = value(kMemory, false);
-    k.dram_bytes = value(kBytes, false);
+    k.seconds = value(column(kDuration), true);
+    k.sm_pct = value(column(kSm), true);
+    k.dram_pct = value(column(kDram), true);
+    k.memory_pct = value(column(kMemory), false);
+    k.dram_bytes = value(column(kBytes), false);
     if (k.dram_bytes < 0) {
-      const double rd = value(kBytesRead, false), wr = value(kBytesWrite, false);
+      const double rd = value(column(kBytesRead), false), wr = value(column(kBytesWrite), false);
       if (rd >= 0 && wr >= 0) k.dram_bytes = rd + wr;
     }
-    const double fadd = value(kFadd, false), fmul = value(kFmul, false), ffma = value(kFfma, false);
+    const double fadd = value(column(kFadd), false), fmul = value(column(kFmul), false),
+                 ffma = value(column(kFfma), false);
     if (fadd >= 0 && fmul >= 0 && ffma >= 0) k.fp32_flop = fadd + fmul + 2 * ffma;
     for (size_t c : tensor_cols) {
-      double v = 0;
-      if (!parse_number(rec.fields[c], &v)) continue;
-      k.tensor_flop = std::max(0.0, k.tensor_flop) + v * (std::isnan(scale[c]) ? 1.0 : scale[c]);
+      const double v = value(c, false);
+      if (v >= 0) k.tensor_flop = std::max(0.0, k.tensor_flop) + v;
     }
-    if (device_name && col.count("device__attribute_display_name") && device_name->empty())
-      *device_name = rec.fields[col.at("device__attribute_display_name")];
+    if (device_name && device_col != kNone && device_name->empty()) *device_name = utf8_lossy(rec[device_col]);
     const auto [it, fresh] = index_of.try_emplace(k.name, kernels.size());
-    if (fresh)
-      kernels.push_back(k);
-    else
-      accumulate(kernels[it->second], k);
+    KernelCounters& sum = fresh ? kernels.emplace_back(k) : kernels[it->second];
+    if (!fresh) accumulate(sum, k);
+    for (double x : {sum.seconds, sum.dram_bytes, sum.fp32_flop, sum.tensor_flop})
+      PYLON_CHECK(std::isfinite(x), source, ": line ", line, ": the counts of kernel ", excerpt(sum.name),
+                  " overflow when summed");
   }
   PYLON_CHECK(!kernels.empty(), source, ": no kernel rows after the header");
   return kernels;
 }
 
 std::vector<KernelCounters> read_ncu_csv(const std::string& path, std::string* device_name) {
-  return parse_ncu_csv(read_text_file(path), path, device_name);
+  const MappedFile file(path);  // a regular file, or one line saying what it is not
+  return parse_ncu_csv(std::string_view(reinterpret_cast<const char*>(file.data()), file.size()), path, device_name);
 }
 
 }  // namespace pylon::profile

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "profile/roofline.h"
@@ -15,11 +16,13 @@ const char* ncu_roofline_metrics();
 
 // Per kernel name (launches summed), in order of first launch. Skips ncu's "==PROF==" lines and
 // anything before the header. Throws pylon::Error, one line naming the file and the row or
-// column, for input that is not such an export, a missing required metric, or a value that is
-// not a number.
+// column, for input that is not such an export, a missing required metric, a figure that is not
+// a finite number >= 0 (absent optional ones, "n/a" or empty, are not measured), or sums that
+// overflow. Kernel and device names that are not valid UTF-8 get U+FFFD. Linear time, one record
+// in memory at a time.
 std::vector<KernelCounters> read_ncu_csv(const std::string& path, std::string* device_name = nullptr);
 // The same from text (the file's contents); `source` names it in errors.
-std::vector<KernelCounters> parse_ncu_csv(const std::string& text, const std::string& source,
+std::vector<KernelCounters> parse_ncu_csv(std::string_view text, const std::string& source,
                                           std::string* device_name = nullptr);
 
 // A kernel name without "void ", its parameter list and anonymous namespaces: how ncu and CUPTI

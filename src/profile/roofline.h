@@ -66,7 +66,8 @@ std::string format_roofline_table(const std::vector<KernelVerdict>& v, const Dev
 nlohmann::json roofline_json(const std::vector<KernelVerdict>& v, const DeviceCeilings& c);
 // An SVG chart: log-log arithmetic intensity vs FLOP/s, the memory and compute roofs of `c`, a dot
 // per kernel with FLOP and byte counts (colour = verdict, size = share of time, title = name).
-// Throws pylon::Error when it cannot write.
+// write_roofline_svg writes it atomically (nothing at `path` on failure; throws pylon::Error).
+std::string roofline_svg(const std::vector<KernelVerdict>& v, const DeviceCeilings& c);
 void write_roofline_svg(const std::vector<KernelVerdict>& v, const DeviceCeilings& c, const std::string& path);
 
 }  // namespace pylon::profile

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "io/atomic_file.h"
 #include "profile/roofline.h"
 
 namespace pylon::profile {
@@ -19,7 +20,8 @@ std::string xml_escape(const std::string& s) {
       case '>': out += "&gt;"; break;
       case '&': out += "&amp;"; break;
       case '"': out += "&quot;"; break;
-      default: out += c;
+      default:
+        if (static_cast<unsigned char>(c) >= 0x20 || c == '\t' || c == '\n') out += c;  // XML 1.0 has no other controls
     }
   }
   return out;
@@ -42,7 +44,7 @@ const char* colour(Bound b) {
 
 }  // namespace
 
-void write_roofline_svg(const std::vector<KernelVerdict>& v, const DeviceCeilings& c, const std::string& path) {
+std::string roofline_svg(const std::vector<KernelVerdict>& v, const DeviceCeilings& c) {
   constexpr double W = 960, H = 620, L = 90, R = 230, T = 50, B = 70;  // size and margins (px)
   double total = 0;
   std::vector<const KernelVerdict*> dots;
@@ -61,6 +63,9 @@ void write_roofline_svg(const std::vector<KernelVerdict>& v, const DeviceCeiling
       if (peak > 0) x_hi = std::max(x_hi, 4 * peak / c.dram_bytes_per_s);
   const double dx_lo = std::floor(std::log10(x_lo)), dx_hi = std::ceil(std::log10(x_hi));
   const double dy_lo = std::floor(std::log10(y_lo)), dy_hi = std::ceil(std::log10(y_hi * 1.5));
+  // The grid has a line per decade: an infinite figure (refused by the readers) would never end it.
+  PYLON_ASSERT(std::isfinite(dx_hi) && std::isfinite(dy_hi) && std::isfinite(dx_lo) && std::isfinite(dy_lo),
+               "roofline chart of non-finite figures");
   auto px = [&](double ai) {
     return L + std::clamp((std::log10(ai) - dx_lo) / (dx_hi - dx_lo), 0.0, 1.0) * (W - L - R);
   };
@@ -138,11 +143,11 @@ void write_roofline_svg(const std::vector<KernelVerdict>& v, const DeviceCeiling
          "\">" + xml_escape(name) + fmt(" (%.1f%%)</text>", total > 0 ? 100 * dots[i]->k.seconds / total : 0) + "\n";
   }
   s += "</svg>\n";
+  return s;
+}
 
-  std::FILE* f = std::fopen(path.c_str(), "w");
-  PYLON_CHECK(f, path, ": cannot open for writing");
-  const bool ok = std::fputs(s.c_str(), f) >= 0;
-  PYLON_CHECK(std::fclose(f) == 0 && ok, path, ": cannot write (disk full?)");
+void write_roofline_svg(const std::vector<KernelVerdict>& v, const DeviceCeilings& c, const std::string& path) {
+  write_file_atomic(path, roofline_svg(v, c));
 }
 
 }  // namespace pylon::profile

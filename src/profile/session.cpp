@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "io/atomic_file.h"
 #include "profile/analysis.h"
 #include "profile/chrome_trace.h"
 #include "profile/counter_profile.h"
@@ -30,12 +31,9 @@ double resident_bytes(int fd) {
   return static_cast<double>(resident) * static_cast<double>(::sysconf(_SC_PAGESIZE));
 }
 
+// Atomically; a name that is not valid UTF-8 (a kernel's, from CUPTI) gets U+FFFD, not an exception.
 void write_json(const nlohmann::json& j, const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "w");
-  PYLON_CHECK(f, path, ": cannot open for writing");
-  const std::string text = j.dump(1) + "\n";
-  const bool ok = std::fputs(text.c_str(), f) >= 0;
-  PYLON_CHECK(std::fclose(f) == 0 && ok, path, ": cannot write (disk full?)");
+  write_file_atomic(path, j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 }  // namespace
@@ -44,9 +42,7 @@ void check_schedule(const ProfileOptions& options, int64_t steps) {
   const Schedule& s = options.schedule;
   PYLON_CHECK(s.wait >= 0 && s.warmup >= 0 && s.active > 0,
               "--profile-wait and --profile-warmup must be >= 0, --profile-active > 0");
-  // wait + warmup < steps, without forming a sum that may overflow.
-  PYLON_CHECK(options.dir.empty() || (s.wait < steps && s.warmup < steps - s.wait), "--profile: wait ", s.wait,
-              " + warmup ",
+  PYLON_CHECK(options.dir.empty() || s.first_active() < steps, "--profile: wait ", s.wait, " + warmup ",
               s.warmup, " steps leave no active step within the run's ", steps, " steps");
 }
 

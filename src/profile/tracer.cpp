@@ -122,8 +122,8 @@ Trace snapshot(int pid, const std::string& process_name) {
 }
 
 void StepScheduler::step(int64_t k) {
-  const bool warmup = k >= s_.wait && k < s_.wait + s_.warmup;
-  if (k == s_.wait + s_.warmup) clear();  // the warmup's records are not kept
+  const bool warmup = k >= s_.wait && k < s_.first_active();
+  if (k == s_.first_active()) clear();  // the warmup's records are not kept
   set_enabled(warmup || active(k));
 }
 

@@ -97,12 +97,20 @@ void drop_records_launched_before(Trace& trace);
 // warmup recorded when the first active step starts, and turns it off after the last.
 struct Schedule {
   int64_t wait = 1, warmup = 1, active = 5;
+  // wait + warmup, the first active step; saturated, as the flags may be as large as 2^63-1.
+  int64_t first_active() const {
+    int64_t k = 0;
+    return __builtin_add_overflow(wait, warmup, &k) ? (wait > 0 ? INT64_MAX : INT64_MIN) : k;
+  }
 };
 class StepScheduler {
  public:
   explicit StepScheduler(Schedule s) : s_(s) {}
   void step(int64_t k);
-  bool active(int64_t k) const { return k >= s_.wait + s_.warmup && k < s_.wait + s_.warmup + s_.active; }
+  bool active(int64_t k) const {  // k - first_active() in unsigned: exact for k >= first_active()
+    return k >= s_.first_active() &&
+           static_cast<uint64_t>(k) - static_cast<uint64_t>(s_.first_active()) < static_cast<uint64_t>(s_.active);
+  }
 
  private:
   Schedule s_;

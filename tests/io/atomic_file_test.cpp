@@ -84,5 +84,18 @@ TEST(AtomicFile, ReadTextFileRoundTripsBinary) {
   EXPECT_EQ(read_text_file(dir.file("empty")), "");
 }
 
+// A symbolic link (as /dev/stdout is) and a device are written through, not replaced: a rename over
+// /dev/stdout turned the link into a regular file (as root) when `roofline --json /dev/stdout` ran.
+TEST(AtomicFile, WriteFileAtomicWritesThroughLinksAndDevices) {
+  test::TempDir dir;
+  write_file_atomic(dir.file("target"), "old");
+  std::filesystem::create_symlink(dir.file("target"), dir.file("link"));
+  write_file_atomic(dir.file("link"), "new");
+  EXPECT_TRUE(std::filesystem::is_symlink(dir.file("link")));
+  EXPECT_EQ(read_text_file(dir.file("target")), "new");
+  write_file_atomic("/dev/null", "nothing");
+  EXPECT_TRUE(std::filesystem::is_character_file("/dev/null"));
+}
+
 }  // namespace
 }  // namespace pylon

@@ -124,3 +124,84 @@ TEST(ChromeTrace, MalformedMergeInputIsOneErrorLine) {
 
 }  // namespace
 }  // namespace pylon::profile
+
+namespace pylon::profile {
+namespace {
+
+// `pylon trace merge OUT good IN` and `pylon trace analyze IN` of one bad trace file: both one
+// error line holding `needle`, no OUT left behind.
+void expect_both_refuse(pylon::testing::TempDir& tmp, const std::string& text, const std::string& needle) {
+  std::ofstream(tmp.file("good.json")) << R"([{"ph":"X","name":"k","pid":0,"tid":0,"ts":0,"dur":1}])";
+  std::ofstream(tmp.file("bad.json")) << text;
+  auto r = pylon::testing::run_pylon("trace merge " + tmp.file("out.json") + " " + tmp.file("good.json") + " " +
+                                     tmp.file("bad.json"), "", 60);
+  pylon::testing::expect_clear_error(r, needle);
+  EXPECT_NE(r.err.find("bad.json"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::ifstream(tmp.file("out.json"))) << "merge left a partial file for " << needle;
+  r = pylon::testing::run_pylon("trace analyze --json " + tmp.file("bad.json"), "", 60);
+  pylon::testing::expect_clear_error(r, needle);
+}
+
+std::string nested(int depth) { return std::string(static_cast<size_t>(depth), '[') + std::string(static_cast<size_t>(depth), ']'); }
+
+// 100,000 levels of arrays overflowed the stack in nlohmann's recursive dump (merge writes each
+// event; analyze quoted the event without ts in its error): SIGSEGV, and merge left a partial OUT.
+// The parser refuses depth > 64 before anything recursive runs; 40 levels of args still merge.
+TEST(ChromeTrace, DeeplyNestedJsonIsOneErrorLine) {
+  pylon::testing::TempDir tmp;
+  expect_both_refuse(tmp, R"({"traceEvents":[{"ph":"X","name":"a","ts":0,"dur":1,"args":{"x":)" + nested(100000) + "}}]}",
+                     "nested deeper than 64 levels");
+  expect_both_refuse(tmp, R"({"traceEvents":[{"ph":"X","name":"a","ts":0,"args":{"x":)" + nested(100000) + "}}]}",
+                     "nested deeper than 64 levels");
+  expect_both_refuse(tmp, nested(100000), "nested deeper than 64 levels");
+  std::ofstream(tmp.file("args40.json")) << R"([{"ph":"X","name":"a","ts":0,"dur":1,"args":{"x":)" + nested(40) + "}}]";
+  const auto r = pylon::testing::run_pylon("trace merge " + tmp.file("m.json") + " " + tmp.file("args40.json"));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+// Figures of the wrong type or out of range were merged as they were, or read as 0 (pid, tid,
+// correlation) or clamped (a negative dur) by analyze; now one line naming the event and field.
+TEST(ChromeTrace, BadFieldsAreOneErrorLineNamingTheEvent) {
+  pylon::testing::TempDir tmp;
+  const std::string ok = R"({"ph":"X","name":"k","ts":0,"dur":1},)";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"ph":"X","name":"k","ts":0,"dur":-5})", R"(event 1: "dur" is -5;)"},
+      {R"({"ph":"X","name":"k","ts":"5","dur":1})", R"(event 1: "ts" is "5";)"},
+      {R"({"ph":"X","name":"k","ts":1e300,"dur":1})", R"(event 1: "ts" is 1e+300;)"},
+      {R"({"ph":"X","name":"k","ts":0,"dur":true})", R"(event 1: "dur" is a boolean;)"},
+      {R"({"ph":"X","name":"k","pid":18446744073709551615,"ts":0,"dur":1})", R"(event 1: "pid" is 18446744073709551615;)"},
+      {R"({"ph":"X","name":"k","pid":1.5,"ts":0,"dur":1})", R"(event 1: "pid" is 1.5;)"},
+      {R"({"ph":"X","name":"k","tid":[1],"ts":0,"dur":1})", R"(event 1: "tid" is an array;)"},
+      {R"({"ph":"X","name":5,"ts":0,"dur":1})", R"(event 1: "name" is 5;)"},
+      {R"({"ph":"X","name":"k","ts":0,"dur":1,"args":[]})", R"(event 1: "args" is an array;)"},
+      {R"({"ph":"X","name":"k","ts":0,"dur":1,"args":{"correlation":"7"}})", R"(event 1: "args.correlation" is "7";)"},
+      {R"({"ph":"s","name":"k","id":{},"ts":0})", R"(event 1: "id" is an object;)"},
+  };
+  for (const auto& [event, needle] : cases) expect_both_refuse(tmp, "[" + ok + event + "]", needle);
+  expect_both_refuse(tmp, "", "an empty file");
+  expect_both_refuse(tmp, R"([{"ph":"X","name":"k","ts":1e400,"dur":1}])", "a number too large for a double");
+  expect_both_refuse(tmp, "[{\"ph\":\"X\",\"name\":\"k\xff\",\"ts\":0,\"dur\":1}]", "not valid JSON at byte");
+}
+
+// A pid of 2^63-1 in two inputs: the next free pid wraps instead of overflowing (UBSan's report at
+// merge's ++pid), and flow ids of the second input move apart modulo 2^64; string ids get a prefix.
+TEST(ChromeTrace, MergeWrapsPidsAndFlowIdsAtTheirLimits) {
+  pylon::testing::TempDir tmp;
+  const std::string text =
+      R"([{"ph":"s","name":"launch","pid":9223372036854775807,"tid":1,"id":9223372036854775807,"ts":0},)"
+      R"({"ph":"s","name":"launch","pid":9223372036854775807,"tid":"stream 7","id":"0x1f","ts":0}])";
+  std::ofstream(tmp.file("a.json")) << text;
+  std::ofstream(tmp.file("b.json")) << text;
+  const auto r = pylon::testing::run_pylon("trace merge " + tmp.file("m.json") + " " + tmp.file("a.json") + " " +
+                                           tmp.file("b.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto doc = read_json(tmp.file("m.json"));
+  ASSERT_EQ(doc["traceEvents"].size(), 4u);
+  EXPECT_EQ(doc["traceEvents"][0]["pid"], INT64_MAX);
+  EXPECT_EQ(doc["traceEvents"][2]["pid"], INT64_MIN);
+  EXPECT_EQ(doc["traceEvents"][2]["id"], INT64_MIN + (int64_t{1} << 40) - 1);
+  EXPECT_EQ(doc["traceEvents"][3]["id"], "1:0x1f");
+}
+
+}  // namespace
+}  // namespace pylon::profile

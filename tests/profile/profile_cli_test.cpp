@@ -77,7 +77,10 @@ TEST(ProfileCli, RooflineOfSeveralRanksIsOneErrorLine) {
 
 TEST(ProfileCli, ScheduleWithoutActiveStepsIsOneErrorLine) {
   testing::TempDir tmp;
-  for (const char* flags : {"--profile-wait 3 --profile-warmup 1", "--profile-active 0"}) {
+  // wait + warmup of 2^63 wrapped to a negative first step (signed overflow), which passed the check.
+  for (const char* flags : {"--profile-wait 3 --profile-warmup 1", "--profile-active 0",
+                            "--profile-wait 9223372036854775807 --profile-warmup 1",
+                            "--profile-wait 1 --profile-warmup 9223372036854775807"}) {
     const auto r = testing::run_pylon(profiled_train(tmp.file("p"), flags));  // 4 steps
     EXPECT_EQ(r.exit_code, 1) << flags << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;

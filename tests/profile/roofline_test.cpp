@@ -249,3 +249,100 @@ TEST(NcuCsv, RooflineCommandErrorsAreOneLine) {
 
 }  // namespace
 }  // namespace pylon::profile
+
+namespace pylon::profile {
+namespace {
+
+// The units row with one cell replaced (the dram__bytes.sum column's "Mbyte").
+std::string with_bytes_unit(const std::string& unit) { return replace_first(kCsv, "\"Mbyte\"", "\"" + unit + "\""); }
+
+// A units cell of a million characters parsed in constant stack and linear memory (a recursion per
+// '/' overflowed the stack at 100,000, and each level copied the rest of the cell).
+TEST(NcuCsv, LongUnitCellsAreRefusedInConstantStack) {
+  for (const std::string& unit : {std::string(100000, '/'), [] {
+         std::string s;
+         for (int i = 0; i < 500000; ++i) s += "M/";
+         return s;
+       }()}) {
+    const std::string e = error_of(with_bytes_unit(unit));
+    EXPECT_NE(e.find("column dram__bytes.sum has a unit this reader does not know"), std::string::npos) << e.substr(0, 300);
+    EXPECT_EQ(e.find('\n'), std::string::npos);
+  }
+  EXPECT_NE(error_of(with_bytes_unit("byte/second/second")).find("unit"), std::string::npos);
+  EXPECT_DOUBLE_EQ(find(parse_ncu_csv(with_bytes_unit("Kbyte/usecond"), "x"), "nvjet_tst_128x256_64x4_1x2_h_bz_coopA_TNT")
+                       ->dram_bytes, 50.0 * 1e3 / 1e-6);
+}
+
+// 200,000 launches stream through one record at a time (the whole export used to be split into
+// fields first: 13.4 s and 3.2 GB for 200,000 rows of a real 305-column export); line numbers
+// still count the line breaks inside quoted fields.
+TEST(NcuCsv, ManyRowsStreamWithTheirLineNumbers) {
+  const size_t first = kCsv.find("\"0\",\"4242\""), end = kCsv.find("==PROF== Disconnected");
+  const std::string rows = kCsv.substr(first, end - first);  // 4 launches
+  std::string csv = kCsv.substr(0, first);
+  for (int i = 0; i < 50000; ++i) csv += rows;
+  const auto ks = parse_ncu_csv(csv, "big");
+  ASSERT_EQ(ks.size(), 3u);
+  int64_t launches = 0;
+  for (const auto& k : ks) launches += k.launches;
+  EXPECT_EQ(launches, 200000);
+  EXPECT_NEAR(find(ks, "pylon::cuda::adamw_kernel")->seconds, 50000 * 400e-6, 1e-9);
+  // A quoted kernel name on lines 6 and 7: the next row starts on line 8.
+  std::string two_line = replace_first(kCsv, "void pylon::cuda::add_scalar_kernel", "void pylon::cuda::\nadd_scalar_kernel");
+  two_line = replace_first(two_line, "\"1,199.50\"", "\"-1\"");
+  EXPECT_NE(error_of(two_line).find("line 8: dram__bytes.sum is -1, a count or share is never negative"),
+            std::string::npos) << error_of(two_line);
+}
+
+// Counts and shares are finite numbers >= 0 (a negative optional count used to read as "not
+// measured", text as "n/a", and an overflow to infinity made the chart's decade loop endless).
+TEST(NcuCsv, FiguresMustBeFiniteAndNonNegative) {
+  EXPECT_NE(error_of(replace_first(kCsv, "\"1,200.50\"", "\"-5\"")).find("line 4: dram__bytes.sum is -5, a count or share is never negative"),
+            std::string::npos) << error_of(replace_first(kCsv, "\"1,200.50\"", "\"-5\""));
+  EXPECT_NE(error_of(replace_first(kCsv, "\"300.00\"", "\"-300\"")).find("line 4: gpu__time_duration.sum is -300"),
+            std::string::npos);
+  EXPECT_NE(error_of(replace_first(kCsv, "\"1,000\"", "\"nan\"")).find(
+                "line 4: sm__sass_thread_inst_executed_op_fadd_pred_on.sum is 'nan', not a number"),
+            std::string::npos);
+  EXPECT_NE(error_of(replace_first(kCsv, "\"70,000,000,000\"", "\"lots\"")).find("is 'lots', not a number"),
+            std::string::npos);
+  EXPECT_NE(error_of(replace_first(kCsv, "\"1,200.50\"", "\"1e308\"")).find("dram__bytes.sum is 1e308, out of range"),
+            std::string::npos);  // 1e308 Mbyte
+  EXPECT_NE(error_of(replace_first(replace_first(kCsv, "\"2,000\"", "\"1e308\""), "\"1,000\"", "\"1e308\""))
+                .find("the counts of kernel pylon::cuda::adamw_kernel overflow"),
+            std::string::npos);
+  // "n/a" and empty cells are "not measured" for the optional counters.
+  const auto ks = parse_ncu_csv(replace_first(kCsv, "\"1,200.50\"", "\"\""), "x");
+  EXPECT_LT(find(ks, "pylon::cuda::adamw_kernel")->dram_bytes, 0);
+}
+
+// A kernel name that is not UTF-8 (a binary's symbol) gets U+FFFD: the JSON used to fail to dump
+// (nlohmann's type_error, exit 3) and leave a 0-byte --json file.
+TEST(NcuCsv, InvalidUtf8KernelNamesAreReplaced) {
+  pylon::testing::TempDir tmp;
+  std::ofstream(tmp.file("k.csv")) << replace_first(kCsv, "nvjet_tst_128x256", "nvjet\xff\xfe_tst_128x256");
+  const auto r = pylon::testing::run_pylon("roofline --ncu-csv " + tmp.file("k.csv") + " --json " + tmp.file("r.json") +
+                                           " --svg " + tmp.file("r.svg"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream j(tmp.file("r.json"));
+  const auto doc = nlohmann::json::parse(j);
+  EXPECT_EQ(doc["kernels"][1]["name"], "nvjet\xef\xbf\xbd\xef\xbf\xbd_tst_128x256_64x4_1x2_h_bz_coopA_TNT");
+}
+
+// Ceilings that overflow to infinity made `--svg` loop with growing memory; now one line, and no
+// --json or --svg file is left.
+TEST(NcuCsv, InfiniteCeilingsAreOneLineAndNoOutput) {
+  pylon::testing::TempDir tmp;
+  std::ofstream(tmp.file("k.csv")) << kCsv;
+  for (const char* flag : {"--peak-tflops 1e300", "--peak-gbs 1e300", "--peak-fp32-tflops 1e299"}) {
+    const auto r = pylon::testing::run_pylon("roofline --ncu-csv " + tmp.file("k.csv") + " " + flag + " --json " +
+                                                 tmp.file("r.json") + " --svg " + tmp.file("r.svg"),
+                                             "", 60);
+    pylon::testing::expect_clear_error(r, "must be finite");
+    EXPECT_FALSE(std::ifstream(tmp.file("r.json"))) << flag;
+    EXPECT_FALSE(std::ifstream(tmp.file("r.svg"))) << flag;
+  }
+}
+
+}  // namespace
+}  // namespace pylon::profile

@@ -108,6 +108,25 @@ TEST_F(TracerTest, ScheduleRecordsExactlyTheActiveSteps) {
   EXPECT_EQ(steps, (std::vector<std::string>{R"({"step":3})", R"({"step":4})", R"({"step":5})"}));
 }
 
+// Schedules at the flags' limits: no signed overflow (UBSan reported wait + warmup and
+// wait + warmup + active), and a step that far is never reached, so nothing records.
+TEST_F(TracerTest, ScheduleAtTheLimitsOfItsFlags) {
+  const Schedule far{INT64_MAX, 1, INT64_MAX};
+  EXPECT_EQ(far.first_active(), INT64_MAX);
+  EXPECT_EQ((Schedule{1, INT64_MAX, 1}.first_active()), INT64_MAX);
+  StepScheduler s(far);
+  for (int64_t k : {int64_t{0}, int64_t{1}, INT64_MAX - 1}) {
+    s.step(k);
+    EXPECT_FALSE(enabled()) << k;
+    EXPECT_FALSE(s.active(k)) << k;
+  }
+  EXPECT_TRUE(s.active(INT64_MAX));
+  StepScheduler late({/*wait=*/0, /*warmup=*/0, /*active=*/INT64_MAX});
+  EXPECT_TRUE(late.active(0));
+  EXPECT_TRUE(late.active(INT64_MAX - 1));
+  set_enabled(false);
+}
+
 // outer [0, 100) holds a [10, 40) and b [50, 60); a holds b [20, 30). Another thread: b [0, 5).
 Trace synthetic_trace() {
   auto ev = [](const char* name, int64_t b, int64_t e, int64_t shape = 0) {
