@@ -177,6 +177,7 @@ TraceAnalysis analyze_trace(const std::vector<TraceSlice>& slices) {
     if (!is_device_slice(s) && s.correlation) launch_ts[{s.pid, s.correlation}] = s.ts_us;
   }
   std::map<std::string, ClassTotal> classes;
+  std::map<std::string, NameTotal> names;
   for (auto& [pid, cpu] : cpu_by_pid) {
     // The analysed slices: device records, or innermost CPU ranges plus the collectives.
     std::vector<const TraceSlice*> work;
@@ -211,6 +212,10 @@ TraceAnalysis analyze_trace(const std::vector<TraceSlice>& slices) {
         c.name = kernel_class(*s);
         c.count += 1;
         c.total_us += s->dur_us;
+        NameTotal& n = names[s->name];
+        n.name = s->name, n.kernel_class = c.name;
+        n.count += 1;
+        n.total_us += s->dur_us;
       }
     }
   }
@@ -218,6 +223,9 @@ TraceAnalysis analyze_trace(const std::vector<TraceSlice>& slices) {
   for (auto& [name, c] : classes) a.classes.push_back(c);
   std::stable_sort(a.classes.begin(), a.classes.end(),
                    [](const ClassTotal& x, const ClassTotal& y) { return x.total_us > y.total_us; });
+  for (auto& [name, n] : names) a.names.push_back(n);
+  std::stable_sort(a.names.begin(), a.names.end(),
+                   [](const NameTotal& x, const NameTotal& y) { return x.total_us > y.total_us; });
   return a;
 }
 

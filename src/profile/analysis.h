@@ -48,10 +48,18 @@ struct ClassTotal {
   double total_us = 0;
 };
 
+// One kernel (device records) or innermost op (CPU ranges) by name, summed over the steps.
+struct NameTotal {
+  std::string name, kernel_class;
+  int64_t count = 0;
+  double total_us = 0;
+};
+
 struct TraceAnalysis {
   bool device = false;  // device records were analysed (else CPU ranges)
   std::vector<StepBreakdown> steps;  // by pid, then time
   std::vector<ClassTotal> classes;   // summed over the steps, largest first
+  std::vector<NameTotal> names;      // summed over the steps, largest first
 };
 
 // Steps are the "train_step" ranges of each process; device records belong to the step whose CPU

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <numeric>
 #include <vector>
 
 #include "core/error.h"
@@ -127,7 +128,7 @@ TrainResult run_training(const TrainOptions& o, const CheckpointInfo& resume, Co
   TrainResult result;
   const Stopwatch run_clock;
   double train_ms = 0;
-  std::vector<double> peaks(static_cast<size_t>(world), 0.0);  // each rank's peak memory so far
+  std::vector<double> gathered(5 * static_cast<size_t>(world), 0.0);  // see report()
 
   // Step t's metrics row and progress line (val_loss < 0: no validation at t).
   int64_t reported = start_step;
@@ -135,13 +136,27 @@ TrainResult run_training(const TrainOptions& o, const CheckpointInfo& resume, Co
     const StepResult r = step.result(t);
     PYLON_CHECK(std::isfinite(r.loss) && std::isfinite(r.grad_norm), "training diverged at step ", t, ": loss ",
                 r.loss, ", grad norm ", r.grad_norm, " (lower --lr?)");
-    std::fill(peaks.begin(), peaks.end(), 0.0);
-    peaks[static_cast<size_t>(rank)] = static_cast<double>(r.peak_mem_bytes);
+    // One all-reduce of every rank's figures: [peak memory, energy, power, SM clock, power-capped
+    // share] x world, each rank writing its own column.
+    std::fill(gathered.begin(), gathered.end(), 0.0);
+    const size_t w = static_cast<size_t>(world), me = static_cast<size_t>(rank);
+    gathered[me] = static_cast<double>(r.peak_mem_bytes);
+    gathered[w + me] = r.energy_j;
+    gathered[2 * w + me] = r.power_w;
+    gathered[3 * w + me] = r.sm_clock_mhz;
+    gathered[4 * w + me] = r.power_capped_frac;
     {
       PYLON_RANGE("collective", "all_reduce");
-      comm.all_reduce_sum(peaks.data(), peaks.size());
+      comm.all_reduce_sum(gathered.data(), gathered.size());
     }
-    std::vector<int64_t> per_rank(peaks.begin(), peaks.end());
+    std::vector<int64_t> per_rank(gathered.begin(), gathered.begin() + world);
+    auto column = [&](size_t c) { return std::vector<double>(gathered.begin() + c * w, gathered.begin() + (c + 1) * w); };
+    const std::vector<double> energy = column(1);
+    const bool measured = std::all_of(energy.begin(), energy.end(), [](double e) { return e >= 0; });
+    auto mean = [&](size_t c) {
+      const std::vector<double> v = column(c);
+      return std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(world);
+    };
     const int64_t peak = *std::max_element(per_rank.begin(), per_rank.end());
     const float lr = lr_at(o.schedule, t - 1, o.steps);
     const double tokens_per_s = static_cast<double>(tokens_per_step) / (r.ms / 1e3);
@@ -155,6 +170,16 @@ TrainResult run_training(const TrainOptions& o, const CheckpointInfo& resume, Co
                           {"peak_mem_bytes", peak},
                           {"world", world}};
     if (world > 1) row["peak_mem_bytes_per_rank"] = per_rank;
+    double energy_j = 0, power_w = 0, sm_mhz = 0;
+    if (measured) {
+      energy_j = std::accumulate(energy.begin(), energy.end(), 0.0);
+      power_w = mean(2), sm_mhz = mean(3);
+      row["energy_j"] = energy_j;
+      row["tokens_per_j"] = energy_j > 0 ? static_cast<double>(tokens_per_step) / energy_j : 0.0;
+      row["power_w"] = power_w;
+      row["sm_clock_mhz"] = sm_mhz;
+      row["power_capped_frac"] = mean(4);
+    }
     if (val_loss >= 0) row["val_loss"] = result.final_val_loss = val_loss;
     step.add_metrics(t, row);
     metrics.write(row);
@@ -163,10 +188,13 @@ TrainResult run_training(const TrainOptions& o, const CheckpointInfo& resume, Co
       const std::string per_rank_text =
           world > 1 ? " (" + std::to_string(static_cast<long long>(tokens_per_s / world)) + "/rank)" : "";
       const double eta = train_ms / 1e3 / static_cast<double>(t - start_step) * static_cast<double>(o.steps - t);
-      std::printf("step %6lld/%lld  loss %.4f%s  lr %.2e  norm %.3f  %.0f tok/s%s  %.1f ms  mem %.2f GB  eta %s\n",
+      char power_text[64] = "";
+      if (measured)
+        std::snprintf(power_text, sizeof power_text, "  %.0f W %.0f MHz%s", power_w, sm_mhz, world > 1 ? "/GPU" : "");
+      std::printf("step %6lld/%lld  loss %.4f%s  lr %.2e  norm %.3f  %.0f tok/s%s  %.1f ms  mem %.2f GB%s  eta %s\n",
                   static_cast<long long>(t), static_cast<long long>(o.steps), r.loss, val_text.c_str(),
                   static_cast<double>(lr), r.grad_norm, tokens_per_s, per_rank_text.c_str(), r.ms,
-                  static_cast<double>(peak) / 1e9, format_duration(eta).c_str());
+                  static_cast<double>(peak) / 1e9, power_text, format_duration(eta).c_str());
       std::fflush(stdout);
     }
     result.final_loss = static_cast<float>(r.loss);
@@ -210,7 +238,7 @@ TrainResult run_training(const TrainOptions& o, const CheckpointInfo& resume, Co
   catch_up(o.steps);
   if (world > 1 && lead) {
     std::printf("peak memory per rank:");
-    for (double p : peaks) std::printf(" %.2f GB", p / 1e9);
+    for (int r = 0; r < world; ++r) std::printf(" %.2f GB", gathered[static_cast<size_t>(r)] / 1e9);
     std::printf("\n");
   }
   profiler.finish();

@@ -25,6 +25,12 @@ struct StepResult {
   double ms = 0;            // the step's time: wall clock on the CPU, device events on GPUs
   int64_t peak_mem_bytes = 0;  // this rank's peak so far: the process's resident set on the CPU,
                                // device memory in use on a GPU
+  // This rank's GPU over the steps of about the last second (profile::GpuWindow); energy_j < 0:
+  // not measured (CPU ranks, no NVML).
+  double energy_j = -1;          // per step
+  double power_w = 0;            // mean board power
+  double sm_clock_mhz = 0;       // mean SM clock
+  double power_capped_frac = 0;  // share of the samples with the power cap in force
 };
 
 // A device's training step. The loop calls, for each step t (1-based): tokens(t), which it fills,

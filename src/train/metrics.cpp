@@ -24,6 +24,16 @@ const std::vector<MetricField>& metrics_schema() {
       {"exposed_wait_ms", "cuda", "time the compute stream waited on collectives (0 with --cuda-graph)"},
       {"tail_ms", "cuda", "the reduce stream's time after the last compute kernel (0 with --cuda-graph)"},
       {"cuda_graph", "cuda", "whether the step was a replayed CUDA graph"},
+      {"energy_j", "nvml",
+       "joules per step, summed over the ranks' GPUs, over the steps of about the "
+       "last second (the first row: since the GPU monitor started): the driver's energy counter, or the power "
+       "samples integrated when the window is shorter than a second"},
+      {"tokens_per_j", "nvml", "tokens of the global batch / energy_j"},
+      {"power_w", "nvml", "mean board power per GPU over the same steps (W)"},
+      {"sm_clock_mhz", "nvml", "mean SM clock per GPU over the same steps, from samples every 20 ms (MHz)"},
+      {"power_capped_frac", "nvml",
+       "share of those samples in which the driver held the clocks down for the power cap (NVML's SW power cap "
+       "reason), mean over the GPUs"},
   };
   return schema;
 }

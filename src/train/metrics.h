@@ -9,7 +9,7 @@ namespace pylon {
 
 struct MetricField {
   const char* name;
-  const char* when;  // "always", "world > 1", "validation", "cuda"
+  const char* when;  // "always", "world > 1", "validation", "cuda", "nvml" (GPUs whose driver reports power)
   const char* meaning;
 };
 

@@ -21,7 +21,8 @@ inline std::vector<nlohmann::json> read_metrics(const std::string& path) {
   return rows;
 }
 
-// Every row has the fields of every step (and of several ranks when world > 1, of GPUs when cuda),
+// Every row has the fields of every step (and of several ranks when world > 1, of GPUs when cuda:
+// the GPU machines have NVML, so its fields too),
 // val_loss only on the steps in `validated`, and nothing outside the schema.
 inline void expect_rows_follow_schema(const std::vector<nlohmann::json>& rows, int world, bool cuda,
                                       const std::set<int64_t>& validated) {
@@ -31,7 +32,7 @@ inline void expect_rows_follow_schema(const std::vector<nlohmann::json>& rows, i
     std::set<std::string> expected;
     for (const MetricField& f : metrics_schema()) {
       const std::string when = f.when;
-      if (when == "always" || (when == "world > 1" && world > 1) || (when == "cuda" && cuda) ||
+      if (when == "always" || (when == "world > 1" && world > 1) || ((when == "cuda" || when == "nvml") && cuda) ||
           (when == "validation" && validated.count(step)))
         expected.insert(f.name);
     }
@@ -46,6 +47,13 @@ inline void expect_rows_follow_schema(const std::vector<nlohmann::json>& rows, i
       const auto per_rank = row.at("peak_mem_bytes_per_rank").get<std::vector<int64_t>>();
       ASSERT_EQ(per_rank.size(), static_cast<size_t>(world));
       EXPECT_EQ(*std::max_element(per_rank.begin(), per_rank.end()), row.at("peak_mem_bytes").get<int64_t>());
+    }
+    if (cuda) {
+      EXPECT_GT(row.at("energy_j").get<double>(), 0.0) << row.dump();
+      EXPECT_GT(row.at("power_w").get<double>(), 0.0) << row.dump();
+      EXPECT_GT(row.at("sm_clock_mhz").get<double>(), 0.0) << row.dump();
+      const double capped = row.at("power_capped_frac").get<double>();
+      EXPECT_TRUE(capped >= 0 && capped <= 1) << row.dump();
     }
   }
 }

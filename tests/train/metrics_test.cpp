@@ -34,7 +34,7 @@ std::map<std::string, std::string> documented_fields() {
 
 TEST(Metrics, DocsTableEqualsTheSchema) {
   const std::map<std::string, std::string> when_text = {
-      {"always", "every step"}, {"world > 1", "several ranks"}, {"validation", "a validation step"}, {"cuda", "GPUs"}};
+      {"always", "every step"}, {"world > 1", "several ranks"}, {"validation", "a validation step"}, {"cuda", "GPUs"}, {"nvml", "GPUs with NVML"}};
   std::map<std::string, std::string> schema;
   for (const MetricField& f : metrics_schema()) schema[f.name] = when_text.at(f.when);
   EXPECT_EQ(documented_fields(), schema) << "docs/formats.md's metrics table and train/metrics.cpp differ";

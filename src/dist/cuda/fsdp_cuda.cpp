@@ -55,19 +55,23 @@ FsdpCuda::FsdpCuda(const ShardLayout& layout, cudaStream_t compute, NcclComm* ga
   const int param_slots = options.reshard_after_forward && !persistent_ ? std::min(2, L) : L;
   const int grad_slots = options.no_sync ? L : std::min(2, L);
   const size_t f = sizeof(float), h = param_bytes_;
-  auto alloc = [&](DeviceBuffer& b, size_t bytes) {
+  auto alloc = [&](DeviceBuffer& b, size_t bytes, size_t DeviceMemory::*kind) {
     b = DeviceBuffer(bytes);
     device_bytes_ += bytes;
+    memory_.*kind += bytes;
     if (bytes) PYLON_CUDA_CHECK(cudaMemset(b.get(), 0, bytes));  // padding stays zero from here on
   };
   const size_t shard_bytes = static_cast<size_t>(total) * f;
-  alloc(master_, shard_bytes), alloc(m_, shard_bytes), alloc(v_, shard_bytes);
-  if (!options.fused_optimizer) alloc(grad_, shard_bytes);
-  alloc(scalars_, 4 * f);
-  alloc(constants_, 2 * sizeof(AdamWConstants));
+  alloc(master_, shard_bytes, &DeviceMemory::weights);
+  alloc(m_, shard_bytes, &DeviceMemory::optimizer), alloc(v_, shard_bytes, &DeviceMemory::optimizer);
+  if (!options.fused_optimizer) alloc(grad_, shard_bytes, &DeviceMemory::gradients);
+  alloc(scalars_, 4 * f, &DeviceMemory::workspace);
+  alloc(constants_, 2 * sizeof(AdamWConstants), &DeviceMemory::workspace);
   const int64_t summed = options.fused_optimizer ? most : total;  // the longest sum of squares
-  alloc(reduce_ws_, std::max(reduce_workspace_bytes(summed), grad_sumsq_workspace_bytes(summed)));
-  if (options.reduce_bf16 && world_ > 1) alloc(reduce_bf16_, static_cast<size_t>(widest) * h);
+  alloc(reduce_ws_, std::max(reduce_workspace_bytes(summed), grad_sumsq_workspace_bytes(summed)),
+        &DeviceMemory::workspace);
+  if (options.reduce_bf16 && world_ > 1)
+    alloc(reduce_bf16_, static_cast<size_t>(widest) * h, &DeviceMemory::communication);
   const int64_t root_padded = units[0].padded;
   shared_root_grad_ = split_ && !options.no_sync;
   int64_t root_grad_numel = root_padded;
@@ -76,13 +80,14 @@ FsdpCuda::FsdpCuda(const ShardLayout& layout, cudaStream_t compute, NcclComm* ga
     for (const UnitParam& q : units[0].params) root_grad_numel = std::max(root_grad_numel, world_ * q.chunk);
   }
   if (persistent_) {
-    if (!options.fp32_params) alloc(block_params_, static_cast<size_t>(total) * h);  // the shard layout, in bf16
-  } else {
-    alloc(root_param_, static_cast<size_t>(root_padded) * h);
-    alloc(block_params_, static_cast<size_t>(param_slots * block_padded) * h);
+    if (!options.fp32_params)  // the shard layout, in bf16
+      alloc(block_params_, static_cast<size_t>(total) * h, &DeviceMemory::weights);
+  } else {  // all-gather destinations
+    alloc(root_param_, static_cast<size_t>(root_padded) * h, &DeviceMemory::communication);
+    alloc(block_params_, static_cast<size_t>(param_slots * block_padded) * h, &DeviceMemory::communication);
   }
-  alloc(root_grad_, static_cast<size_t>(root_grad_numel) * f);
-  alloc(block_grads_, static_cast<size_t>(grad_slots * block_padded) * f);
+  alloc(root_grad_, static_cast<size_t>(root_grad_numel) * f, &DeviceMemory::gradients);
+  alloc(block_grads_, static_cast<size_t>(grad_slots * block_padded) * f, &DeviceMemory::gradients);
 
   slots_.resize(static_cast<size_t>(1 + param_slots));
   const auto elem = static_cast<int64_t>(h);

@@ -73,6 +73,15 @@ struct OverlapStats {
                                // reduce-scatters, norm all-reduce and the optimizer's tail
 };
 
+// What FsdpCuda allocated, by use (bytes on this rank's GPU).
+struct DeviceMemory {
+  size_t weights = 0;        // fp32 master shards; at a world of one also the bf16 copy the model reads
+  size_t gradients = 0;      // gradient slots (unsharded, per unit) and the fp32 gradient shards
+  size_t optimizer = 0;      // AdamW's m and v shards
+  size_t workspace = 0;      // reduction scratch, step scalars and constants
+  size_t communication = 0;  // all-gather destinations (gathered bf16 weights) and the bf16 reduce buffer
+};
+
 class FsdpCuda final : public UnitHooks {
  public:
   // gather/reduce: null for a world of one (gathers are casts, reductions nothing).
@@ -86,6 +95,7 @@ class FsdpCuda final : public UnitHooks {
   const std::vector<float*>& grads() const { return grads_; }
   float* loss_sum() const { return scalars_.as<float>(); }  // the model adds each micro-step's mean loss
   size_t device_bytes() const { return device_bytes_; }   // everything this object allocated
+  const DeviceMemory& memory() const { return memory_; }  // the same, by use
 
   // Host copies of the parameter and AdamW shards (UnitShards::grad is not touched); synchronise.
   void upload(const std::vector<UnitShards>& host);
@@ -201,6 +211,7 @@ class FsdpCuda final : public UnitHooks {
   size_t probes_used_[2] = {0, 0};
   int parity_ = 0;
   size_t device_bytes_ = 0;
+  DeviceMemory memory_;
 };
 
 }  // namespace pylon::cuda

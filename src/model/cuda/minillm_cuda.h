@@ -37,6 +37,7 @@ class MiniLLMCuda {
   Recompute recompute() const { return recompute_; }
   // Device bytes of every activation, gradient-of-activation and scratch buffer (one allocation).
   size_t activation_bytes() const { return arena_.bytes(); }
+  size_t workspace_bytes() const { return workspace_bytes_; }  // cuBLASLt's scratch, inside the arena
 
   // params[i]: device pointer to parameter i of table() in Act. inputs/targets: device (B, T).
   // Enqueues on `stream`; writes the per-position losses and adds their mean into *loss_sum.

@@ -25,6 +25,7 @@
 #include "io/token_file.h"
 #include "model/cuda/minillm_cuda.h"
 #include "ops/cuda/runtime.h"
+#include "profile/gpu_monitor.h"
 #include "profile/session.h"
 #include "profile/tracer.h"
 #include "train/checkpoint.h"
@@ -144,6 +145,12 @@ class CudaStep final : public TrainStep {
       watchdog_ = std::make_unique<cuda::StepWatchdog>(watched_, timeout, who_, late);
     }
 #endif
+    // Power, clocks and energy of this rank's GPU (profile/gpu_monitor.h), sampled every 20 ms.
+    char bus_id[32] = {};
+    PYLON_CUDA_CHECK(cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, env.local_rank));
+    std::string why;
+    monitor_ = profile::GpuMonitor::open_nvml(bus_id, kMonitorPeriodMs, &why);
+    if (!monitor_ && rank_ == 0) std::printf("note: no power, clock or energy readings: %s\n", why.c_str());
   }
 
   std::string describe() const override {
@@ -173,6 +180,7 @@ class CudaStep final : public TrainStep {
     const cuda::AdamWStep adam{lr, o_.adamw.beta1, o_.adamw.beta2, o_.adamw.eps, o_.adamw.weight_decay, t};
     const bool as_graph = o_.cuda_graph && t > start_step_ + 1;  // the first step runs eagerly
     step_start_[parity].record(s);
+    if (profile::enabled()) record_memory();
     if (as_graph && graphs_[parity].ready()) {
       fsdp_.write_step_constants(adam);
       graphs_[parity].launch(s);
@@ -207,6 +215,11 @@ class CudaStep final : public TrainStep {
     r.ms = done.elapsed_since(step_start_[parity]);
     peak_used_ = std::max(peak_used_, free_at_start_ - free_device_bytes());
     r.peak_mem_bytes = static_cast<int64_t>(peak_used_);
+    if (monitor_) {  // step t has just finished (and t + 1 runs): the window ends here
+      const profile::GpuWindow w = monitor_->mark_step();
+      r.energy_j = w.energy_j, r.power_w = w.power_w, r.sm_clock_mhz = w.sm_mhz;
+      r.power_capped_frac = w.power_capped_frac;
+    }
     return r;
   }
 
@@ -319,6 +332,20 @@ class CudaStep final : public TrainStep {
     fsdp_.end_step(host_scalars_.data() + 2 * (t % 2));
   }
 
+  // Counter tracks of the device memory Pylon allocated, by use (the trace's memory view; its
+  // device_used_bytes track is everything in use, the CUDA context, cuBLAS and NCCL included).
+  void record_memory() const {
+    const cuda::DeviceMemory& m = fsdp_.memory();
+    const size_t workspace = model_.workspace_bytes();
+    profile::record_counter("mem_weights_bytes", static_cast<double>(m.weights));
+    profile::record_counter("mem_gradients_bytes", static_cast<double>(m.gradients));
+    profile::record_counter("mem_optimizer_bytes", static_cast<double>(m.optimizer));
+    profile::record_counter("mem_activations_bytes", static_cast<double>(model_.activation_bytes() - workspace));
+    profile::record_counter("mem_workspace_bytes", static_cast<double>(m.workspace + workspace + dev_tokens_.bytes() +
+                                                                        val_tokens_.bytes() + val_losses_.bytes()));
+    profile::record_counter("mem_communication_bytes", static_cast<double>(m.communication));
+  }
+
   const TrainOptions& o_;
   const int world_, rank_;
   const std::string who_;
@@ -354,6 +381,8 @@ class CudaStep final : public TrainStep {
 #ifdef PYLON_HAVE_NCCL
   std::unique_ptr<cuda::StepWatchdog> watchdog_;
 #endif
+  static constexpr int kMonitorPeriodMs = 20;
+  std::unique_ptr<profile::GpuMonitor> monitor_;  // null without NVML
 };
 
 // The run on this rank's GPU: its communicators, the step, the loop.
