@@ -71,7 +71,7 @@ int run_roofline(int argc, char** argv) {
       "the run short, e.g. pylon train ... --steps 1). For one chosen training step:\n"
       "  pylon train --device cuda --profile DIR --profile-roofline  (writes DIR/roofline.json, .svg)";
   ArgParser args("roofline", summary);
-  args.add("ncu-csv", &csv, "an `ncu --csv --page raw` export with the metrics above");
+  args.add("ncu-csv", &csv, "an `ncu --csv` export: --page raw with the metrics above, the default sections, --set full or --section SpeedOfLight (ncu --import too), or --page details");
   args.add("json", &json_path, "also write the verdicts as JSON to this file");
   args.add("svg", &svg_path, "also write the roofline chart as SVG to this file");
   args.add("device", &device, "device name for the ceilings (default: from the export, or this GPU)");
@@ -112,6 +112,8 @@ int run_roofline(int argc, char** argv) {
                 what.c_str(), kernels.size(), static_cast<long long>(launches), counted.passes);
   } else {
     kernels = profile::read_ncu_csv(csv, &source_device);
+    const std::string note = profile::missing_counters_note(kernels);
+    if (!note.empty()) std::printf("note: %s\n", note.c_str());
   }
   profile::DeviceCeilings c = profile::datasheet_ceilings(device.empty() ? source_device : device);
   if (peak_tflops > 0) c.tensor_flops = peak_tflops * 1e12;

@@ -24,6 +24,7 @@ namespace {
 constexpr const char* kDuration = "gpu__time_duration.sum";
 constexpr const char* kSm = "sm__throughput.avg.pct_of_peak_sustained_elapsed";
 constexpr const char* kDram = "dram__throughput.avg.pct_of_peak_sustained_elapsed";
+constexpr const char* kGpuDram = "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed";  // the SOL section's name
 constexpr const char* kMemory = "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed";
 constexpr const char* kBytes = "dram__bytes.sum";
 constexpr const char* kBytesRead = "dram__bytes_read.sum";
@@ -32,6 +33,15 @@ constexpr const char* kFadd = "sm__sass_thread_inst_executed_op_fadd_pred_on.sum
 constexpr const char* kFmul = "sm__sass_thread_inst_executed_op_fmul_pred_on.sum";
 constexpr const char* kFfma = "sm__sass_thread_inst_executed_op_ffma_pred_on.sum";
 constexpr const char* kTensorPrefix = "sm__ops_path_tensor_src_";
+// --set full's FP32 counters: per elapsed cycle of an SM sub-partition, summed over all of them.
+constexpr const char* kFaddRate = "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum.per_cycle_elapsed";
+constexpr const char* kFmulRate = "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum.per_cycle_elapsed";
+constexpr const char* kFfmaRate = "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum.per_cycle_elapsed";
+constexpr const char* kSmspCycles = "smsp__cycles_elapsed.avg";
+
+// The --page details export: one row per (launch, section, metric), the speed-of-light section's
+// figures by their display names.
+constexpr const char* kSolSection = "GPU Speed Of Light Throughput";
 
 // RFC 4180 records read one at a time (a 200,000-row export is never held as fields at once). The
 // fields vector is reused from record to record, so its strings keep their capacity.
@@ -152,7 +162,90 @@ std::string excerpt(const std::string& cell) {
   return utf8_lossy(s) + (cell.size() > 200 ? "..." : "");
 }
 
+// The rest of a --page details export after its header (`rec` holds the header): per launch (ID),
+// the speed-of-light section's Duration, Compute (SM) Throughput, DRAM Throughput and Memory
+// Throughput. No FLOP or byte counts: the verdicts come from the percentages.
+std::vector<KernelCounters> parse_details(CsvReader& reader, std::vector<std::string>& rec,
+                                          const std::vector<std::string>& header,
+                                          const std::map<std::string, size_t>& col, const std::string& source,
+                                          std::string* device_name) {
+  for (const char* c : {"Section Name", "Metric Unit"})
+    PYLON_CHECK(col.count(c), source, ": a --page details export without the column \"", c, "\"");
+  const size_t id_col = 0, name_col = col.at("Kernel Name"), section_col = col.at("Section Name"),
+               metric_col = col.at("Metric Name"), unit_col = col.at("Metric Unit"),
+               value_col = col.at("Metric Value");
+  const size_t last_col = std::max({name_col, section_col, metric_col, unit_col, value_col});
+  (void)device_name;  // the details page names the device by index only
+  std::vector<KernelCounters> kernels;
+  std::map<std::string, size_t> index_of;
+  std::string id;  // the launch being read
+  KernelCounters k;
+  bool any = false;
+  auto finish = [&]() {
+    if (!any) return;
+    PYLON_CHECK(k.seconds >= 0 && k.sm_pct >= 0 && k.dram_pct >= 0, source, ": launch ", excerpt(id), " (",
+                excerpt(k.name), ") lacks the speed-of-light Duration, Compute (SM) Throughput or DRAM "
+                "Throughput (export with ncu's default sections, --set full or --section SpeedOfLight)");
+    const auto [it, fresh] = index_of.try_emplace(k.name, kernels.size());
+    KernelCounters& sum = fresh ? kernels.emplace_back(k) : kernels[it->second];
+    if (!fresh) accumulate(sum, k);
+    PYLON_CHECK(std::isfinite(sum.seconds), source, ": the durations of kernel ", excerpt(sum.name),
+                " overflow when summed");
+  };
+  while (reader.next(rec)) {
+    if (rec[0].rfind("==", 0) == 0) continue;  // ncu's own messages
+    const size_t line = reader.line();
+    // ncu leaves out a row's trailing empty fields (the rule columns of plain metrics).
+    PYLON_CHECK(rec.size() > last_col && rec.size() <= header.size(), source, ": line ", line, ": ", rec.size(),
+                " fields, the header has ", header.size());
+    if (!any || rec[id_col] != id) {
+      finish();
+      id = rec[id_col], any = true;
+      k = KernelCounters{};
+      k.name = utf8_lossy(short_kernel_name(rec[name_col]));
+      PYLON_CHECK(!k.name.empty(), source, ": line ", line, ": empty kernel name");
+      k.launches = 1, k.seconds = -1, k.sm_pct = -1, k.dram_pct = -1;
+    }
+    if (rec[section_col] != kSolSection) continue;
+    const std::string& metric = rec[metric_col];
+    double* into = metric == "Duration"                  ? &k.seconds
+                   : metric == "Compute (SM) Throughput" ? &k.sm_pct
+                   : metric == "DRAM Throughput"         ? &k.dram_pct
+                   : metric == "Memory Throughput"       ? &k.memory_pct
+                                                         : nullptr;
+    if (!into) continue;
+    double v = 0;
+    PYLON_CHECK(parse_number(rec[value_col], &v) && v >= 0, source, ": line ", line, ": ", excerpt(metric), " is '",
+                excerpt(rec[value_col]), "', not a number >= 0");
+    const double scale = unit_scale(rec[unit_col]);
+    PYLON_CHECK(!std::isnan(scale), source, ": line ", line, ": ", excerpt(metric), " has the unit '",
+                excerpt(rec[unit_col]), "', which this reader does not know");
+    PYLON_CHECK(std::isfinite(v * scale), source, ": line ", line, ": ", excerpt(metric), " is out of range");
+    *into = v * scale;
+  }
+  finish();
+  PYLON_CHECK(!kernels.empty(), source, ": no kernel rows after the header");
+  return kernels;
+}
+
 }  // namespace
+
+std::string missing_counters_note(const std::vector<KernelCounters>& kernels) {
+  bool flop = false, bytes = false;
+  for (const KernelCounters& k : kernels) {
+    flop = flop || k.fp32_flop >= 0 || k.tensor_flop >= 0;
+    bytes = bytes || k.dram_bytes >= 0;
+  }
+  if (flop && bytes) return "";
+  std::string missing = !flop && !bytes ? "FLOP counters (sm__sass_thread_inst_executed_op_f*_pred_on, "
+                                          "sm__ops_path_tensor_src_*) and DRAM bytes (dram__bytes)"
+                        : !flop         ? "FLOP counters (sm__sass_thread_inst_executed_op_f*_pred_on, "
+                                          "sm__ops_path_tensor_src_*)"
+                                        : "DRAM bytes (dram__bytes)";
+  return "this export has no " + missing +
+         ": verdicts from the speed-of-light percentages, no roofline dots; ncu --set full --page raw, or "
+         "--metrics " + ncu_roofline_metrics() + ", adds them";
+}
 
 const char* ncu_roofline_metrics() {
   return "gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,"
@@ -202,9 +295,13 @@ std::vector<KernelCounters> parse_ncu_csv(std::string_view text, const std::stri
   const std::vector<std::string> header = rec;
   std::map<std::string, size_t> col;
   for (size_t i = 0; i < header.size(); ++i) col.emplace(header[i], i);
-  for (const char* m : {kDuration, kSm, kDram})
-    PYLON_CHECK(col.count(m), source, ": no column ", m, " (ncu --csv --page raw --metrics ",
-                ncu_roofline_metrics(), ")");
+  if (col.count("Metric Name") && col.count("Metric Value"))
+    return parse_details(reader, rec, header, col, source, device_name);
+  const char* dram = col.count(kDram) ? kDram : kGpuDram;
+  for (const char* m : {kDuration, kSm, dram})
+    PYLON_CHECK(col.count(m), source, ": no column ", m,
+                " (export the speed-of-light figures: ncu's default sections, --set full, --section SpeedOfLight, "
+                "or --metrics ", ncu_roofline_metrics(), ")");
   constexpr size_t kNone = SIZE_MAX;
   auto column = [&](const char* metric) { return col.count(metric) ? col.at(metric) : kNone; };
   std::vector<size_t> tensor_cols;
@@ -253,7 +350,7 @@ std::vector<KernelCounters> parse_ncu_csv(std::string_view text, const std::stri
     k.launches = 1;
     k.seconds = value(column(kDuration), true);
     k.sm_pct = value(column(kSm), true);
-    k.dram_pct = value(column(kDram), true);
+    k.dram_pct = value(column(dram), true);
     k.memory_pct = value(column(kMemory), false);
     k.dram_bytes = value(column(kBytes), false);
     if (k.dram_bytes < 0) {
@@ -262,7 +359,13 @@ std::vector<KernelCounters> parse_ncu_csv(std::string_view text, const std::stri
     }
     const double fadd = value(column(kFadd), false), fmul = value(column(kFmul), false),
                  ffma = value(column(kFfma), false);
-    if (fadd >= 0 && fmul >= 0 && ffma >= 0) k.fp32_flop = fadd + fmul + 2 * ffma;
+    if (fadd >= 0 && fmul >= 0 && ffma >= 0) {
+      k.fp32_flop = fadd + fmul + 2 * ffma;
+    } else {  // --set full: rates per elapsed cycle times the cycles
+      const double add = value(column(kFaddRate), false), mul = value(column(kFmulRate), false),
+                   fma = value(column(kFfmaRate), false), cycles = value(column(kSmspCycles), false);
+      if (add >= 0 && mul >= 0 && fma >= 0 && cycles >= 0) k.fp32_flop = (add + mul + 2 * fma) * cycles;
+    }
     for (size_t c : tensor_cols) {
       const double v = value(c, false);
       if (v >= 0) k.tensor_flop = std::max(0.0, k.tensor_flop) + v;

@@ -1,5 +1,8 @@
-// Reads Nsight Compute's raw CSV export (`ncu --csv --page raw --metrics ...`): a header row of
-// column names, a row of units, then one row per profiled kernel launch.
+// Reads Nsight Compute's CSV exports as users make them: `--page raw` (a header row of metric
+// names, a row of units, then one row per kernel launch) with Pylon's --metrics list, the default
+// sections, `--set full` or `--section SpeedOfLight`, also through `ncu --import report.ncu-rep`;
+// and `--page details` (one row per launch, section and metric), from which the speed-of-light
+// section's figures are read.
 #pragma once
 
 #include <string>
@@ -21,9 +24,16 @@ const char* ncu_roofline_metrics();
 // overflow. Kernel and device names that are not valid UTF-8 get U+FFFD. Linear time, one record
 // in memory at a time.
 std::vector<KernelCounters> read_ncu_csv(const std::string& path, std::string* device_name = nullptr);
+// Required: the duration, SM throughput and DRAM throughput (raw: dram__throughput or the SOL
+// section's gpu__dram_throughput). FP32 FLOPs from the .sum counters, or from --set full's
+// .sum.per_cycle_elapsed rates times smsp__cycles_elapsed.avg.
 // The same from text (the file's contents); `source` names it in errors.
 std::vector<KernelCounters> parse_ncu_csv(std::string_view text, const std::string& source,
                                           std::string* device_name = nullptr);
+
+// One line for exports without FLOP counters or DRAM bytes (what is missing, what the verdicts rest
+// on, the ncu flags that add them); "" when the kernels have both.
+std::string missing_counters_note(const std::vector<KernelCounters>& kernels);
 
 // A kernel name without "void ", its parameter list and anonymous namespaces: how ncu and CUPTI
 // both spell it once demangled ("pylon::adamw_kernel<4>", "attention_forward_wgmma<128, true>").

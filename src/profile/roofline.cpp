@@ -16,12 +16,12 @@ std::string fix_for(Bound b, const KernelCounters& k) {
       return "neither SMs nor memory reach 60% of peak: too little work in flight; fuse it with its "
              "neighbours, give it more blocks or a larger batch, or replay the step as a CUDA graph";
     case Bound::memory:
-      return "memory-bound: fuse it with its producer or consumer to skip HBM round trips, store its "
+      return "fuse it with its producer or consumer to skip HBM round trips, store its "
              "data in fewer bytes (bf16/fp8, int8/int4 weights), or raise the batch for more reuse per byte";
     case Bound::compute:
       return k.tensor_flop <= 0 && k.fp32_flop > 0
-                 ? "compute-bound on the CUDA cores: move the math to the tensor cores in bf16 or fp8"
-                 : "compute-bound: lower precision (fp8) for twice the tensor rate, tiles and shapes aligned "
+                 ? "the CUDA cores are the limit: move the math to the tensor cores in bf16 or fp8"
+                 : "lower precision (fp8) for twice the tensor rate, tiles and shapes aligned "
                    "to 64/128 so no tile is ragged, fewer non-matmul instructions in the main loop";
   }
   return "";
