@@ -6,6 +6,7 @@
 # Make the other tree's archive here first: `git archive REV -o .carry/base.tar`, and carry .carry.
 # usage: bench/ab_cuda_device.sh BASE_TAR OUT_DIR   (ROUNDS=2, STEPS=30; SKIP_TESTS=1: no tests)
 set -uo pipefail
+bash "$(dirname "$0")/device_deps.sh"  # xxHash's headers where the image lacks them
 cd "$(dirname "$0")/.."
 base_tar=$(realpath "${1:?usage: ab_cuda_device.sh BASE_TAR OUT_DIR}")
 out=$(realpath -m "${2:?usage: ab_cuda_device.sh BASE_TAR OUT_DIR}")

@@ -5,6 +5,7 @@
 # the working tree; never commit it). Logs go to $OUT (or ./vulkan-logs).
 # Usage, from the repo root there: bench/build_vulkan_ab.sh TOOLS SRC BUILD
 set -u
+bash "$(dirname "$0")/device_deps.sh"  # xxHash's headers where the image lacks them
 tools=$(realpath "${1:?usage: build_vulkan_ab.sh TOOLS SRC BUILD}")
 src=${2:?usage: build_vulkan_ab.sh TOOLS SRC BUILD}
 bld=${3:?usage: build_vulkan_ab.sh TOOLS SRC BUILD}

@@ -6,6 +6,7 @@
 # Usage: bench/h200_llama.sh OUT_DIR   (SKIP_TESTS=1: no tests; TESTS='Cuda*': gtest filter;
 #   BATCH=4 SEQ=2048 STEPS=20; PYLON_FLAGS: extra flags for the Pylon run; TORCH=eager|compile|both|none)
 set -euo pipefail
+bash "$(dirname "$0")/device_deps.sh"  # xxHash's headers where the image lacks them
 cd "$(dirname "$0")/.."
 out=${1:-/tmp/pylon-llama}
 build=$(realpath -m "${BUILD_DIR:-build}")

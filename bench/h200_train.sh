@@ -7,6 +7,7 @@
 # NPROC may be a list, "1 2 4 8": Pylon and PyTorch then run at each count (the scaling run), and
 # PROFILE=1 adds a profiled 2-step run at the largest count, merged and analysed into OUT_DIR.
 set -euo pipefail
+bash "$(dirname "$0")/device_deps.sh"  # xxHash's headers where the image lacks them
 cd "$(dirname "$0")/.."
 nproc=${1:-1}
 out=${2:-/tmp/pylon-bench}

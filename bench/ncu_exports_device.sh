@@ -6,6 +6,7 @@
 # `pylon trace diff`, and what NVML reports (nvidia-smi -q). Everything lands in OUT_DIR/exports.tgz.
 # usage: bench/ncu_exports_device.sh OUT_DIR   (BUILD_DIR=... to reuse a build; KERNELS=16)
 set -uo pipefail
+bash "$(dirname "$0")/device_deps.sh"  # xxHash's headers where the image lacks them
 cd "$(dirname "$0")/.."
 out=$(realpath -m "${1:-/tmp/pylon-ncu}")
 b=${BUILD_DIR:-/tmp/pylon-prof-build}

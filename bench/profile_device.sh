@@ -5,6 +5,7 @@
 # training step of a 2-layer model at the same width, and `pylon roofline --ncu-csv` on them.
 # usage: bench/profile_device.sh WORK_DIR TARBALL   (logs, traces, CSV and SVG packed into TARBALL)
 set -uo pipefail
+bash "$(dirname "$0")/device_deps.sh"  # xxHash's headers where the image lacks them
 cd "$(dirname "$0")/.."
 out=${1:-/tmp/pylon-prof}
 tarball=${2:-/tmp/pylon-prof.tar.gz}

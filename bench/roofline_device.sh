@@ -6,6 +6,7 @@
 # over its launches, as both reports aggregate): |CUPTI - ncu| of SM % and DRAM %.
 # usage: bench/roofline_device.sh OUT_DIR   (BUILD_DIR=... to reuse a build)
 set -uo pipefail
+bash "$(dirname "$0")/device_deps.sh"  # xxHash's headers where the image lacks them
 cd "$(dirname "$0")/.."
 out=${1:-/tmp/pylon-roofline}
 b=${BUILD_DIR:-/tmp/pylon-prof-build}

@@ -4,6 +4,7 @@
 # and, where PyTorch is installed, the same ops in PyTorch eager.
 # Full logs go to $OUT (or ./cuda-logs); a short summary is printed last.
 set -u
+bash "$(dirname "$0")/device_deps.sh"  # xxHash's headers where the image lacks them
 out=${OUT:-cuda-logs}
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,utilization.gpu --format=csv > "$out/gpu.txt" 2>&1

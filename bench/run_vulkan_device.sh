@@ -9,6 +9,7 @@
 # for further runs in the same call.
 # Usage, from the repo root there: bench/run_vulkan_device.sh TOOLS [bench flags...]
 set -u
+bash "$(dirname "$0")/device_deps.sh"  # xxHash's headers where the image lacks them
 tools=$(realpath "${1:?usage: run_vulkan_device.sh TOOLS [bench flags]}")
 shift
 out=${OUT:-vulkan-logs}

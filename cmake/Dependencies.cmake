@@ -44,8 +44,23 @@ if(PYLON_BLAS)
 endif()
 
 # xxHash (libxxhash-dev): XXH3 checksums of checkpoint files and edge-model tensors. Required.
-find_package(PkgConfig REQUIRED)
-pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+# Through pkg-config, else by its header and library where pkg-config is absent.
+find_package(PkgConfig)
+if(PkgConfig_FOUND)
+  pkg_check_modules(XXHASH IMPORTED_TARGET libxxhash)
+endif()
+add_library(pylon_xxhash INTERFACE)
+if(TARGET PkgConfig::XXHASH)
+  target_link_libraries(pylon_xxhash INTERFACE PkgConfig::XXHASH)
+else()
+  find_path(PYLON_XXHASH_INCLUDE xxhash.h)
+  find_library(PYLON_XXHASH_LIBRARY xxhash)
+  if(NOT PYLON_XXHASH_INCLUDE OR NOT PYLON_XXHASH_LIBRARY)
+    message(FATAL_ERROR "xxHash not found: install libxxhash-dev (scripts/install-deps.sh does)")
+  endif()
+  target_include_directories(pylon_xxhash SYSTEM INTERFACE ${PYLON_XXHASH_INCLUDE})
+  target_link_libraries(pylon_xxhash INTERFACE ${PYLON_XXHASH_LIBRARY})
+endif()
 
 # SentencePiece for `pylon tokenize` and generation (libsentencepiece-dev).
 set(PYLON_HAVE_SENTENCEPIECE OFF)
