@@ -107,6 +107,23 @@ StepBreakdown breakdown(const Step& st, bool device) {
   return b;
 }
 
+// The share of [b.begin_us, b.begin_us + b.step_us) in which a 0/1 signal sampled at `samples` (time
+// order; each value held until the next sample) was 1; before the first sample it is unknown and
+// left out. -1 when no sample reaches into the step.
+double held_share(std::vector<std::pair<double, double>>& samples, const StepBreakdown& b) {
+  std::sort(samples.begin(), samples.end());
+  const double lo = b.begin_us, hi = b.begin_us + b.step_us;
+  double on = 0, known = 0;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const double from = std::max(lo, samples[i].first);
+    const double to = std::min(hi, i + 1 < samples.size() ? samples[i + 1].first : hi);
+    if (to <= from) continue;
+    known += to - from;
+    on += samples[i].second * (to - from);
+  }
+  return known > 0 ? on / known : -1;
+}
+
 std::string percent(double part, double whole) {
   char buf[16];
   std::snprintf(buf, sizeof buf, "%.1f%%", whole > 0 ? 100.0 * part / whole : 0.0);
@@ -121,6 +138,16 @@ std::vector<TraceSlice> read_trace_slices(const std::string& path) {
   std::vector<TraceSlice> out;
   for (size_t i = 0; i < list.size(); ++i) {
     const nlohmann::json& e = list[i];
+    if (e["ph"] == "C" && e.contains("name") && e["name"] == "gpu_power_capped" && e.contains("ts") &&
+        e.contains("args") && e["args"].contains("value") && e["args"]["value"].is_number()) {
+      TraceSlice s;
+      s.pid = e.contains("pid") ? e["pid"].get<int64_t>() : 0;
+      s.name = "gpu_power_capped", s.cat = kPowerCapSample;
+      s.ts_us = e["ts"].get<double>();
+      s.value = e["args"]["value"].get<double>() > 0 ? 1 : 0;
+      out.push_back(std::move(s));
+      continue;
+    }
     if (e["ph"] != "X") continue;
     PYLON_CHECK(e.contains("ts") && e.contains("dur"), path, ": event ", i,
                 ": an \"X\" event without \"ts\" and \"dur\"");
@@ -170,7 +197,12 @@ TraceAnalysis analyze_trace(const std::vector<TraceSlice>& slices) {
   std::map<int64_t, std::vector<const TraceSlice*>> cpu_by_pid, device_by_pid;
   // (rank, correlation) -> CPU launch time: each rank's process numbers its own API calls.
   std::map<std::pair<int64_t, int64_t>, double> launch_ts;
+  std::map<int64_t, std::vector<std::pair<double, double>>> capped;  // per pid: (ts, 0 or 1) in time order
   for (const TraceSlice& s : slices) {
+    if (s.cat == kPowerCapSample) {
+      capped[s.pid].emplace_back(s.ts_us, s.value);
+      continue;
+    }
     (is_device_slice(s) ? device_by_pid : cpu_by_pid)[s.pid].push_back(&s);
     if (!is_device_slice(s) && s.correlation) launch_ts[{s.pid, s.correlation}] = s.ts_us;
   }
@@ -204,6 +236,7 @@ TraceAnalysis analyze_trace(const std::vector<TraceSlice>& slices) {
       if (st.slices.empty()) continue;
       StepBreakdown b = breakdown(st, a.device || st.begin < -1e299);
       b.pid = pid, b.index = index++;
+      if (const auto c = capped.find(pid); c != capped.end()) b.power_capped_frac = held_share(c->second, b);
       a.steps.push_back(b);
       for (const TraceSlice* s : st.slices) {
         ClassTotal& c = classes[kernel_class(*s)];
@@ -232,9 +265,15 @@ std::string format_analysis(const TraceAnalysis& a) {
   char line[256];
   out += std::string("step time breakdown (") + (a.device ? "device records" : "CPU ranges") + "):\n";
   const char* fmt = "%-6s %-5s %11s %17s %17s %17s %17s %8s\n";
+  bool capped = false;  // the GPU monitor's power-cap samples are in the trace
+  for (const StepBreakdown& b : a.steps) capped = capped || b.power_capped_frac >= 0;
   std::snprintf(line, sizeof line, fmt, "rank", "step", "step", "compute", "communication", "exposed comm",
                 "idle", "hidden");
   out += line;
+  if (capped) {
+    out.pop_back();
+    out += "  power-capped\n";
+  }
   std::map<int64_t, StepBreakdown> sums;
   auto row = [&](const std::string& rank, const std::string& step, const StepBreakdown& b) {
     auto cell = [&](double v) { return format_us(v, 1) + " " + percent(v, b.step_us); };
@@ -243,14 +282,25 @@ std::string format_analysis(const TraceAnalysis& a) {
                   cell(b.idle_us).c_str(),
                   b.comm_us > 0 ? percent(b.comm_us - b.exposed_comm_us, b.comm_us).c_str() : "-");
     out += line;
+    if (capped) {
+      out.pop_back();
+      out += b.power_capped_frac >= 0 ? "  " + percent(b.power_capped_frac, 1) + "\n" : "  -\n";
+    }
   };
+  std::map<int64_t, std::pair<double, double>> capped_us;  // per pid: capped time, time with samples
   for (const StepBreakdown& b : a.steps) {
     row(std::to_string(b.pid), std::to_string(b.index), b);
     StepBreakdown& s = sums[b.pid];
     s.step_us += b.step_us, s.compute_us += b.compute_us, s.comm_us += b.comm_us;
     s.exposed_comm_us += b.exposed_comm_us, s.idle_us += b.idle_us;
+    if (b.power_capped_frac >= 0)
+      capped_us[b.pid].first += b.power_capped_frac * b.step_us, capped_us[b.pid].second += b.step_us;
   }
-  for (const auto& [pid, s] : sums) row(std::to_string(pid), "all", s);
+  for (auto& [pid, s] : sums) {
+    const auto c = capped_us.find(pid);
+    if (c != capped_us.end() && c->second.second > 0) s.power_capped_frac = c->second.first / c->second.second;
+    row(std::to_string(pid), "all", s);
+  }
   double total = 0;
   for (const ClassTotal& c : a.classes) total += c.total_us;
   out += std::string("time per ") + (a.device ? "kernel" : "op") + " class (summed durations over the steps):\n";
@@ -268,7 +318,9 @@ nlohmann::json analysis_json(const TraceAnalysis& a) {
     steps.push_back({{"rank", b.pid}, {"step", b.index}, {"begin_us", b.begin_us}, {"step_us", b.step_us},
                      {"compute_us", b.compute_us}, {"comm_us", b.comm_us},
                      {"exposed_comm_us", b.exposed_comm_us}, {"idle_us", b.idle_us},
-                     {"hidden_comm_frac", b.comm_us > 0 ? (b.comm_us - b.exposed_comm_us) / b.comm_us : 0.0}});
+                     {"hidden_comm_frac", b.comm_us > 0 ? (b.comm_us - b.exposed_comm_us) / b.comm_us : 0.0},
+                     {"power_capped_frac", b.power_capped_frac >= 0 ? nlohmann::json(b.power_capped_frac)
+                                                                    : nlohmann::json(nullptr)}});
   for (const ClassTotal& c : a.classes)
     classes.push_back({{"class", c.name}, {"count", c.count}, {"total_us", c.total_us}});
   return {{"source", a.device ? "device" : "cpu"}, {"steps", steps}, {"classes", classes}};

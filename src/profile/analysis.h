@@ -12,15 +12,18 @@
 
 namespace pylon::profile {
 
-// One complete ("X") event of a Chrome trace file.
+// One complete ("X") event of a Chrome trace file, or a sample of the GPU monitor's power-cap
+// counter (cat kPowerCapSample: a "C" event gpu_power_capped at ts_us, dur_us 0, its value 0 or 1).
 struct TraceSlice {
   int64_t pid = 0, tid = 0;
   std::string name, cat;
   double ts_us = 0, dur_us = 0;
   int64_t correlation = 0;  // args.correlation: links a device record to its CPU launch (0: none)
+  double value = 0;         // a counter sample's value
 };
+inline constexpr const char* kPowerCapSample = "power_cap_sample";
 
-// The X events of a Chrome trace file. Throws pylon::Error naming the file (and the event) when it
+// The X events of a Chrome trace file, and its gpu_power_capped samples. Throws pylon::Error naming the file (and the event) when it
 // is not a Chrome trace, an event breaks check_trace_event's rules (profile/trace_json.h) or an X
 // event lacks ts or dur. String tids ("stream 7") become negative ids, one per text.
 std::vector<TraceSlice> read_trace_slices(const std::string& path);
@@ -41,6 +44,8 @@ struct StepBreakdown {
   double comm_us = 0;           // union of communication slices
   double exposed_comm_us = 0;   // communication while no compute runs
   double idle_us = 0;           // neither
+  double power_capped_frac = -1;  // share of the step the GPU's clocks were held by the power cap
+                                  // (the gpu_power_capped samples held until the next); -1: no samples
 };
 
 struct ClassTotal {

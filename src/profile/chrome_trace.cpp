@@ -137,6 +137,11 @@ void write_chrome_trace(const Trace& trace, const std::string& path) {
     write_metadata(w, "thread_name", pid, t.tid, t.name);
     const auto tid = static_cast<long long>(t.tid);
     for (const RangeEvent& e : t.ranges) {
+      if (!std::strcmp(e.category, kInstantCategory)) {  // thread-scoped instant
+        w.add(R"({"name":"%s","cat":"%s","ph":"i","s":"t","pid":%d,"tid":%lld,"ts":%s})", e.name, e.category, pid,
+              tid, us(e.begin_ns).c_str());
+        continue;
+      }
       const std::string args = args_json(e.args);
       w.add( R"({"name":"%s","cat":"%s","ph":"X","pid":%d,"tid":%lld,"ts":%s,"dur":%s%s%s})",
                    e.name, e.category, pid, tid, us(e.begin_ns).c_str(), us(e.end_ns - e.begin_ns).c_str(),

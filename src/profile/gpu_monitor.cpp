@@ -124,6 +124,7 @@ void GpuMonitor::run() {
   set_thread_name("gpu monitor");
   const auto period = std::chrono::milliseconds(period_ms_);
   auto next = std::chrono::steady_clock::now();
+  uint64_t last_reasons = first_.reasons;
   for (;;) {
     next += period;
     {
@@ -139,6 +140,13 @@ void GpuMonitor::run() {
       while (samples_.size() > 1 && samples_.front().t_ns < s.t_ns - 60'000'000'000) samples_.pop_front();
     }
     if (enabled()) {
+      // The moments the power cap or a slowdown starts or stops holding the clocks.
+      const uint64_t slow = kClockReasonSwThermal | kClockReasonHwThermal | kClockReasonHwSlowdown | kClockReasonHwPowerBrake;
+      const uint64_t changed = s.reasons ^ last_reasons;
+      if (changed & kClockReasonSwPowerCap)
+        record_instant((s.reasons & kClockReasonSwPowerCap) ? "power cap holds the clocks" : "power cap released");
+      if (changed & slow) record_instant((s.reasons & slow) ? "thermal or hardware slowdown" : "slowdown over");
+      last_reasons = s.reasons;
       record_counter("gpu_power_w", s.power_w);
       record_counter("gpu_sm_clock_mhz", s.sm_mhz);
       record_counter("gpu_mem_clock_mhz", s.mem_mhz);

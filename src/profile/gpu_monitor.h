@@ -3,7 +3,8 @@
 // NVIDIA driver ships (libnvidia-ml.so.1, opened at run time: a machine without the driver has no
 // monitor, and nothing else changes). While the tracer records, each sample also becomes counter
 // samples on the trace's timeline (gpu_power_w, gpu_sm_clock_mhz, gpu_mem_clock_mhz, gpu_temp_c,
-// gpu_power_capped, gpu_thermal_slowdown).
+// gpu_power_capped, gpu_thermal_slowdown), and a change of the power cap's or a slowdown's hold
+// on the clocks an instant event.
 #pragma once
 
 #include <atomic>

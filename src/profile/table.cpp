@@ -41,6 +41,7 @@ std::vector<OpStats> op_stats(const Trace& trace, bool group_by_shapes) {
     // ranges are sorted by begin, enclosing first; the stack holds the open ancestors.
     std::vector<std::pair<const RangeEvent*, OpStats*>> stack;
     for (const RangeEvent& e : t.ranges) {
+      if (!std::strcmp(e.category, kInstantCategory)) continue;  // a moment, not an op
       while (!stack.empty() && stack.back().first->end_ns <= e.begin_ns) stack.pop_back();
       const std::string shapes = group_by_shapes ? shapes_text(e.args) : "";
       OpStats& s = by_key[{e.name, shapes}];

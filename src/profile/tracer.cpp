@@ -79,6 +79,12 @@ void record_counter(const char* name, double value) {
 
 void set_thread_name(const std::string& name) { this_thread_buffer().name = name; }
 
+void record_instant(const char* name) {
+  if (!enabled()) return;
+  const int64_t t = now_ns();
+  record_range({kInstantCategory, name, t, t, {}});
+}
+
 void set_enabled(bool on) { g_enabled.store(on, std::memory_order_relaxed); }
 
 void clear() {

@@ -76,6 +76,11 @@ int64_t now_ns();
 void record_range(RangeEvent&& e);
 void record_counter(const char* name, double value);
 void set_thread_name(const std::string& name);  // names the calling thread's track
+// A moment on the calling thread's track (a range of category kInstantCategory and no length,
+// written as an instant event, "ph":"i"), e.g. the GPU's clocks starting to be held by the power
+// cap. Only while recording; `name` must outlive the trace (a string literal).
+inline constexpr const char* kInstantCategory = "instant";
+void record_instant(const char* name);
 
 void set_enabled(bool on);
 // Drops everything recorded so far (ranges that began and samples taken before now). Safe while

@@ -139,6 +139,26 @@ TEST(TraceAnalysis, KernelClassesFromNames) {
   EXPECT_EQ(cls("reduce_scatter", "collective"), "communication");
 }
 
+// The GPU monitor's gpu_power_capped samples, each held until the next: the device step [50, 120)
+// is capped from 80 on (40 of 70 µs); a trace without samples has no figure.
+TEST(TraceAnalysis, PowerCappedShareOfTheStepFromTheMonitorsSamples) {
+  pylon::testing::TempDir tmp;
+  nlohmann::json events = device_trace();
+  for (auto [ts, v] : {std::pair{10.0, 0}, {80.0, 1}, {110.0, 1}})
+    events.push_back({{"name", "gpu_power_capped"}, {"ph", "C"}, {"pid", 0}, {"tid", 9}, {"ts", ts},
+                      {"args", {{"value", v}}}});
+  const TraceAnalysis a = analyze_trace(read_trace_slices(write(tmp, events)));
+  ASSERT_EQ(a.steps.size(), 1u);
+  EXPECT_DOUBLE_EQ(a.steps[0].power_capped_frac, 40.0 / 70.0);
+  EXPECT_DOUBLE_EQ(a.steps[0].compute_us, 35);  // the samples are not work
+  EXPECT_NE(format_analysis(a).find("power-capped"), std::string::npos) << format_analysis(a);
+  EXPECT_NE(format_analysis(a).find("57.1%"), std::string::npos) << format_analysis(a);
+  EXPECT_NEAR(analysis_json(a)["steps"][0]["power_capped_frac"].get<double>(), 40.0 / 70.0, 1e-12);
+  const TraceAnalysis none = analyze_trace(read_trace_slices(write(tmp, device_trace())));
+  EXPECT_TRUE(analysis_json(none)["steps"][0]["power_capped_frac"].is_null());
+  EXPECT_EQ(format_analysis(none).find("power-capped"), std::string::npos);
+}
+
 TEST(TraceAnalysis, CommandPrintsTheBreakdownAndJson) {
   pylon::testing::TempDir tmp;
   const std::string path = write(tmp, device_trace());

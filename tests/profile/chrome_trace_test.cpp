@@ -35,6 +35,7 @@ Trace recorded_trace(int rank) {
       PYLON_RANGE_SHAPES("op", "linear_forward", {8, 4}, {12, 4});
       record_counter("bytes", 100.0 * i);
     }
+    record_instant("power cap holds the clocks");
     std::thread([] { PYLON_RANGE("data", "data_load"); }).join();
   }
   set_enabled(false);
@@ -48,15 +49,16 @@ TEST(ChromeTrace, WrittenTraceFollowsTheFormat) {
   write_chrome_trace(recorded_trace(0), tmp.file("t.json"));
   const auto doc = read_json(tmp.file("t.json"));
   EXPECT_EQ(check_chrome_trace(doc), "");
-  int x = 0, c = 0, m = 0;
+  int x = 0, c = 0, m = 0, i = 0;
   for (const auto& e : doc["traceEvents"]) {
-    x += e["ph"] == "X", c += e["ph"] == "C", m += e["ph"] == "M";
+    x += e["ph"] == "X", c += e["ph"] == "C", m += e["ph"] == "M", i += e["ph"] == "i";
     if (e["name"] == "linear_forward") {
       EXPECT_EQ(e["args"]["shapes"], "[[8,4],[12,4]]");
     }
   }
   EXPECT_EQ(x, 5);
   EXPECT_EQ(c, 3);
+  EXPECT_EQ(i, 1);  // the instant, not a slice
   EXPECT_EQ(m, 4);  // process name, its sort index, two thread names
 }
 

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <set>
 #include <thread>
 
@@ -96,17 +97,25 @@ TEST(GpuMonitor, SamplesBecomeCounterTracksWhileTracing) {
   clear();
   set_enabled(true);
   {
-    FakeGpu gpu;
+    FakeGpu gpu;  // capped when the monitor starts
     GpuMonitor m(gpu.reader(), 1);
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     while (m.samples().size() < 4 && std::chrono::steady_clock::now() < until)
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    gpu.reasons = 0;
+    const size_t seen = m.samples().size();
+    while (m.samples().size() < seen + 4 && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   set_enabled(false);
-  std::set<std::string> names;
-  for (const ThreadTrace& t : snapshot(0, "test").threads)
+  std::set<std::string> names, instants;
+  for (const ThreadTrace& t : snapshot(0, "test").threads) {
     for (const CounterSample& c : t.counters) names.insert(c.name);
+    for (const RangeEvent& e : t.ranges)
+      if (!std::strcmp(e.category, kInstantCategory)) instants.insert(e.name);
+  }
   clear();
+  EXPECT_EQ(instants, (std::set<std::string>{"power cap released"})) << "the cap was on at the start, then off";
   for (const char* n : {"gpu_power_w", "gpu_sm_clock_mhz", "gpu_mem_clock_mhz", "gpu_temp_c", "gpu_power_capped",
                         "gpu_thermal_slowdown"})
     EXPECT_TRUE(names.count(n)) << n;

@@ -47,6 +47,9 @@ inline std::string check_chrome_trace(const nlohmann::json& doc) {
       double& last = last_counter_ts.try_emplace({pid, e["name"]}, -1.0).first->second;
       if (ts < last) return "counter " + e["name"].get<std::string>() + " goes back in time";
       last = ts;
+    } else if (ph == "i") {  // an instant on its thread's track
+      if (!e.contains("s") || e["s"] != "t") return "an instant event not scoped to its thread: " + e.dump();
+      tids.insert({pid, tid});
     } else if (ph == "s" || ph == "f") {
       if (!e.contains("id") || !(e["id"].is_number_integer() || e["id"].is_string()) || !e.contains("cat"))
         return "a flow event without id or cat: " + e.dump();
