@@ -5,7 +5,8 @@
 # fuzz/corpus/<target>/ (the repo is not changed), prints each target's executions and findings.
 # A finding (crash, sanitizer report, an exception other than pylon::Error, a timeout, out of
 # memory) keeps its input in build-fuzz/findings/ and makes the script exit 1.
-# Environment: FUZZ_JOBS (targets run at once; default 1), FUZZ_FLAGS (more libFuzzer flags).
+# Environment: FUZZ_JOBS (targets run at once; default 1), FUZZ_FLAGS (more libFuzzer flags; a long
+# run that goes on past findings: FUZZ_FLAGS='-fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1').
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-30}
@@ -46,8 +47,12 @@ for t in "${targets[@]}"; do
   rc=0
   wait "${pid_of[$t]}" || rc=$?
   log=build-fuzz/logs/$t.log
-  execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*$' || echo 0)
-  rate=$(grep -o 'stat::average_exec_per_sec: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*$' || echo 0)
+  execs=$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$log" | tail -1 | grep -o '[0-9]*$' || true)
+  rate=$(grep -oE 'stat::average_exec_per_sec: *[0-9]+' "$log" | tail -1 | grep -o '[0-9]*$' || true)
+  if [[ -z "$execs" ]]; then  # -fork=N (long runs) prints "#EXECS: cov: ... exec/s: N ..." instead
+    execs=$(grep -oE '^#[0-9]+: cov' "$log" | tail -1 | grep -oE '[0-9]+' || true)
+    rate=$(grep -oE '^#[0-9]+: cov.* exec/s:? [0-9]+' "$log" | tail -1 | grep -oE '[0-9]+$' || true)
+  fi
   found=$(ls build-fuzz/findings/ 2>/dev/null | grep -c "^$t-" || true)
   if ((rc != 0 || found > 0)); then
     status=1
