@@ -94,7 +94,7 @@ TEST(Communicator, HungPeerTimesOutWithAClearMessage) {
     DistEnv env;
     env.rank = 1, env.world = 2, env.local_rank = 1, env.local_world = 2, env.master_port = port;
     auto comm = make_communicator(env, milliseconds(500));
-    std::this_thread::sleep_for(milliseconds(1500));  // never joins the collective in time
+    std::this_thread::sleep_for(milliseconds(6000));  // never joins the collective in time
   });
   {
     DistEnv env;
@@ -112,7 +112,7 @@ TEST(Communicator, HungPeerTimesOutWithAClearMessage) {
   }
   hung.join();
   EXPECT_EQ(error, "rank 0: collective all_gather timed out after 0.5 s (a peer died or hung)");
-  EXPECT_LT(waited, 1.4);
+  EXPECT_LT(waited, 4.0);  // the 0.5 s timeout, not the peer's 6 s (slack for a loaded machine)
 }
 
 TEST(Communicator, VanishedPeerFailsFast) {
@@ -141,7 +141,7 @@ TEST(Communicator, VanishedPeerFailsFast) {
     waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   EXPECT_NE(error.find("rank 0: collective reduce_scatter failed"), std::string::npos) << error;
-  EXPECT_LT(waited, 5.0);
+  EXPECT_LT(waited, 15.0);  // well inside the 30 s timeout: the closed connection, not the clock
 }
 
 TEST(Rendezvous, MissingRankTimesOutNamingTheKey) {
@@ -162,7 +162,7 @@ TEST(Rendezvous, ClientWithoutServerGivesUp) {
   const int port = pick_free_port();  // nobody listens there
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_THROW(TcpStore("127.0.0.1", port, false, milliseconds(300), "rank 1"), Error);
-  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 3.0);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);  // 0.3 s + slack
 }
 
 TEST(Rendezvous, EnvironmentVariables) {
