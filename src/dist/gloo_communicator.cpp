@@ -2,6 +2,9 @@
 // this rank, the collective and the timeout.
 #include "dist/gloo_communicator.h"
 
+#include <algorithm>
+#include <chrono>
+
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
@@ -69,18 +72,44 @@ GlooCommunicator::GlooCommunicator(const DistEnv& env, std::chrono::milliseconds
 
 GlooCommunicator::~GlooCommunicator() = default;
 
+std::string GlooCommunicator::ranks_that_never_came(uint64_t seq) {
+  const std::string prefix = "timed_out/" + std::to_string(seq) + "/";
+  std::string missing;
+  try {
+    impl_->store->set(prefix + std::to_string(rank_), {'1'});
+    // The ranks waiting in the same collective timed out within moments of this one.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    for (int r = 0; r < world_; ++r) {
+      if (r == rank_) continue;
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+      try {
+        impl_->store->wait({prefix + std::to_string(r)}, std::max(left, std::chrono::milliseconds(1)));
+      } catch (const Error&) {
+        missing += (missing.empty() ? "rank " : ", rank ") + std::to_string(r);
+      }
+    }
+  } catch (const Error&) {
+    return "";  // the store (rank 0's) does not answer either
+  }
+  return missing;
+}
+
 template <typename F>
 void GlooCommunicator::run(const char* op, F&& body) {
   PYLON_CHECK(!aborted_, "rank ", rank_, ": collective ", op, " after abort()");
+  const uint64_t seq = seq_++;
   try {
     body();
   } catch (const gloo::Exception& e) {
     aborted_ = true;  // the context is broken: never wait on it again
     const std::string what = e.what();
     const double secs = static_cast<double>(timeout_.count()) / 1000.0;
-    if (what.find("Timed out") != std::string::npos)
-      throw Error(detail::concat("rank ", rank_, ": collective ", op, " timed out after ", secs,
-                                 " s (a peer died or hung)"));
+    if (what.find("Timed out") != std::string::npos) {
+      const std::string missing = ranks_that_never_came(seq);
+      throw Error(detail::concat("rank ", rank_, ": collective ", op, " timed out after ", secs, " s ",
+                                 missing.empty() ? "(a peer died or hung)"
+                                                 : "(" + missing + " never reached it: hung or stopped)"));
+    }
     throw Error(detail::concat("rank ", rank_, ": collective ", op,
                                " failed (a peer died or closed its connection): ", what));
   }

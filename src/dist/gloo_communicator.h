@@ -37,9 +37,14 @@ class GlooCommunicator final : public Communicator {
   struct Impl;
   template <typename F>
   void run(const char* op, F&& body);
+  // After collective `seq` timed out here: says so in the store, waits briefly for the other ranks
+  // to say the same, and names those that did not (they never reached it: hung or stopped). ""
+  // when every rank timed out in it or the store does not answer.
+  std::string ranks_that_never_came(uint64_t seq);
 
   int rank_, world_;
   std::chrono::milliseconds timeout_;
+  uint64_t seq_ = 0;  // collectives issued: every rank issues them in the same order
   std::atomic<bool> aborted_{false};  // set from any thread (an error path), read by the collectives
   std::unique_ptr<Impl> impl_;
 };
