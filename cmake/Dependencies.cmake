@@ -196,3 +196,22 @@ if(NOT PYLON_MPI STREQUAL "OFF")
   set(PYLON_HAVE_MPI ${MPI_C_FOUND})
 endif()
 pylon_optional(PYLON_MPI PYLON_HAVE_MPI)
+
+# The text libraries the tokenizers and readers use (SentencePiece, PCRE2, libunistring), each
+# when found, linked into `target` with its PYLON_HAVE_* definition: pylon_lib and the fuzzers' copy
+# of the parsers take them alike.
+function(pylon_link_text_libraries target)
+  if(PYLON_HAVE_SENTENCEPIECE)
+    target_link_libraries(${target} PUBLIC PkgConfig::SENTENCEPIECE)
+    target_compile_definitions(${target} PUBLIC PYLON_HAVE_SENTENCEPIECE=1)
+  endif()
+  if(PYLON_HAVE_PCRE2)
+    target_link_libraries(${target} PRIVATE PkgConfig::PCRE2)
+    target_compile_definitions(${target} PRIVATE PYLON_HAVE_PCRE2=1)
+  endif()
+  if(PYLON_HAVE_UNISTRING)
+    target_include_directories(${target} SYSTEM PRIVATE ${PYLON_UNISTRING_INCLUDE})
+    target_link_libraries(${target} PRIVATE ${PYLON_UNISTRING_LIB})
+    target_compile_definitions(${target} PRIVATE PYLON_HAVE_UNISTRING=1)
+  endif()
+endfunction()
