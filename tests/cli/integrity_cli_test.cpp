@@ -18,6 +18,7 @@
 #include "io/atomic_file.h"
 #include "io/checksum.h"
 #include "io/safetensors.h"
+#include "support/rewrite_weights.h"
 #include "support/run_command.h"
 #include "support/temp_dir.h"
 
@@ -46,17 +47,7 @@ void overwrite(const std::string& path, const std::string& bytes) { write_file_a
 // The golden weights rewritten with other metadata, or with element 3 of `nan_tensor` NaN.
 void rewrite_weights(const std::string& out, const std::map<std::string, std::string>& metadata,
                      const std::string& nan_tensor = "") {
-  const SafetensorsReader in(kInit);
-  std::vector<std::vector<float>> data;
-  std::vector<TensorToWrite> tensors;
-  for (const TensorView& t : in.tensors()) data.emplace_back(static_cast<size_t>(t.numel()));
-  for (size_t i = 0; i < in.tensors().size(); ++i) {
-    const TensorView& t = in.tensors()[i];
-    std::memcpy(data[i].data(), t.data, t.nbytes);
-    if (t.name == nan_tensor) data[i][3] = std::numeric_limits<float>::quiet_NaN();
-    tensors.push_back({t.name, DType::f32, t.shape, data[i].data()});
-  }
-  write_safetensors(out, tensors, metadata);
+  testing::rewrite_weights(kInit, out, metadata, {nan_tensor, 3, std::numeric_limits<float>::quiet_NaN()});
 }
 
 TEST(IntegrityCli, CorruptedCheckpointWeightsAreNamedByEvalExportAndInitFrom) {

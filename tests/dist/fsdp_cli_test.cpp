@@ -30,6 +30,7 @@
 #include "io/token_file.h"
 #include "support/metrics_check.h"
 #include "io/safetensors.h"
+#include "support/rewrite_weights.h"
 #include "support/run_command.h"
 #include "support/temp_dir.h"
 
@@ -272,17 +273,9 @@ TEST_F(FsdpCli, CorruptedShardIsOneLineBeforeTheRanksStart) {
 // every tensor first.
 TEST_F(FsdpCli, NanInitWeightsAreOneLineBeforeTheRanksStart) {
   ASSERT_EQ(run_pylon(train(2, 6, 1, "--save " + file("a"))).exit_code, 0);
-  const SafetensorsReader in(file("a/step_000001/model.safetensors"));
-  std::vector<std::vector<float>> data;
-  std::vector<TensorToWrite> tensors;
-  for (const TensorView& t : in.tensors()) data.emplace_back(static_cast<size_t>(t.numel()));
-  for (size_t i = 0; i < in.tensors().size(); ++i) {
-    const TensorView& t = in.tensors()[i];
-    std::memcpy(data[i].data(), t.data, t.nbytes);
-    if (t.name == "layers.1.ffn.2.weight") data[i][7] = std::numeric_limits<float>::infinity();
-    tensors.push_back({t.name, DType::f32, t.shape, data[i].data()});
-  }
-  write_safetensors(file("inf.safetensors"), tensors, in.metadata());
+  const std::string saved = file("a/step_000001/model.safetensors");
+  testing::rewrite_weights(saved, file("inf.safetensors"), SafetensorsReader(saved).metadata(),
+                           {"layers.1.ffn.2.weight", 7, std::numeric_limits<float>::infinity()});
   testing::expect_clear_error(run_pylon(train(2, 6, 2, "--init-from " + file("inf.safetensors"))),
                               "tensor layers.1.ffn.2.weight holds Inf at element 7");
 }
