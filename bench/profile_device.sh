@@ -4,15 +4,19 @@
 # (2) a CUPTI-traced run's trace, table and analysis; (3) Nsight Compute's counters for one
 # training step of a 2-layer model at the same width, and `pylon roofline --ncu-csv` on them.
 # usage: bench/profile_device.sh WORK_DIR TARBALL   (logs, traces, CSV and SVG packed into TARBALL)
+#   BUILD_DIR=DIR: reuse a configured CUDA build there; ROUNDS=N: overhead rounds (2);
+#   OVERHEAD_ONLY=1: stop after (1) and (2)
 set -uo pipefail
 bash "$(dirname "$0")/device_deps.sh"  # xxHash's headers where the image lacks them
 cd "$(dirname "$0")/.."
 out=${1:-/tmp/pylon-prof}
 tarball=${2:-/tmp/pylon-prof.tar.gz}
 mkdir -p "$out"
-b=/tmp/pylon-prof-build
-cmake -S . -B $b -G Ninja -DCMAKE_BUILD_TYPE=Release -DPYLON_CUDA=ON -DPYLON_CUPTI=ON -DPYLON_TESTS=OFF \
-  >"$out/cmake.log" 2>&1 || { tail -30 "$out/cmake.log"; exit 1; }
+b=${BUILD_DIR:-/tmp/pylon-prof-build}
+if [[ -z "${BUILD_DIR:-}" ]]; then
+  cmake -S . -B $b -G Ninja -DCMAKE_BUILD_TYPE=Release -DPYLON_CUDA=ON -DPYLON_CUPTI=ON -DPYLON_TESTS=OFF \
+    >"$out/cmake.log" 2>&1 || { tail -30 "$out/cmake.log"; exit 1; }
+fi
 cmake --build $b --target pylon -j"$(nproc)" >"$out/build.log" 2>&1 || { grep -B2 -A8 error "$out/build.log" | head -60; exit 1; }
 pylon=$b/src/pylon
 python3 -c "
@@ -24,7 +28,7 @@ seed="--preset seed --vocab 32000 --dim 2048 --heads 16 --batch 8 --seq 1024 --l
 
 # (1) + (2): steps 5..10 are the profiled ones (wait 3, warmup 2, active 6).
 prof="--profile-wait 3 --profile-warmup 2 --profile-active 6"
-for round in 1 2; do
+for round in $(seq "${ROUNDS:-2}"); do
   $pylon train $seed --layers 12 --steps 12 --metrics "$out/off.$round.jsonl" >"$out/off.$round.log" 2>&1 || tail -5 "$out/off.$round.log"
   $pylon train $seed --layers 12 --steps 12 --metrics "$out/on.$round.jsonl" --profile "$out/prof.$round" $prof \
     >"$out/on.$round.log" 2>&1 || tail -5 "$out/on.$round.log"
@@ -39,6 +43,10 @@ for mode in ("off", "on"):
     print(f"OVERHEAD {mode}: median {statistics.median(ms):.3f} ms over {len(ms)} steps: " + " ".join(f"{m:.2f}" for m in ms))
 PY
 sed -n '/profile of rank 0/,$p' "$out/on.1.log" | head -80
+if [[ -n "${OVERHEAD_ONLY:-}" ]]; then
+  tar -czf "$tarball" -C "$out" --exclude tokens.bin . && ls -la "$tarball"
+  exit 0
+fi
 
 # (3) ncu on one step of a 2-layer model (every kernel of step 0 after the first cast).
 metrics="gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed,gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes.sum,sm__sass_thread_inst_executed_op_fadd_pred_on.sum,sm__sass_thread_inst_executed_op_fmul_pred_on.sum,sm__sass_thread_inst_executed_op_ffma_pred_on.sum"
