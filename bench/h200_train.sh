@@ -3,7 +3,9 @@
 # default size with Pylon on 1 GPU and on NPROC GPUs (FSDP over NCCL), and PyTorch FSDP2
 # (shared/bench/torch_fsdp2_bench.py, copied into .carry/bench) on NPROC GPUs, in the same call.
 # Usage: bench/h200_train.sh NPROC OUT_DIR   (SKIP_TESTS=1: no tests; TESTS='Cuda*': gtest filter;
-#   PYLON_FLAGS='--whole-root --reduce-dtype bf16': extra flags for every Pylon run)
+#   PYLON_FLAGS='--whole-root --reduce-dtype bf16': extra flags for every Pylon run;
+#   PRESET=seed|causal (causal: PyTorch runs bench/torch_causal_fsdp2_bench.py, SDPA is_causal + RoPE);
+#   BATCH=8 SEQ=1024: per GPU; TORCH=eager|compile|both|none: the PyTorch variants, default eager)
 # NPROC may be a list, "1 2 4 8": Pylon and PyTorch then run at each count (the scaling run), and
 # PROFILE=1 adds a profiled 2-step run at the largest count, merged and analysed into OUT_DIR.
 set -euo pipefail
@@ -11,6 +13,7 @@ bash "$(dirname "$0")/device_deps.sh"  # xxHash's headers where the image lacks 
 cd "$(dirname "$0")/.."
 nproc=${1:-1}
 out=${2:-/tmp/pylon-bench}
+preset=${PRESET:-seed} batch=${BATCH:-8} seq=${SEQ:-1024}
 build=$(realpath -m "${BUILD_DIR:-build}")
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0  # the workplace forbids NVLink multicast
@@ -21,6 +24,7 @@ torch_bench=""
 for f in ../shared/bench/torch_fsdp2_bench.py .carry/bench/torch_fsdp2_bench.py; do
   [[ -f $f ]] && { torch_bench=$f; break; }
 done
+[[ $preset == causal ]] && torch_bench=bench/torch_causal_fsdp2_bench.py
 [[ -n $torch_bench ]] || echo "WARNING: no torch_fsdp2_bench.py in ../shared/bench or .carry/bench: PyTorch will not run"
 if [[ -z "${SKIP_TESTS:-}" ]]; then
   cmake --build "$build" -j"$(nproc)" --target pylon_tests >>"$out/build.log" 2>&1 || tail -40 "$out/build.log"
@@ -42,19 +46,19 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu -
 counts=$(printf '%s\n' 1 $nproc | sort -un)
 largest=$(printf '%s\n' $nproc | sort -n | tail -n 1)
 for n in $counts; do
-  timeout 120 "$build/src/pylon" train --preset seed --vocab 32000 --dim 2048 --layers 12 --heads 16 --batch 8 \
-    --seq 1024 --steps "${STEPS:-30}" --lr 3e-4 --weight-decay 0.01 --lr-schedule constant --grad-clip 0 \
+  timeout 120 "$build/src/pylon" train --preset "$preset" --vocab 32000 --dim 2048 --layers 12 --heads 16 \
+    --batch "$batch" --seq "$seq" --steps "${STEPS:-30}" --lr 3e-4 --weight-decay 0.01 --lr-schedule constant --grad-clip 0 \
     --device cuda --dtype bf16 --nproc-per-node "$n" --data "$out/tokens.bin" \
     --metrics "$out/pylon_$n.jsonl" --log-every 10 ${PYLON_FLAGS:-} 2>&1 | tee "$out/pylon_$n.log"
-  python3 - "$out/pylon_$n.jsonl" "$n" "${peak:-0}" <<'PY'
+  python3 - "$out/pylon_$n.jsonl" "$n" "${peak:-0}" "$batch" "$seq" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])][5:]  # 5 warm-up steps
-n, peak = int(sys.argv[2]), float(sys.argv[3])
+n, peak, batch, seq = int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 med = lambda k: statistics.median(r[k] for r in rows)
 ms = med("step_ms")
-tok = 8 * 1024  # per GPU
+tok = batch * seq  # per GPU
 mm = 12 * 12 * 2048 ** 2 + 32000 * 2048
-flops = (6 * mm + 12 * 12 * 1024 * 2048) * tok
+flops = (6 * mm + 12 * 12 * seq * 2048) * tok  # attention counted full (causal too), as PyTorch's script
 comm = med("gather_ms") + med("reduce_ms")
 exposed = med("exposed_wait_ms") + med("tail_ms")
 print("PYLON " + json.dumps({"gpus": n, "step_ms_median": round(ms, 2),
@@ -65,13 +69,20 @@ print("PYLON " + json.dumps({"gpus": n, "step_ms_median": round(ms, 2),
       "gather_ms": round(med("gather_ms"), 2), "reduce_ms": round(med("reduce_ms"), 2),
       "exposed_wait_ms": round(med("exposed_wait_ms"), 2), "tail_ms": round(med("tail_ms"), 2),
       "hidden_share": round(1 - exposed / comm, 3) if n > 1 and comm > 0 else None,
+      "energy_j": round(med("energy_j"), 1) if "energy_j" in rows[0] else None,
       "final_loss": rows[-1]["loss"]}))
 PY
 done
 if [[ -n $torch_bench ]]; then
+  case ${TORCH:-eager} in
+    eager) variants=("") ;; compile) variants=(--compile) ;; none) variants=() ;; *) variants=("" --compile) ;;
+  esac
   for n in $nproc; do
-    torchrun --nproc_per_node="$n" "$torch_bench" --steps 20 --warmup 5 \
-      2>&1 | grep RESULT | tee -a "$out/torch.txt"
+    for v in "${variants[@]}"; do
+      timeout "${TORCH_TIMEOUT:-240}" torchrun --nproc_per_node="$n" "$torch_bench" --steps 20 --warmup 5 \
+        --batch "$batch" --seq "$seq" $v 2>"$out/torch_${n}${v//-/_}.err" | grep RESULT | tee -a "$out/torch.txt" ||
+        tail -n 5 "$out/torch_${n}${v//-/_}.err"
+    done
   done
 fi
 if [[ -n "${PROFILE:-}" ]]; then  # one profiled run at the largest count: trace, table, analysis
