@@ -123,9 +123,10 @@ void expect_matches_cpu(const testing::TempDir& tmp, const ModelConfig& c) {
     // The plain kernels (fp32 activations): summation order only, 1e-3 of each logit. The coopmat
     // GEMM and attention round their inputs to fp16 (unit roundoff u = 2^-11 = 4.9e-4):
     // activations, q, k, v and the softmax's weights, and int8 / int4 weights as they are decoded
-    // to fp16. Each rounding moves a dot product by about u of its scale, so the logits move by a
-    // few u of theirs; bound: 20u ~ 1e-2 of the step's largest logit. Relative to each logit the
-    // same error is up to 1e-1 (logits near 0: measured 1.2e-2 f16, 4.9e-2 int8 on the H200).
+    // to fp16. Each rounding moves a dot product by about u of its scale, so the logits move by
+    // under a few u of theirs; bound: 4u = 2e-3 of the step's largest logit. Relative to each logit
+    // the same error reaches 1e-1 near 0, which is why that metric is not bounded here (H200
+    // figures of every preset: bench/vulkan_notes.md, "The coopmat path's logits, every preset").
     // Decode with both one-token GEMVs on any device: the subgroup one (GPUs' op-by-op path;
     // fused RMSNorm, RoPE and KV append) and the row-per-invocation one (CPU devices' default),
     // and (causal models: MiniLLM's blocks or llama's) the persistent kernel (GPUs' default).
@@ -152,7 +153,7 @@ void expect_matches_cpu(const testing::TempDir& tmp, const ModelConfig& c) {
         // Logits compared at the CPU's tokens (the first step always; later ones while ids agree).
         const LogitError e = logit_error(a, b, prompt.size(), lc, lg);
         if (coopmat)
-          EXPECT_LT(e.scaled, 1e-2) << what;
+          EXPECT_LT(e.scaled, 2e-3) << what;
         else
           EXPECT_LT(e.elementwise, 1e-3) << what;
         std::printf("[ vulkan ] %s: greedy %s, worst logit difference %.2e of the logit, %.2e of the largest\n",
