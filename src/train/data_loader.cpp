@@ -1,6 +1,7 @@
 #include "train/data_loader.h"
 
 #include "core/error.h"
+#include "profile/tracer.h"
 
 namespace pylon {
 
@@ -21,6 +22,12 @@ void DataLoader::load(int64_t micro_step, int32_t* inputs, int32_t* targets) con
       targets[static_cast<int64_t>(b) * T_ + t] = static_cast<int32_t>(file_[(start + t + 1) % n]);
     }
   }
+}
+
+void StepBatches::load(int micro, int32_t* inputs, int32_t* targets) const {
+  PYLON_ASSERT(micro >= 0 && micro < count_, "micro-batch ", micro, " of ", count_);
+  PYLON_RANGE("data", "data_load");
+  loader_.load((step_ - 1) * count_ + micro, inputs, targets);
 }
 
 }  // namespace pylon

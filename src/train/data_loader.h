@@ -21,4 +21,21 @@ class DataLoader {
   int B_, T_, rank_, world_;
 };
 
+// One optimizer step's micro-batches on this rank, as the training loop hands them to a step:
+// micro-batch a (0 ≤ a < count()) of step t (1-based) is the loader's micro-step (t − 1)·count() + a.
+// A step loads each when it needs it, so what it holds of the data need not grow with --grad-accum.
+class StepBatches {
+ public:
+  StepBatches(const DataLoader& loader, int64_t step, int count) : loader_(loader), step_(step), count_(count) {}
+  int64_t step() const { return step_; }
+  int count() const { return count_; }
+  // inputs, targets: (B, T). In a "data_load" profile range.
+  void load(int micro, int32_t* inputs, int32_t* targets) const;
+
+ private:
+  const DataLoader& loader_;
+  int64_t step_;
+  int count_;
+};
+
 }  // namespace pylon

@@ -103,7 +103,6 @@ TrainResult run_training(const TrainOptions& o, const CheckpointInfo& resume, Co
     val->check_vocab(config.vocab);
   }
   const DataLoader loader(data, o.batch, o.seq, rank, world);
-  const size_t rows = static_cast<size_t>(o.batch) * o.seq;
   const int64_t tokens_per_step = loader.tokens_per_micro_step() * o.grad_accum;  // all ranks
   const int64_t global_rows = static_cast<int64_t>(o.batch) * world * o.grad_accum;
   if (lead && !o.resume_dir.empty() && !resume.checksums)
@@ -219,15 +218,7 @@ TrainResult run_training(const TrainOptions& o, const CheckpointInfo& resume, Co
     profile::Range step_range("step", "train_step");
     if (step_range.on()) step_range.set_int("step", t);
     inject_test_faults(o.faults, rank, t);
-    int32_t* tokens = step.tokens(t);
-    {
-      PYLON_RANGE("data", "data_load");
-      for (int a = 0; a < o.grad_accum; ++a) {
-        int32_t* inputs = tokens + static_cast<size_t>(2 * a) * rows;
-        loader.load((t - 1) * o.grad_accum + a, inputs, inputs + rows);
-      }
-    }
-    step.run(t, lr_at(o.schedule, t - 1, o.steps));
+    step.run(StepBatches(loader, t, o.grad_accum), lr_at(o.schedule, t - 1, o.steps));
     const bool eval_now = val && (t % o.eval_every == 0 || t == o.steps);
     const bool save_now = !o.save_dir.empty() && ((o.save_every > 0 && t % o.save_every == 0) || t == o.steps);
     catch_up(eval_now || save_now ? t - 1 : t - step.lag());  // step t runs meanwhile (lag 1)

@@ -14,6 +14,7 @@
 #include "io/token_file.h"
 #include "profile/session.h"
 #include "train/checkpoint.h"
+#include "train/data_loader.h"
 #include "train/trainer.h"
 
 namespace pylon {
@@ -33,8 +34,9 @@ struct StepResult {
   double power_capped_frac = 0;  // share of the samples with the power cap in force
 };
 
-// A device's training step. The loop calls, for each step t (1-based): tokens(t), which it fills,
-// then run(t); and result(s) for every step in order, at most lag() steps behind run().
+// A device's training step. The loop calls, for each step t (1-based), run(t) with step t's
+// micro-batches, which the step loads as it needs them; and result(s) for every step in order, at
+// most lag() steps behind run().
 class TrainStep {
  public:
   virtual ~TrainStep() = default;
@@ -42,12 +44,11 @@ class TrainStep {
   virtual std::string describe() const = 0;
   // 0: run(t) finishes step t. 1: it enqueues step t, whose results are read while t + 1 runs.
   virtual int lag() const = 0;
-  // Step t's tokens, grad_accum x [inputs (B, T), targets (B, T)], to be written by the caller
-  // before run(t) (waits until the buffer's previous step has finished with it).
-  virtual int32_t* tokens(int64_t t) = 0;
-  // Optimizer step t on tokens(t): forward and backward over the micro-steps with the units'
-  // gathers and reduce-scatters, clipping, AdamW at learning rate lr.
-  virtual void run(int64_t t, float lr) = 0;
+  // Optimizer step t on `batches` (batches.step() == t): forward and backward over the micro-steps
+  // with the units' gathers and reduce-scatters, clipping, AdamW at learning rate lr. The CPU step
+  // loads each micro-batch just before its forward; a lagging step loads all of step t's while
+  // step t − 1 runs.
+  virtual void run(const StepBatches& batches, float lr) = 0;
   // Step t's results (waits for it). Called once per step, in order.
   virtual StepResult result(int64_t t) = 0;
   // Fields of step t's metrics row that only this device has (after result(t)).

@@ -33,22 +33,24 @@ namespace pylon {
 namespace {
 
 // A step runs to its end in run(): forward and backward over the micro-steps with FSDP's hooks,
-// one all-reduce of the loss and the squared gradient norm, clipping, AdamW on the shards.
+// each micro-batch loaded just before its forward (one micro-batch of tokens held, whatever
+// --grad-accum), one all-reduce of the loss and the squared gradient norm, clipping, AdamW on the
+// shards.
 class CpuStep final : public TrainStep {
  public:
   CpuStep(const TrainOptions& o, const CheckpointInfo& resume, Communicator& comm)
       : o_(o), model_(o.model), layout_(model_.table(), comm.world()), fsdp_(layout_, comm, fsdp_options(o, comm)) {
     init_shards(o, resume, fsdp_);
-    tokens_.resize(static_cast<size_t>(o.grad_accum) * 2 * rows());
+    inputs_.resize(rows()), targets_.resize(rows());
     const int64_t global_tokens = checked_mul({o.batch, o.seq, comm.world(), o.grad_accum}, "tokens per step");
     loss_scale_ = 1.f / static_cast<float>(global_tokens);
   }
 
   std::string describe() const override { return "in fp32 on CPU ranks"; }
   int lag() const override { return 0; }
-  int32_t* tokens(int64_t) override { return tokens_.data(); }
 
-  void run(int64_t t, float lr) override {
+  void run(const StepBatches& batches, float lr) override {
+    const int64_t t = batches.step();
     Communicator& comm = fsdp_.comm();
     const Stopwatch clock;
     fsdp_.zero_grad();
@@ -56,9 +58,9 @@ class CpuStep final : public TrainStep {
     ProgressLine progress("step " + std::to_string(t) + ": micro-steps", o_.grad_accum, comm.rank() == 0);
     for (int a = 0; a < o_.grad_accum; ++a) {
       if (a) progress.done(a);
-      const int32_t* inputs = tokens_.data() + static_cast<size_t>(2 * a) * rows();
+      batches.load(a, inputs_.data(), targets_.data());
       fsdp_.set_reduce_grads(!o_.no_sync || a + 1 == o_.grad_accum);
-      local_loss += model_.forward(fsdp_.params(), inputs, inputs + rows(), o_.batch, o_.seq, &fsdp_);
+      local_loss += model_.forward(fsdp_.params(), inputs_.data(), targets_.data(), o_.batch, o_.seq, &fsdp_);
       model_.backward(fsdp_.params(), fsdp_.grads(), loss_scale_, &fsdp_);
     }
     double scalars[2] = {local_loss, fsdp_.local_grad_sum_of_squares()};
@@ -88,7 +90,6 @@ class CpuStep final : public TrainStep {
     PYLON_RANGE("eval", "eval");
     Communicator& comm = fsdp_.comm();
     const DataLoader loader(data, o_.batch, o_.seq, comm.rank(), comm.world());
-    std::vector<int32_t> inputs(rows()), targets(rows());
     double sum = 0;
     fsdp_.set_forward_only(true);
     ProgressLine progress("validation: micro-batches", steps, comm.rank() == 0);
@@ -96,9 +97,9 @@ class CpuStep final : public TrainStep {
       if (m) progress.done(m);
       {
         PYLON_RANGE("data", "data_load");
-        loader.load(m, inputs.data(), targets.data());
+        loader.load(m, inputs_.data(), targets_.data());
       }
-      sum += model_.forward(fsdp_.params(), inputs.data(), targets.data(), o_.batch, o_.seq, &fsdp_);
+      sum += model_.forward(fsdp_.params(), inputs_.data(), targets_.data(), o_.batch, o_.seq, &fsdp_);
     }
     fsdp_.set_forward_only(false);
     fsdp_.sync();
@@ -124,7 +125,7 @@ class CpuStep final : public TrainStep {
   MiniLLM model_;
   ShardLayout layout_;
   FsdpModel fsdp_;
-  std::vector<int32_t> tokens_;  // grad_accum x [inputs, targets]
+  std::vector<int32_t> inputs_, targets_;  // (B, T): the micro-batch in use
   float loss_scale_ = 1;
   StepResult result_;
 };
@@ -171,15 +172,15 @@ CheckpointInfo check_train_options(const TrainOptions& o, int world, int local_r
   // The data position of the last step (train/data_loader.cpp) in 64 bits.
   checked_mul({o.steps, o.grad_accum, o.batch, o.seq, world}, "--steps x --grad-accum x --batch x --seq tokens");
   o.model.validate();
-  if (o.device == "cpu") {  // before any file is read or buffer allocated
-    MemoryPlan plan;
-    try {
-      plan = cpu_train_memory(o.model, o.batch, o.seq, o.grad_accum, world);
-    } catch (const Error& e) {
-      throw Error(std::string("--device cpu: the model does not fit: ") + e.what());
-    }
-    check_fits(plan, local_ranks, available_host_bytes(), "--device cpu: the model");
+  // The memory plan, before any file is read or buffer allocated. On GPUs each rank compares it with
+  // its device's free memory (train/cuda/trainer_cuda.cpp); here only that its sizes can be computed.
+  MemoryPlan plan;
+  try {
+    plan = o.device == "cuda" ? cuda_train_memory(o, world) : cpu_train_memory(o.model, o.batch, o.seq, world);
+  } catch (const Error& e) {
+    throw Error("--device " + o.device + ": the model does not fit: " + e.what());
   }
+  if (o.device == "cpu") check_fits(plan, local_ranks, available_host_bytes(), "--device cpu: the model");
   const TokenFile data(o.data);  // exists and is a token file (the vocab scan comes with training)
   if (!o.val_data.empty()) {
     const TokenFile val(o.val_data);

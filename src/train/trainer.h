@@ -57,8 +57,10 @@ struct TrainResult {
 // validation files open, that the tokenizer loads, that a --resume checkpoint (its checksums) or
 // --init-from file fits the model. The launcher runs them once before starting ranks, so bad
 // input is one error line, not one per rank. On the CPU, also the memory plan: `local_ranks` ranks
-// of a `world` on this machine must fit in its available memory (train/memory_plan.h). Returns the
-// checkpoint's metadata when resuming. Throws pylon::Error.
+// of a `world` on this machine must fit in its available memory (train/memory_plan.h); on CUDA,
+// that the plan's sizes can be computed (each rank compares the plan with its GPU's free memory
+// before allocating: train/cuda/trainer_cuda.h). Returns the checkpoint's metadata when resuming.
+// Throws pylon::Error.
 CheckpointInfo check_train_options(const TrainOptions& options, int world = 1, int local_ranks = 1);
 
 // Collective: every rank of comm calls it with the same options. Only rank 0 prints and writes

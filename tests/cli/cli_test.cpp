@@ -176,15 +176,14 @@ TEST(Cli, NumericFlagsOutsideTheirRangesAreErrors) {
 
 // Sizes whose model or batch cannot fit are refused from the memory plan (train/memory_plan.h),
 // before any file is read or buffer allocated: they once aborted in the allocator (std::bad_alloc,
-// SIGABRT) or, for --grad-accum, stalled filling a token buffer of grad-accum micro-steps.
+// SIGABRT).
 TEST(Cli, ModelsThatCannotFitAreRefusedBeforeAllocating) {
   testing::TempDir tmp;
   const std::string outputs = " --save " + tmp.file("ckpt") + " --metrics " + tmp.file("m.jsonl");
   const std::string base = "train --preset seed --dim 32 --heads 4 --data " + kGolden + "/tokens.bin" + outputs;
   for (const std::string& sizes : {std::string(" --vocab 2147483647 --layers 2 --batch 2 --seq 16"),
                                    std::string(" --vocab 97 --layers 2147483647 --batch 2 --seq 16"),
-                                   std::string(" --vocab 97 --layers 2 --batch 2147483647 --seq 1"),
-                                   std::string(" --vocab 97 --layers 2 --batch 2 --seq 16 --grad-accum 2147483647")}) {
+                                   std::string(" --vocab 97 --layers 2 --batch 2147483647 --seq 1")}) {
     SCOPED_TRACE(sizes);
     const auto r = run_pylon(base + sizes, "", 30);
     expect_clear_error(r, "--device cpu: the model needs ");
@@ -208,6 +207,18 @@ TEST(Cli, ModelsThatCannotFitAreRefusedBeforeAllocating) {
   expect_clear_error(run_pylon("eval --model " + tmp.file("s.edge") + " --data " + kGolden +
                                    "/tokens.bin --batch 1 --steps 1 --seq 2147483647", "", 30),
                      "--device cpu: --seq 2147483647 needs ");
+}
+
+// --grad-accum 2147483647 fits: the CPU step loads each micro-batch just before its forward, so
+// its tokens are one micro-batch's and the first micro-steps run at once. The loop once filled a
+// buffer of every micro-step's tokens first (at --batch 2 --seq 16, 550 GB: then refused by the
+// memory plan; at --batch 1 --seq 1, 17 GB, filled for minutes before the first forward).
+TEST(Cli, LargeGradAccumStartsAtOnce) {
+  const auto r = run_pylon(kSeedArgsForProgress + " --data " + kGolden + "/tokens.bin --steps 1 --grad-accum 2147483647",
+                           "PYLON_TEST_PROGRESS_MS=100", 10);
+  EXPECT_EQ(r.exit_code, 124) << r.err;  // stopped by timeout's SIGTERM
+  EXPECT_NE(r.out.find("step 1: micro-steps: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("/2147483647 (eta "), std::string::npos) << r.out;
 }
 
 // --eval-steps 2147483647 ran 2^31 forwards without a line (a hang to the user); a long

@@ -19,6 +19,15 @@ namespace pylon::cuda {
 
 using bf16 = __nv_bfloat16;
 
+namespace {
+
+// Scratch of the gradient's sum of squares over `summed` elements (a reduction or AdamW's fold).
+size_t reduce_scratch_bytes(int64_t summed) {
+  return std::max(reduce_workspace_bytes(summed), grad_sumsq_workspace_bytes(summed));
+}
+
+}  // namespace
+
 FsdpCuda::FsdpCuda(const ShardLayout& layout, cudaStream_t compute, NcclComm* gather, NcclComm* reduce,
                    FsdpCudaOptions options)
     : layout_(layout),
@@ -38,59 +47,45 @@ FsdpCuda::FsdpCuda(const ShardLayout& layout, cudaStream_t compute, NcclComm* ga
   const std::vector<ShardUnit>& units = layout.units();
   // The root's two parameters, embedding then head (ShardLayout's order).
   split_ = options.split_root && units[0].params.size() == 2;
-  int64_t total = 0, most = 0, block_padded = 0, widest = 0;
-  for (const ShardUnit& u : units) {
-    for (const UnitParam& q : u.params) widest = std::max(widest, world_ * q.chunk);
-    shard_offset_.push_back(total);
-    total += u.shard;
-    most = std::max(most, u.shard);
-    if (u.id >= 0) block_padded = std::max(block_padded, u.padded);
-  }
   const int L = layers_;
   PYLON_CHECK(L >= 1, "FSDP needs at least one block");
+  int64_t total = 0;
+  for (const ShardUnit& u : units) {
+    shard_offset_.push_back(total);
+    total += u.shard;
+    PYLON_ASSERT(u.id < 0 || (u.shard == units[1].shard && u.padded == units[1].padded), "FSDP's blocks differ");
+  }
   // A world of one shards nothing: the bf16 weights stay in place and AdamW writes them (fp32: the
   // model reads the master shards).
   persistent_ = world_ == 1;
   param_bytes_ = options.fp32_params ? sizeof(float) : sizeof(bf16);
-  const int param_slots = options.reshard_after_forward && !persistent_ ? std::min(2, L) : L;
-  const int grad_slots = options.no_sync ? L : std::min(2, L);
-  const size_t f = sizeof(float), h = param_bytes_;
-  auto alloc = [&](DeviceBuffer& b, size_t bytes, size_t DeviceMemory::*kind) {
-    b = DeviceBuffer(bytes);
-    device_bytes_ += bytes;
-    memory_.*kind += bytes;
-    if (bytes) PYLON_CUDA_CHECK(cudaMemset(b.get(), 0, bytes));  // padding stays zero from here on
+  const FsdpCudaBuffers sizes = buffers(units[0], units[1], L, world_, options);
+  PYLON_ASSERT(sizes.shard == total);
+  const int param_slots = sizes.param_slots, grad_slots = sizes.grad_slots;
+  const int64_t block_padded = units[1].padded;
+  auto alloc = [&](DeviceBuffer& b, int64_t bytes) {
+    b = DeviceBuffer(static_cast<size_t>(bytes));
+    device_bytes_ += b.bytes();
+    if (bytes) PYLON_CUDA_CHECK(cudaMemset(b.get(), 0, b.bytes()));  // padding stays zero from here on
   };
-  const size_t shard_bytes = static_cast<size_t>(total) * f;
-  alloc(master_, shard_bytes, &DeviceMemory::weights);
-  alloc(m_, shard_bytes, &DeviceMemory::optimizer), alloc(v_, shard_bytes, &DeviceMemory::optimizer);
-  if (!options.fused_optimizer) alloc(grad_, shard_bytes, &DeviceMemory::gradients);
-  alloc(scalars_, 4 * f, &DeviceMemory::workspace);
-  alloc(constants_, 2 * sizeof(AdamWConstants), &DeviceMemory::workspace);
-  const int64_t summed = options.fused_optimizer ? most : total;  // the longest sum of squares
-  alloc(reduce_ws_, std::max(reduce_workspace_bytes(summed), grad_sumsq_workspace_bytes(summed)),
-        &DeviceMemory::workspace);
-  if (options.reduce_bf16 && world_ > 1)
-    alloc(reduce_bf16_, static_cast<size_t>(widest) * h, &DeviceMemory::communication);
-  const int64_t root_padded = units[0].padded;
+  alloc(master_, sizes.master);
+  alloc(m_, sizes.m), alloc(v_, sizes.v);
+  alloc(grad_, sizes.grad);  // none with the fused optimizer
+  alloc(scalars_, 4 * sizeof(float));
+  alloc(constants_, 2 * sizeof(AdamWConstants));
+  alloc(reduce_ws_, static_cast<int64_t>(reduce_scratch_bytes(sizes.summed)));
+  alloc(reduce_bf16_, sizes.reduce_bf16);
   shared_root_grad_ = split_ && !options.no_sync;
-  int64_t root_grad_numel = root_padded;
-  if (shared_root_grad_) {
-    root_grad_numel = 0;
-    for (const UnitParam& q : units[0].params) root_grad_numel = std::max(root_grad_numel, world_ * q.chunk);
-  }
-  if (persistent_) {
-    if (!options.fp32_params)  // the shard layout, in bf16
-      alloc(block_params_, static_cast<size_t>(total) * h, &DeviceMemory::weights);
-  } else {  // all-gather destinations
-    alloc(root_param_, static_cast<size_t>(root_padded) * h, &DeviceMemory::communication);
-    alloc(block_params_, static_cast<size_t>(param_slots * block_padded) * h, &DeviceMemory::communication);
-  }
-  alloc(root_grad_, static_cast<size_t>(root_grad_numel) * f, &DeviceMemory::gradients);
-  alloc(block_grads_, static_cast<size_t>(grad_slots * block_padded) * f, &DeviceMemory::gradients);
+  alloc(block_params_, persistent_ ? sizes.weights : sizes.block_params);  // bf16 copy (world 1) or gathered blocks
+  alloc(root_param_, sizes.root_param);
+  alloc(root_grad_, sizes.root_grad);
+  alloc(block_grads_, sizes.block_grads);
+  PYLON_ASSERT(device_bytes_ == static_cast<size_t>(sizes.total()), "FSDP allocated ", device_bytes_, " bytes, planned ",
+               sizes.total());
+  memory_ = sizes.by_use();
 
   slots_.resize(static_cast<size_t>(1 + param_slots));
-  const auto elem = static_cast<int64_t>(h);
+  const auto elem = static_cast<int64_t>(param_bytes_);
   char* persistent_base = options.fp32_params ? master_.as<char>() : block_params_.as<char>();
   for (size_t k = 0; k < slots_.size(); ++k)  // persistent: slot k holds unit k − 1
     slots_[k].data = persistent_ ? persistent_base + shard_offset_[k] * elem
@@ -110,6 +105,17 @@ FsdpCuda::FsdpCuda(const ShardLayout& layout, cudaStream_t compute, NcclComm* ga
   grads_.assign(layout.table().params.size(), nullptr);
   // cudaMemset runs on the legacy stream, which does not order our non-blocking streams.
   PYLON_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+FsdpCudaBuffers FsdpCuda::buffers(const ShardUnit& root, const ShardUnit& block, int layers, int world,
+                                  const FsdpCudaOptions& options) {
+  return fsdp_cuda_buffers(root, block, layers, world, options, &scratch_bytes);
+}
+
+size_t FsdpCuda::scratch_bytes(int64_t summed) {
+  // Step scalars (loss sum, grad norm², clip coefficient), AdamW's constants per step parity, and
+  // the scratch of the longest sum of squares.
+  return 4 * sizeof(float) + 2 * sizeof(AdamWConstants) + reduce_scratch_bytes(summed);
 }
 
 void FsdpCuda::upload(const std::vector<UnitShards>& host) {

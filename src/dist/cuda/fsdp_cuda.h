@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "dist/fsdp.h"
+#include "dist/fsdp_cuda_buffers.h"
 #include "dist/shard_layout.h"
 #include "model/unit_hooks.h"
 #include "ops/cuda/adamw.h"
@@ -40,25 +41,9 @@ namespace pylon::cuda {
 
 class NcclComm;
 
-struct FsdpCudaOptions {
-  bool reshard_after_forward = true;
-  // Gradients are reduced only at the last micro-step; until then every unit keeps a full
-  // gradient buffer (the memory of unsharded gradients, as in PyTorch's no_sync).
-  bool no_sync = false;
-  // AdamW runs on each unit's shard right after its reduce-scatter, so no gradient shard is kept.
-  // Needs no clipping (the global norm is known only at the end) and one reduction per step.
-  bool fused_optimizer = false;
-  // Timing events around every collective and wait (FsdpCuda::overlap()); costs a few µs a unit.
-  bool measure_overlap = false;
-  // Reduce-scatter in bf16: each parameter's gradient is cast to bf16, reduced in bf16 and widened back
-  // into the fp32 shard (half the bytes; each rank's part and the sum are rounded to bf16).
-  bool reduce_bf16 = false;
-  // The head reduced (and, with the per-unit optimizer, updated and gathered) as its backward ends
-  // (see above); off: the root's two parameters together at the end of backward.
-  bool split_root = true;
-  // Parameters in fp32 (params_f32()) rather than bf16 (params()): the --dtype fp32 model.
-  bool fp32_params = false;
-};
+using pylon::DeviceMemory;
+using pylon::FsdpCudaBuffers;
+using pylon::FsdpCudaOptions;
 
 struct AdamWStep {
   float lr, beta1, beta2, eps, weight_decay;
@@ -73,20 +58,20 @@ struct OverlapStats {
                                // reduce-scatters, norm all-reduce and the optimizer's tail
 };
 
-// What FsdpCuda allocated, by use (bytes on this rank's GPU).
-struct DeviceMemory {
-  size_t weights = 0;        // fp32 master shards; at a world of one also the bf16 copy the model reads
-  size_t gradients = 0;      // gradient slots (unsharded, per unit) and the fp32 gradient shards
-  size_t optimizer = 0;      // AdamW's m and v shards
-  size_t workspace = 0;      // reduction scratch, step scalars and constants
-  size_t communication = 0;  // all-gather destinations (gathered bf16 weights) and the bf16 reduce buffer
-};
-
 class FsdpCuda final : public UnitHooks {
  public:
   // gather/reduce: null for a world of one (gathers are casts, reductions nothing).
   FsdpCuda(const ShardLayout& layout, cudaStream_t compute, NcclComm* gather, NcclComm* reduce,
            FsdpCudaOptions options);
+
+  // The buffers the constructor allocates over a layout whose root unit is `root`, with `layers`
+  // blocks like `block`, computed without allocating (dist/fsdp_cuda_buffers.h); their total is
+  // that object's device_bytes().
+  static FsdpCudaBuffers buffers(const ShardUnit& root, const ShardUnit& block, int layers, int world,
+                                 const FsdpCudaOptions& options);
+  // Bytes of the step scalars, AdamW's constants and the reduction scratch for sums over `summed`
+  // elements.
+  static size_t scratch_bytes(int64_t summed);
 
   const ShardLayout& layout() const { return layout_; }
   // Per parameter (table order): bf16 weights / fp32 gradients, valid between the unit's hooks.

@@ -11,6 +11,7 @@
 #include "model/cuda/minillm_cuda.h"
 
 #include <algorithm>
+#include <climits>
 
 #include "core/error.h"
 #include "ops/cuda/attention.h"
@@ -27,23 +28,11 @@
 namespace pylon::cuda {
 namespace {
 
-// Carves aligned slices from one allocation: first a sizing pass (base == nullptr), then real.
-class Carver {
- public:
-  explicit Carver(char* base) : base_(base) {}
-  template <typename T>
-  T* take(size_t count) {
-    offset_ = (offset_ + 255) & ~size_t(255);
-    T* p = base_ ? reinterpret_cast<T*>(base_ + offset_) : nullptr;
-    offset_ += count * sizeof(T);
-    return p;
-  }
-  size_t used() const { return offset_; }
-
- private:
-  char* base_;
-  size_t offset_ = 0;
-};
+// A buffer of the arena at `offset` (ActivationArena::kNone: none).
+template <typename P>
+P* at(const DeviceBuffer& arena, int64_t offset) {
+  return offset == ActivationArena::kNone ? nullptr : reinterpret_cast<P*>(arena.as<char>() + offset);
+}
 
 // C (M, N) = op(A)·op(B) [+ bias] in the activation type: bf16 operands and C, or fp32 throughout
 // (cuBLASLt in true fp32, not TF32).
@@ -68,49 +57,48 @@ void gemm_grad(Gemm& g, bool ta, bool tb, int M, int N, int K, const float* A, i
 }  // namespace
 
 template <typename Act>
+size_t MiniLLMCuda<Act>::workspace_bytes(const ModelConfig& config, int B, int T) {
+  PYLON_CHECK(int64_t{B} * T <= INT_MAX, "--batch ", B, " x --seq ", T, " rows exceed the CUDA step's 32-bit row index");
+  const int N = B * T;
+  const HeadLayout heads{config.heads, config.kv_head_count(), config.head_dim()};
+  return std::max({embedding_backward_workspace_bytes(N, config.dim, config.vocab),
+                   rmsnorm_backward_workspace_bytes(N, config.dim), bias_backward_workspace_bytes(N, heads.row()),
+                   loss_mean_workspace_bytes(N), attention_backward_workspace_bytes(B, T, heads)});
+}
+
+template <typename Act>
+ActivationArena MiniLLMCuda<Act>::arena(const ModelConfig& config, int B, int T, Recompute recompute) {
+  return activation_arena(config, B, T, recompute, sizeof(Act), static_cast<int64_t>(workspace_bytes(config, B, T)));
+}
+
+template <typename Act>
 MiniLLMCuda<Act>::MiniLLMCuda(const ModelConfig& config, int B, int T, Recompute recompute)
-    : config_(config), table_(param_table(config)), B_(B), T_(T), N_(B * T), recompute_(recompute) {
+    : config_(config), table_(param_table(config)), B_(B), T_(T), recompute_(recompute) {
   config_.validate();
+  const ActivationArena a = arena(config_, B, T, recompute);  // checks that B·T rows fit an int
+  N_ = B * T;
   heads_ = {config_.heads, config_.kv_head_count(), config_.head_dim()};
   swiglu_ = config_.preset.ffn == Ffn::swiglu;
-  const size_t N = N_, D = config.dim, V = config.vocab, H = config.heads;
-  const size_t Q = heads_.q_dim(), QKV = heads_.row(), F = config_.ffn_hidden(), FIn = swiglu_ ? 2 * F : F;
-  const int L = config.layers;
-  workspace_bytes_ = std::max({embedding_backward_workspace_bytes(N_, config.dim, config.vocab),
-                               rmsnorm_backward_workspace_bytes(N_, config.dim),
-                               bias_backward_workspace_bytes(N_, heads_.row()),
-                               loss_mean_workspace_bytes(N_),
-                               attention_backward_workspace_bytes(B, T, heads_)});
-  auto plan = [&](Carver& c) {
-    auto take_saved = [&](Layer& l) {  // what backward reads besides x
-      l.qkv = c.take<Act>(N * QKV), l.att = c.take<Act>(N * Q);
-      l.x_mid = c.take<Act>(N * D), l.f1 = c.take<Act>(N * FIn);
-      l.rstd1 = c.take<float>(N), l.rstd2 = c.take<float>(N), l.lse = c.take<float>(B * H * T);
-      if (recompute == Recompute::none) {
-        l.h1 = c.take<Act>(N * D), l.h2 = c.take<Act>(N * D);
-        if (!swiglu_) l.act = c.take<Act>(N * F);
-      }
-    };
-    Layer shared{};  // full: one block's worth, refilled by backward's recompute
-    if (recompute == Recompute::full) take_saved(shared);
-    layers_.assign(static_cast<size_t>(L), shared);
-    for (auto& l : layers_) {
-      l.x = c.take<Act>(N * D);
-      if (recompute != Recompute::full) take_saved(l);
-    }
-    x_last_ = c.take<Act>(N * D), logits_ = c.take<Act>(N * V);
-    if (config_.preset.final_norm) x_final_ = c.take<Act>(N * D), rstd_final_ = c.take<float>(N);
-    h_ = c.take<Act>(N * D), wide_ = c.take<Act>(N * F), tmp_ = c.take<Act>(N * D);
-    dx_ = c.take<Act>(N * D), dx_mid_ = c.take<Act>(N * D), dh_ = c.take<Act>(N * D);
-    datt_ = c.take<Act>(N * Q), dqkv_ = c.take<Act>(N * QKV);
-    losses_ = c.take<float>(N), rstd_tmp_ = c.take<float>(N), loss_tmp_ = c.take<float>(1);
-    workspace_ = c.take<char>(workspace_bytes_);
-  };
-  Carver sizing(nullptr);
-  plan(sizing);
-  arena_ = DeviceBuffer(sizing.used());
-  Carver real(arena_.as<char>());
-  plan(real);
+  workspace_bytes_ = workspace_bytes(config_, B, T);
+  arena_ = DeviceBuffer(static_cast<size_t>(a.bytes));
+  layers_.resize(static_cast<size_t>(config.layers));
+  for (int l = 0; l < config.layers; ++l) {
+    Layer& y = layers_[static_cast<size_t>(l)];
+    const ActivationArena::Saved s = a.saved_of(l);
+    y.x = at<Act>(arena_, a.x_of(l));
+    y.qkv = at<Act>(arena_, s.qkv), y.att = at<Act>(arena_, s.att), y.x_mid = at<Act>(arena_, s.x_mid);
+    y.f1 = at<Act>(arena_, s.f1);
+    y.rstd1 = at<float>(arena_, s.rstd1), y.rstd2 = at<float>(arena_, s.rstd2), y.lse = at<float>(arena_, s.lse);
+    y.h1 = at<Act>(arena_, s.h1), y.h2 = at<Act>(arena_, s.h2), y.act = at<Act>(arena_, s.act);
+  }
+  x_last_ = at<Act>(arena_, a.x_last), logits_ = at<Act>(arena_, a.logits);
+  x_final_ = at<Act>(arena_, a.x_final), rstd_final_ = at<float>(arena_, a.rstd_final);
+  h_ = at<Act>(arena_, a.h), wide_ = at<Act>(arena_, a.wide), tmp_ = at<Act>(arena_, a.tmp);
+  dx_ = at<Act>(arena_, a.dx), dx_mid_ = at<Act>(arena_, a.dx_mid), dh_ = at<Act>(arena_, a.dh);
+  datt_ = at<Act>(arena_, a.datt), dqkv_ = at<Act>(arena_, a.dqkv);
+  losses_ = at<float>(arena_, a.losses), rstd_tmp_ = at<float>(arena_, a.rstd_tmp);
+  loss_tmp_ = at<float>(arena_, a.loss_tmp);
+  workspace_ = at<char>(arena_, a.workspace);
 }
 
 template <typename Act>

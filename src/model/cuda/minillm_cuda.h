@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/head_layout.h"
+#include "model/activation_arena.h"
 #include "model/config.h"
 #include "model/params.h"
 #include "model/recompute.h"
@@ -28,9 +29,17 @@ using bf16 = __nv_bfloat16;
 template <typename Act>  // bf16 or float; both instantiated in minillm_cuda.cpp
 class MiniLLMCuda {
  public:
-  // Plans every activation and workspace buffer for micro-batches of (B, T) up front; `recompute`
-  // decides which activations are kept for backward (model/recompute.h).
+  // Plans every activation and workspace buffer for micro-batches of (B, T) up front
+  // (model/activation_arena.h); `recompute` decides which activations are kept for backward
+  // (model/recompute.h).
   MiniLLMCuda(const ModelConfig& config, int B, int T, Recompute recompute = Recompute::selective);
+
+  // The arena a model of these arguments allocates, computed without allocating (the memory plan
+  // sizes a run with it: train/memory_plan.h); its bytes are that model's activation_bytes().
+  // Throws pylon::Error when B·T rows overflow an int or a size overflows 64 bits.
+  static ActivationArena arena(const ModelConfig& config, int B, int T, Recompute recompute);
+  // The kernels' scratch for micro-batches of (B, T): the largest any backward kernel needs.
+  static size_t workspace_bytes(const ModelConfig& config, int B, int T);
 
   const ModelConfig& config() const { return config_; }
   const ParamTable& table() const { return table_; }
@@ -74,7 +83,7 @@ class MiniLLMCuda {
   ParamTable table_;
   HeadLayout heads_{};
   bool swiglu_ = false;
-  int B_, T_, N_;
+  int B_, T_, N_ = 0;
   Recompute recompute_;
   float loss_scale_ = 1.f;
   Gemm gemm_;

@@ -31,6 +31,7 @@
 #include "train/checkpoint.h"
 #include "train/data_loader.h"
 #include "train/loop.h"
+#include "train/memory_plan.h"
 #ifdef PYLON_HAVE_NCCL
 #include "dist/cuda/nccl_communicator.h"
 #endif
@@ -103,14 +104,14 @@ class CudaStep final : public TrainStep {
         free_at_start_(free_at_start), start_step_(o.resume_dir.empty() ? 0 : resume.step), timeout_(timeout),
         comms_(&comms), model_(o.model, o.batch, o.seq, o.recompute), layout_(model_.table(), env.world),
         host_(layout_, *comms.host, host_options()), fsdp_(layout_, stream_.get(), gather(comms), reduce(comms),
-                                                           fsdp_options(o)) {
+                                                           cuda_fsdp_options(o)) {
     init_shards(o, resume, host_);  // on the host: init, load or resume, then to the device
     fsdp_.upload(host_.shards());
 #ifdef PYLON_HAVE_NCCL
     if (comms.gather) watched_ = {comms.gather.get(), comms.reduce.get()};
 #endif
     const size_t rows = static_cast<size_t>(o.batch) * o.seq;
-    step_tokens_ = static_cast<size_t>(o.grad_accum) * 2 * rows;
+    step_tokens_ = static_cast<size_t>(o.grad_accum) * 2 * rows;  // the memory plan's token buffers
     host_tokens_ = cuda::PinnedArray<int32_t>(2 * step_tokens_);
     dev_tokens_ = cuda::DeviceBuffer(2 * step_tokens_ * sizeof(int32_t));
     if (!o.val_data.empty() && o.eval_every > 0) {  // o.eval_steps micro-batches of tokens and losses at once
@@ -123,7 +124,7 @@ class CudaStep final : public TrainStep {
     const int64_t global_tokens = static_cast<int64_t>(rows) * world_ * o.grad_accum;
     model_.set_loss_scale(1.f / static_cast<float>(global_tokens));
     allocated_ = fsdp_.device_bytes() + model_.activation_bytes() + dev_tokens_.bytes() + val_tokens_.bytes() +
-                 val_losses_.bytes();
+                 val_losses_.bytes() + cuda::Gemm::kWorkspaceBytes;  // the memory plan's total
     for (auto& e : inputs_free_) e.record(stream_.get());
     // World > 1: a watchdog thread ends this rank when a step does not complete within `timeout`
     // (a dead or hung peer), naming the ranks that did not enqueue it (each rank sets
@@ -157,7 +158,7 @@ class CudaStep final : public TrainStep {
     constexpr bool kFp32 = std::is_same_v<Act, float>;
     return detail::concat("on GPUs (", kFp32 ? "fp32" : "bf16", " compute, fp32 master, FSDP ",
                           o_.reshard_after_forward ? "reshard" : "no-reshard",
-                          fused_optimizer(o_) ? ", AdamW per unit" : "", "; allocated per rank ",
+                          cuda_fsdp_options(o_).fused_optimizer ? ", AdamW per unit" : "", "; allocated per rank ",
                           format_gb(static_cast<double>(allocated_)), " GB, activations ",
                           format_gb(static_cast<double>(model_.activation_bytes())), " GB, recompute ",
                           recompute_name(o_.recompute), ", reduce ", o_.reduce_bf16 ? "bf16" : "fp32",
@@ -166,16 +167,18 @@ class CudaStep final : public TrainStep {
   }
   int lag() const override { return 1; }
 
-  int32_t* tokens(int64_t t) override {
-    const size_t parity = static_cast<size_t>(t % 2);
-    wait(inputs_free_[parity], t - 2);  // the host may refill this parity's buffers
-    return host_tokens_.data() + parity * step_tokens_;
-  }
-
-  void run(int64_t t, float lr) override {
+  // Step t's micro-batches are loaded here, all of them, while step t − 1 runs on the GPU; the host
+  // waits only for step t − 2 to have finished with this parity's buffers.
+  void run(const StepBatches& batches, float lr) override {
+    const int64_t t = batches.step();
     const cudaStream_t s = stream_.get();
-    const size_t parity = static_cast<size_t>(t % 2);
+    const size_t parity = static_cast<size_t>(t % 2), rows = static_cast<size_t>(o_.batch) * o_.seq;
+    wait(inputs_free_[parity], t - 2);
     int32_t* h = host_tokens_.data() + parity * step_tokens_;
+    for (int a = 0; a < batches.count(); ++a) {
+      int32_t* inputs = h + 2 * static_cast<size_t>(a) * rows;
+      batches.load(a, inputs, inputs + rows);
+    }
     int32_t* d = dev_tokens_.as<int32_t>() + parity * step_tokens_;
     const cuda::AdamWStep adam{lr, o_.adamw.beta1, o_.adamw.beta2, o_.adamw.eps, o_.adamw.weight_decay, t};
     const bool as_graph = o_.cuda_graph && t > start_step_ + 1;  // the first step runs eagerly
@@ -270,26 +273,10 @@ class CudaStep final : public TrainStep {
   }
 
  private:
-  static bool fused_optimizer(const TrainOptions& o) {
-    // Without clipping and with one reduction per step, AdamW runs per unit as its gradient
-    // arrives and no gradient shard is kept.
-    return o.grad_clip <= 0 && (o.grad_accum == 1 || o.no_sync);
-  }
   static FsdpOptions host_options() {
     FsdpOptions h;
     h.return_memory = false;
     return h;
-  }
-  static cuda::FsdpCudaOptions fsdp_options(const TrainOptions& o) {
-    cuda::FsdpCudaOptions fo;
-    fo.reshard_after_forward = o.reshard_after_forward;
-    fo.no_sync = o.no_sync;
-    fo.fused_optimizer = fused_optimizer(o);
-    fo.measure_overlap = !o.cuda_graph;  // timing probes are host-read events: not inside graphs
-    fo.reduce_bf16 = o.reduce_bf16;
-    fo.split_root = o.split_root;
-    fo.fp32_params = std::is_same_v<Act, float>;
-    return fo;
   }
 #ifdef PYLON_HAVE_NCCL
   static cuda::NcclComm* gather(GpuComms& c) { return c.gather.get(); }
@@ -324,7 +311,7 @@ class CudaStep final : public TrainStep {
     fsdp_.begin_step(adam, o_.grad_clip);
     PYLON_CUDA_CHECK(cudaMemcpyAsync(d, h, step_tokens_ * sizeof(int32_t), cudaMemcpyHostToDevice, s));
     for (int a = 0; a < o_.grad_accum; ++a) {
-      const int32_t* inputs = d + static_cast<size_t>(2 * a) * rows;
+      const int32_t* inputs = d + 2 * static_cast<size_t>(a) * rows;
       const bool accumulate = fsdp_.begin_micro_step(a, o_.grad_accum);
       model_.forward(device_params<Act>(fsdp_), inputs, inputs + rows, fsdp_.loss_sum(), s, &fsdp_);
       model_.backward(device_params<Act>(fsdp_), fsdp_.grads(), accumulate, s, &fsdp_);
@@ -404,11 +391,22 @@ TrainResult train_cuda_as(const TrainOptions& o, const DistEnv& env, std::chrono
   profile::check_schedule(profile, o.steps - start_step);
   PYLON_CHECK(!o.profile.counters || env.world == 1, who, ": --profile-roofline in a world of ", env.world,
               ": kernel replay would run NCCL's kernels out of step with their peers; profile one rank");
+  // The memory plan against what is free now (the communicators' buffers taken), before the step
+  // allocates anything.
+  check_fits_on_gpu(cuda_step_memory(o, env.world), o, env.local_rank, static_cast<int64_t>(free_device_bytes()));
   CudaStep<Act> step(o, resume, env, comms, timeout, free_at_start);
   return run_training(o, resume, *comms.host, step, profile);
 }
 
 }  // namespace
+
+MemoryPlan cuda_step_memory(const TrainOptions& o, int world) {
+  CudaScratch scratch;
+  scratch.model = &cuda::MiniLLMCuda<cuda::bf16>::workspace_bytes;  // the same for both activation types
+  scratch.fsdp = &cuda::FsdpCuda::scratch_bytes;
+  scratch.gemm = static_cast<int64_t>(cuda::Gemm::kWorkspaceBytes);
+  return cuda_train_memory(o, world, scratch);
+}
 
 TrainResult train_cuda(const TrainOptions& o, const DistEnv& env, std::chrono::milliseconds timeout) {
   PYLON_CHECK(o.dtype == "bf16" || o.dtype == "fp32", "--device cuda: --dtype must be bf16 or fp32, got '", o.dtype,

@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "dist/rendezvous.h"
+#include "train/memory_plan.h"
 #include "train/trainer.h"
 
 namespace pylon {
@@ -16,5 +17,10 @@ namespace pylon {
 // or hung peer makes this rank throw pylon::Error naming it.
 TrainResult train_cuda(const TrainOptions& options, const DistEnv& env = {},
                        std::chrono::milliseconds timeout = std::chrono::minutes(5));
+
+// The device memory one rank of `world` allocates to train with o (train/memory_plan.h's
+// cuda_train_memory with the CUDA kernels' and libraries' scratch), computed without allocating.
+// train_cuda refuses a run whose plan exceeds its GPU's free memory before the step allocates.
+MemoryPlan cuda_step_memory(const TrainOptions& o, int world);
 
 }  // namespace pylon
