@@ -28,7 +28,6 @@
 
 #include "core/env.h"
 #include "core/error.h"
-#include "dist/rendezvous.h"
 #include "dist/socket.h"
 
 extern char** environ;
@@ -220,12 +219,16 @@ int launch_ranks(const LaunchOptions& o) {
   std::string addr = o.master_addr.empty() ? env_text("MASTER_ADDR").value_or("") : o.master_addr;
   int port = o.master_port;
   if (port == 0) port = static_cast<int>(env_int("MASTER_PORT", 0, 1, 65535));
+  std::optional<ReservedPort> reserved;  // a port of our choosing, held until the job ends
   if (o.nnodes > 1) {
     PYLON_CHECK(!addr.empty() && port > 0, "--nnodes ", o.nnodes, " needs --master-addr and "
                 "--master-port (or MASTER_ADDR/MASTER_PORT): node 0's address and a port open on it");
   } else {
     if (addr.empty()) addr = "127.0.0.1";
-    if (port == 0) port = pick_free_port();
+    if (port == 0) {  // the OS picks it and no one else gets it while rank 0 starts and binds it
+      reserved.emplace(addr, "choosing the master port");
+      port = reserved->port();
+    }
   }
   PYLON_CHECK(port >= 1 && port <= 65535, "master port ", port, " is outside 1..65535");
 

@@ -14,7 +14,8 @@ namespace pylon {
 struct LaunchOptions {
   int nproc_per_node = 1, nnodes = 1, node_rank = 0;
   // Empty / 0: MASTER_ADDR / MASTER_PORT from the environment; on one node they default to
-  // 127.0.0.1 and a free port, with several nodes they are required.
+  // 127.0.0.1 and a port the OS picks, which the launcher holds (ReservedPort) until the job ends
+  // so that no one else takes it before rank 0 binds it; with several nodes they are required.
   std::string master_addr;
   int master_port = 0;
   std::vector<std::string> args;  // argv[1..] of every rank: the command and its flags
