@@ -291,13 +291,34 @@ TEST_F(FsdpCli, KilledRankEndsTheJobNamingIt) {
   EXPECT_FALSE(std::filesystem::exists(file("ckpt/latest")));
 }
 
+// Rank 0's error (grouped by the launcher, with its rank in front), then how the job ended: rank 1
+// did not end by itself and was stopped.
 TEST_F(FsdpCli, HungRankMakesThePeersTimeOut) {
   const Outcome r = run_pylon(train(2, 6, 6, "--dist-timeout 1"), "PYLON_TEST_HANG_RANK=1 PYLON_TEST_HANG_STEP=2");
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_LT(r.seconds, 30);
-  EXPECT_NE(r.err.find("rank 0: collective all_gather timed out after 1 s (rank 1 never reached it: hung or stopped)"),
+  EXPECT_NE(r.err.find("\npylon train: error: rank 0: collective all_gather timed out after 1 s (rank 1 never "
+                       "reached it: hung or stopped)\n"),
             std::string::npos) << r.err;
-  EXPECT_NE(last_line(r.err).find("stopped the rank 1 still running"), std::string::npos) << r.err;
+  EXPECT_EQ(last_line(r.err).rfind("pylon train: error: rank 0 (pid ", 0), 0u) << r.err;
+  EXPECT_NE(last_line(r.err).find(" exited with status 1; stopped the rank 1 still running then"), std::string::npos)
+      << r.err;
+}
+
+// An error every rank hits (each rank scans the data for ids outside --vocab) is one line naming
+// the ranks, not rank 0's line, a "[rank r]" copy per rank and the launcher's summary (issue 38).
+TEST_F(FsdpCli, ErrorEveryRankHitsIsOneLine) {
+  const std::string error = file("data.bin") + ": token at position 5 has id 40, outside the vocabulary of 40";
+  for (const int world : {2, 4}) {
+    std::string args = train(world, 3, 2, "");
+    args.replace(args.find("--vocab 53"), 10, "--vocab 40");
+    const Outcome r = run_pylon(args);
+    const std::string others = world == 2 ? "rank 1" : "ranks 1-3";
+    EXPECT_EQ(r.err, "pylon train: error: rank 0 (and " + others + ", the same error): " + error + "\n")
+        << world << " ranks";
+    testing::expect_clear_error(r, error);
+    EXPECT_EQ(r.out, "") << world << " ranks";
+  }
 }
 
 // torchrun-style: the ranks are started by someone else with RANK/WORLD_SIZE/MASTER_*. Rank 0
