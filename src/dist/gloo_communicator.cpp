@@ -63,6 +63,12 @@ GlooCommunicator::GlooCommunicator(const DistEnv& env, std::chrono::milliseconds
     impl_->context->setTimeout(timeout);
     StoreAdapter store(*impl_->store);
     impl_->context->connectFullMesh(store, impl_->device);
+    // A rank's mesh can be complete while a peer's is still connecting to it: without this
+    // barrier, a rank that fails right after starting (every rank's scan of the data, say) breaks
+    // the peers' connection and they report that instead of finding the same error.
+    gloo::BarrierOptions opts(impl_->context);
+    opts.setTimeout(timeout);
+    gloo::barrier(opts);
   } catch (const gloo::Exception& e) {
     throw Error(who + ": cannot connect to the other " + std::to_string(world_ - 1) + " ranks (" +
                 env.source + ", master " + env.master_addr + ":" + std::to_string(env.master_port) +

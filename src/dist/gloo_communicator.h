@@ -14,8 +14,9 @@ namespace pylon {
 class GlooCommunicator final : public Communicator {
  public:
   // Joins the job `env` describes: rank 0 serves the store on master_addr:master_port, every rank
-  // publishes its Gloo pair addresses there and connects a full mesh. `timeout` bounds the
-  // rendezvous and every later collective.
+  // publishes its Gloo pair addresses there and connects a full mesh; returns on no rank before
+  // every rank's mesh is connected (a barrier). `timeout` bounds the rendezvous and every later
+  // collective.
   GlooCommunicator(const DistEnv& env, std::chrono::milliseconds timeout);
   ~GlooCommunicator() override;
 

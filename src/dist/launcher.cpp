@@ -1,5 +1,6 @@
-// The rank launcher: fork/exec of /proc/self/exe per rank, output forwarding, a watch loop over
-// waitpid(WNOHANG) and poll(2) with a 100 ms tick, and teardown on failure or interruption.
+// The rank launcher: fork/exec of /proc/self/exe per rank, output forwarding (the ranks' error
+// lines held back and grouped at the end), a watch loop over waitpid(WNOHANG) and poll(2) with a
+// 100 ms tick, and teardown on failure or interruption.
 #include "dist/launcher.h"
 
 #include <fcntl.h>
@@ -28,7 +29,7 @@
 
 #include "core/env.h"
 #include "core/error.h"
-#include "dist/rendezvous.h"
+#include "dist/launch_report.h"
 #include "dist/socket.h"
 
 extern char** environ;
@@ -65,7 +66,11 @@ class SignalGuard {
 // One rank's process. Owning: a child still running at destruction is killed and reaped.
 class RankProcess {
  public:
-  RankProcess(int rank, pid_t pid, Fd output) : rank_(rank), pid_(pid), output_(std::move(output)) {}
+  // `output`: the read end of the rank's output pipe; `prefix` goes before each forwarded line;
+  // a line starting with `error_prefix` is the rank's error report, held for the launcher's summary.
+  RankProcess(int rank, pid_t pid, Fd output, std::string prefix, std::string error_prefix)
+      : rank_(rank), pid_(pid), output_(std::move(output)), prefix_(std::move(prefix)),
+        error_prefix_(std::move(error_prefix)) {}
   ~RankProcess() {
     if (pid_ > 0 && running()) {
       ::kill(pid_, SIGKILL);
@@ -76,7 +81,8 @@ class RankProcess {
   }
   RankProcess(RankProcess&& o) noexcept
       : rank_(o.rank_), pid_(std::exchange(o.pid_, -1)), output_(std::move(o.output_)),
-        partial_(std::move(o.partial_)), status_(o.status_) {}
+        prefix_(std::move(o.prefix_)), error_prefix_(std::move(o.error_prefix_)),
+        partial_(std::move(o.partial_)), report_(std::move(o.report_)), status_(o.status_) {}
   RankProcess(const RankProcess&) = delete;
   RankProcess& operator=(const RankProcess&) = delete;
 
@@ -101,8 +107,11 @@ class RankProcess {
     if (running()) ::kill(pid_, signo);
   }
 
-  // Forwards the complete lines a rank > 0 wrote to stderr with its prefix (and a last partial
-  // line at EOF or when `flush` is set). Closes the pipe at EOF.
+  // The rank's error line without its prefix, if it printed one (main's last words on a failure).
+  const std::optional<std::string>& report() const { return report_; }
+
+  // Forwards the complete lines the rank wrote to stderr with its prefix (and a last partial line
+  // at EOF or when `flush` is set), except its error line, which is held. Closes the pipe at EOF.
   void forward_output(bool flush) {
     if (!output_) return;
     char buf[4096];
@@ -118,13 +127,12 @@ class RankProcess {
         break;
       }
     }
-    const std::string prefix = "[rank " + std::to_string(rank_) + "] ";
     size_t start = 0;
     for (size_t nl; (nl = partial_.find('\n', start)) != std::string::npos; start = nl + 1)
-      std::fprintf(stderr, "%s%.*s\n", prefix.c_str(), static_cast<int>(nl - start), partial_.data() + start);
+      line(partial_.substr(start, nl - start));
     partial_.erase(0, start);
     if ((eof || flush) && !partial_.empty()) {
-      std::fprintf(stderr, "%s%s\n", prefix.c_str(), partial_.c_str());
+      line(partial_);
       partial_.clear();
     }
     std::fflush(stderr);
@@ -133,10 +141,22 @@ class RankProcess {
   int output_fd() const { return output_.get(); }
 
  private:
+  void line(const std::string& text) {
+    if (text.rfind(error_prefix_, 0) != 0) {
+      std::fprintf(stderr, "%s%s\n", prefix_.c_str(), text.c_str());
+      return;
+    }
+    if (report_)  // a second error line (not main's way): the earlier one is passed on as it was
+      std::fprintf(stderr, "%s%s%s\n", prefix_.c_str(), error_prefix_.c_str(), report_->c_str());
+    report_ = text.substr(error_prefix_.size());
+  }
+
   int rank_;
   pid_t pid_;
-  Fd output_;  // read end of the rank's stdout+stderr pipe; none for rank 0
+  Fd output_;  // read end of the rank's output pipe: stderr for rank 0, stdout+stderr for the others
+  std::string prefix_, error_prefix_;
   std::string partial_;
+  std::optional<std::string> report_;
   std::optional<int> status_;
 };
 
@@ -220,12 +240,16 @@ int launch_ranks(const LaunchOptions& o) {
   std::string addr = o.master_addr.empty() ? env_text("MASTER_ADDR").value_or("") : o.master_addr;
   int port = o.master_port;
   if (port == 0) port = static_cast<int>(env_int("MASTER_PORT", 0, 1, 65535));
+  std::optional<ReservedPort> reserved;  // a port of our choosing, held until the job ends
   if (o.nnodes > 1) {
     PYLON_CHECK(!addr.empty() && port > 0, "--nnodes ", o.nnodes, " needs --master-addr and "
                 "--master-port (or MASTER_ADDR/MASTER_PORT): node 0's address and a port open on it");
   } else {
     if (addr.empty()) addr = "127.0.0.1";
-    if (port == 0) port = pick_free_port();
+    if (port == 0) {  // the OS picks it and no one else gets it while rank 0 starts and binds it
+      reserved.emplace(addr, "choosing the master port");
+      port = reserved->port();
+    }
   }
   PYLON_CHECK(port >= 1 && port <= 65535, "master port ", port, " is outside 1..65535");
 
@@ -235,6 +259,8 @@ int launch_ranks(const LaunchOptions& o) {
   std::vector<RankProcess> ranks;
   ranks.reserve(static_cast<size_t>(o.nproc_per_node));
   const pid_t launcher = ::getpid();
+  const std::string command = o.args.empty() ? "" : o.args.front();
+  const std::string error_prefix = "pylon " + command + ": error: ";  // main's words for an error
   const SignalGuard signals;
   for (int local = 0; local < o.nproc_per_node; ++local) {
     const int rank = o.node_rank * o.nproc_per_node + local;
@@ -250,9 +276,10 @@ int launch_ranks(const LaunchOptions& o) {
     args.insert(args.end(), o.args.begin(), o.args.end());
     std::vector<char*> argv = c_strings(args), envp = c_strings(env);
 
+    // Rank 0's stdout is ours (progress, metrics); its stderr and every other rank's output come
+    // through a pipe, so that the ranks' error lines can be grouped.
     int pipe_fds[2] = {-1, -1};
-    if (local > 0 || o.node_rank > 0)
-      PYLON_CHECK(::pipe2(pipe_fds, O_CLOEXEC) == 0, "pipe2 failed: ", std::strerror(errno));
+    PYLON_CHECK(::pipe2(pipe_fds, O_CLOEXEC) == 0, "pipe2 failed: ", std::strerror(errno));
     Fd read_end(pipe_fds[0]), write_end(pipe_fds[1]);
     std::fflush(stdout);
     std::fflush(stderr);
@@ -261,8 +288,8 @@ int launch_ranks(const LaunchOptions& o) {
     if (pid == 0) {  // the rank: only async-signal-safe calls until exec
       ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // the launcher dying (even by SIGKILL) ends the rank
       if (::getppid() != launcher) ::_exit(1);
-      if (write_end && (::dup2(write_end.get(), STDOUT_FILENO) < 0 ||
-                        ::dup2(write_end.get(), STDERR_FILENO) < 0)) {
+      if ((rank > 0 && ::dup2(write_end.get(), STDOUT_FILENO) < 0) ||
+          ::dup2(write_end.get(), STDERR_FILENO) < 0) {
         const char msg[] = "pylon launcher: dup2 of a rank's output pipe failed\n";
         [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, msg, sizeof msg - 1);
         ::_exit(127);
@@ -273,18 +300,21 @@ int launch_ranks(const LaunchOptions& o) {
       ::_exit(127);
     }
     write_end.reset();
-    if (read_end)
-      PYLON_CHECK(::fcntl(read_end.get(), F_SETFL, O_NONBLOCK) == 0, "fcntl failed: ", std::strerror(errno));
-    ranks.emplace_back(rank, pid, std::move(read_end));
+    PYLON_CHECK(::fcntl(read_end.get(), F_SETFL, O_NONBLOCK) == 0, "fcntl failed: ", std::strerror(errno));
+    ranks.emplace_back(rank, pid, std::move(read_end), rank > 0 ? "[rank " + std::to_string(rank) + "] " : "",
+                       error_prefix);
   }
 
-  // Watch: forward output, reap, and on the first failure or a signal stop everyone.
+  // Watch: forward output, reap, and on the first failure or a signal stop everyone. A rank that
+  // exited with an error gives the others `settle_seconds` to end by themselves first: they may be
+  // about to report the same error (every rank scans its data, say) or fail on the connections it
+  // closed; a killed rank, or a signal to the launcher, stops them at once.
   const RankProcess* failure = nullptr;
   int interrupted = 0;
   bool stopping = false, killed = false;
-  Clock::time_point kill_at;
-  std::optional<Clock::time_point> drain_until;
-  std::vector<int> stopped;  // ranks still running when the launcher stopped them  // once every rank ended: bounded wait for EOFs
+  Clock::time_point stop_at, kill_at;
+  std::optional<Clock::time_point> drain_until;  // once every rank ended: bounded wait for EOFs
+  std::vector<int> stopped;                      // ranks still running when the launcher stopped them
   for (;;) {
     std::vector<pollfd> fds;
     for (const auto& r : ranks)
@@ -304,8 +334,12 @@ int launch_ranks(const LaunchOptions& o) {
       if (r.poll_exit() && r.failed()) ended.push_back(&r);
     std::stable_sort(ended.begin(), ended.end(),
                      [](const RankProcess* a, const RankProcess* b) { return a->signalled() > b->signalled(); });
-    if (!failure && !interrupted && !ended.empty()) failure = ended.front();
-    if ((failure || interrupted) && !stopping) {
+    if (!failure && !interrupted && !ended.empty()) {
+      failure = ended.front();
+      const double settle = failure->signalled() ? 0.0 : o.settle_seconds;
+      stop_at = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(settle * 1000));
+    }
+    if (!stopping && (interrupted || (failure && (g_signal || Clock::now() >= stop_at)))) {
       stopping = true;
       for (auto& r : ranks)
         if (r.running()) stopped.push_back(r.rank());
@@ -317,12 +351,32 @@ int launch_ranks(const LaunchOptions& o) {
       for (auto& r : ranks) r.signal(SIGKILL);
     }
   }
+
+  // The errors the ranks reported, each once with the ranks that reported it; then, unless those
+  // lines tell the whole story, how the first failure ended (main prints the last line).
+  std::vector<RankReport> reports;
+  for (const auto& r : ranks)
+    if (r.report()) reports.push_back({r.rank(), *r.report()});
+  const std::vector<std::string> errors = group_rank_errors(reports);
+  const auto print_errors = [&](size_t n) {
+    for (size_t i = 0; i < n; ++i) std::fprintf(stderr, "%s%s\n", error_prefix.c_str(), errors[i].c_str());
+    std::fflush(stderr);
+  };
   if (interrupted) {
+    print_errors(errors.size());
     std::fprintf(stderr, "pylon: interrupted by signal %d (%s); stopped all %d ranks\n",
                  static_cast<int>(interrupted), ::strsignal(interrupted), o.nproc_per_node);
     return 128 + interrupted;
   }
   if (failure) {
+    // The whole story: every rank that failed exited with an error it reported; none was stopped.
+    bool told = stopped.empty();
+    for (const auto& r : ranks) told = told && (!r.failed() || (r.report() && !r.signalled()));
+    if (told) {
+      print_errors(errors.size() - 1);
+      throw Error(errors.back());
+    }
+    print_errors(errors.size());
     std::string rest;
     for (int r : stopped) rest += (rest.empty() ? "" : ", ") + std::to_string(r);
     throw Error("rank " + std::to_string(failure->rank()) + " (pid " + std::to_string(failure->pid()) +
@@ -331,6 +385,7 @@ int launch_ranks(const LaunchOptions& o) {
                               : "; stopped the rank" + std::string(stopped.size() > 1 ? "s " : " ") +
                                     rest + " still running then"));
   }
+  print_errors(errors.size());  // not expected: a rank that printed an error line and exited 0
   return 0;
 }
 

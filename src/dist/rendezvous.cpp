@@ -109,11 +109,6 @@ DistEnv dist_env_from_environment(const std::string& addr_flag, int port_flag) {
   return e;
 }
 
-int pick_free_port() {
-  const Fd fd = listen_tcp("127.0.0.1", 0, "picking a free port");
-  return local_port(fd.get());
-}
-
 // The server: one thread, poll over the listening socket, the clients and a wake pipe.
 class TcpStore::Server {
  public:

@@ -32,9 +32,6 @@ struct DistEnv {
 // malformed values, naming the variable.
 DistEnv dist_env_from_environment(const std::string& addr_flag = "", int port_flag = 0);
 
-// A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0, read it, close).
-int pick_free_port();
-
 // The key-value store. Rank 0 constructs it with serve = true: it listens on host:port (only the
 // loopback interface when host is a loopback address, every interface otherwise) and answers in a
 // background thread until destroyed. Every rank, rank 0 included, connects as a client, retrying

@@ -72,7 +72,10 @@ bool is_loopback_host(const std::string& host) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
 
-Fd listen_tcp(const std::string& host, int port, const std::string& what) {
+namespace {
+
+// A socket bound to host:port with SO_REUSEADDR (the first address that binds), listening or not.
+Fd bind_tcp(const std::string& host, int port, bool listen, const std::string& what) {
   const bool loopback = is_loopback_host(host);
   const AddrInfo ai = resolve(loopback ? host : "", port, !loopback, what);
   std::string last = "no address";
@@ -89,12 +92,21 @@ Fd listen_tcp(const std::string& host, int port, const std::string& what) {
       last = std::string("bind: ") + std::strerror(errno);
       continue;
     }
-    PYLON_CHECK(::listen(fd.get(), 128) == 0, what, ": listen failed: ", std::strerror(errno));
+    if (listen) PYLON_CHECK(::listen(fd.get(), 128) == 0, what, ": listen failed: ", std::strerror(errno));
     return fd;
   }
-  throw Error(what + ": cannot listen on " + (loopback ? host : "*") + ":" + std::to_string(port) +
-              ": " + last + (port ? " (is another job using this port?)" : ""));
+  throw Error(what + ": cannot " + (listen ? "listen on " : "bind ") + (loopback ? host : "*") + ":" +
+              std::to_string(port) + ": " + last + (port ? " (is another job using this port?)" : ""));
 }
+
+}  // namespace
+
+Fd listen_tcp(const std::string& host, int port, const std::string& what) {
+  return bind_tcp(host, port, true, what);
+}
+
+ReservedPort::ReservedPort(const std::string& host, const std::string& what)
+    : fd_(bind_tcp(host, 0, false, what)), port_(local_port(fd_.get())) {}
 
 int local_port(int fd) {
   sockaddr_storage a{};

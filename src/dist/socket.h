@@ -1,5 +1,6 @@
-// TCP sockets for the rendezvous store: an RAII file descriptor, and connect/read/write that take a
-// deadline (poll-based), so no call can block past it. Errors are pylon::Error naming what failed.
+// TCP sockets for the rendezvous store: an RAII file descriptor, a port held for a later listener,
+// and connect/read/write that take a deadline (poll-based), so no call can block past it. Errors
+// are pylon::Error naming what failed.
 #pragma once
 
 #include <chrono>
@@ -40,10 +41,28 @@ class Fd {
 bool is_loopback_host(const std::string& host);
 
 // A listening socket on host:port (port 0: any free port); every interface unless host is a
-// loopback address. `what` names the purpose in errors.
+// loopback address. SO_REUSEADDR, so it may bind a port a ReservedPort holds. `what` names the
+// purpose in errors.
 Fd listen_tcp(const std::string& host, int port, const std::string& what);
 int local_port(int fd);              // the port a bound socket got
 std::string local_address(int fd);   // numeric address of this end of a connected socket
+
+// A port the OS picked, held until destroyed for a process that binds it later (the launcher's
+// MASTER_PORT for rank 0, a test's for its ranks). The socket is bound like listen_tcp's (same
+// host rule, SO_REUSEADDR) but does not listen. On Linux that keeps the port from everyone who
+// lets the OS choose (bind to port 0, the local end of a connect) and from binds without
+// SO_REUSEADDR, while listen_tcp on this host and port still succeeds: a socket may bind where
+// others hold the address with SO_REUSEADDR as long as none of them listens (socket(7)). Only a
+// process that names this very port and sets SO_REUSEADDR could still take it.
+class ReservedPort {
+ public:
+  explicit ReservedPort(const std::string& host = "127.0.0.1", const std::string& what = "reserving a port");
+  int port() const { return port_; }
+
+ private:
+  Fd fd_;
+  int port_ = 0;
+};
 
 // Connects to host:port, retrying refused connections (the server may not be up yet) until the
 // deadline. Throws pylon::Error with the last failure when the deadline passes.

@@ -3,6 +3,10 @@
 // every rank, the rendezvous store, and a hung or vanished peer turning into a clear, timely error.
 #include <gtest/gtest.h>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <functional>
@@ -15,6 +19,7 @@
 #include "core/error.h"
 #include "dist/gloo_communicator.h"
 #include "dist/rendezvous.h"
+#include "dist/socket.h"
 #include "support/thread_ranks.h"
 
 namespace pylon {
@@ -87,7 +92,8 @@ TEST(Collectives, ReductionsGiveEveryRankTheSameBits) {
 }
 
 TEST(Communicator, HungPeerTimesOutWithAClearMessage) {
-  const int port = pick_free_port();
+  const ReservedPort reserved;  // held until rank 0 (below) has bound it and beyond
+  const int port = reserved.port();
   std::string error;
   double waited = 0;
   std::thread hung([&] {
@@ -116,7 +122,8 @@ TEST(Communicator, HungPeerTimesOutWithAClearMessage) {
 }
 
 TEST(Communicator, VanishedPeerFailsFast) {
-  const int port = pick_free_port();
+  const ReservedPort reserved;
+  const int port = reserved.port();
   std::string error;
   double waited = 0;
   std::thread leaver([&] {
@@ -145,8 +152,8 @@ TEST(Communicator, VanishedPeerFailsFast) {
 }
 
 TEST(Rendezvous, MissingRankTimesOutNamingTheKey) {
-  const int port = pick_free_port();
-  TcpStore store("127.0.0.1", port, true, milliseconds(300), "rank 0");
+  const ReservedPort port;
+  TcpStore store("127.0.0.1", port.port(), true, milliseconds(300), "rank 0");
   store.set("a", {'x'});
   EXPECT_EQ(store.get("a"), std::vector<char>{'x'});
   try {
@@ -159,10 +166,40 @@ TEST(Rendezvous, MissingRankTimesOutNamingTheKey) {
 }
 
 TEST(Rendezvous, ClientWithoutServerGivesUp) {
-  const int port = pick_free_port();  // nobody listens there
+  const ReservedPort port;  // held, so nobody listens there
   const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_THROW(TcpStore("127.0.0.1", port, false, milliseconds(300), "rank 1"), Error);
+  EXPECT_THROW(TcpStore("127.0.0.1", port.port(), false, milliseconds(300), "rank 1"), Error);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);  // 0.3 s + slack
+}
+
+// What the launcher and the tests rely on to hand a port to the process that binds it later: a
+// held port is kept from binds without SO_REUSEADDR and from the OS's own choices, while rank 0's
+// listen_tcp (SO_REUSEADDR) binds it; once that listens, a second listener is refused.
+TEST(Rendezvous, ReservedPortIsKeptForTheListenerThatBindsItLater) {
+  const ReservedPort reserved;
+  const int port = reserved.port();
+  ASSERT_GT(port, 0);
+  const auto bind_plain = [](int p) {  // a socket without SO_REUSEADDR on 127.0.0.1:p; its port
+    Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(p));
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return std::make_pair(Fd(), errno);
+    return std::make_pair(std::move(fd), 0);
+  };
+  EXPECT_EQ(bind_plain(port).second, EADDRINUSE);
+  std::vector<Fd> others;  // the OS's choices while the port is held: never it
+  for (int i = 0; i < 200; ++i) {
+    others.push_back(listen_tcp("127.0.0.1", 0, "another server"));
+    ASSERT_NE(local_port(others.back().get()), port);
+  }
+  others.clear();
+  TcpStore store("127.0.0.1", port, true, milliseconds(2000), "rank 0");  // binds the held port
+  store.set("k", {'v'});
+  TcpStore client("127.0.0.1", port, false, milliseconds(2000), "rank 1");
+  EXPECT_EQ(client.get("k"), std::vector<char>{'v'});
+  EXPECT_THROW(listen_tcp("127.0.0.1", port, "a second server"), Error);
 }
 
 TEST(Rendezvous, EnvironmentVariables) {

@@ -26,7 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dist/rendezvous.h"
+#include "dist/socket.h"
 #include "io/token_file.h"
 #include "support/metrics_check.h"
 #include "io/safetensors.h"
@@ -291,19 +291,43 @@ TEST_F(FsdpCli, KilledRankEndsTheJobNamingIt) {
   EXPECT_FALSE(std::filesystem::exists(file("ckpt/latest")));
 }
 
+// Rank 0's error (grouped by the launcher, with its rank in front), then how the job ended: rank 1
+// did not end by itself and was stopped.
 TEST_F(FsdpCli, HungRankMakesThePeersTimeOut) {
   const Outcome r = run_pylon(train(2, 6, 6, "--dist-timeout 1"), "PYLON_TEST_HANG_RANK=1 PYLON_TEST_HANG_STEP=2");
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_LT(r.seconds, 30);
-  EXPECT_NE(r.err.find("rank 0: collective all_gather timed out after 1 s (rank 1 never reached it: hung or stopped)"),
+  EXPECT_NE(r.err.find("\npylon train: error: rank 0: collective all_gather timed out after 1 s (rank 1 never "
+                       "reached it: hung or stopped)\n"),
             std::string::npos) << r.err;
-  EXPECT_NE(last_line(r.err).find("stopped the rank 1 still running"), std::string::npos) << r.err;
+  EXPECT_EQ(last_line(r.err).rfind("pylon train: error: rank 0 (pid ", 0), 0u) << r.err;
+  EXPECT_NE(last_line(r.err).find(" exited with status 1; stopped the rank 1 still running then"), std::string::npos)
+      << r.err;
 }
 
-// torchrun-style: the ranks are started by someone else with RANK/WORLD_SIZE/MASTER_*.
+// An error every rank hits (each rank scans the data for ids outside --vocab) is one line naming
+// the ranks, not rank 0's line, a "[rank r]" copy per rank and the launcher's summary (issue 38).
+TEST_F(FsdpCli, ErrorEveryRankHitsIsOneLine) {
+  const std::string error = file("data.bin") + ": token at position 5 has id 40, outside the vocabulary of 40";
+  for (const int world : {2, 4}) {
+    std::string args = train(world, 3, 2, "");
+    args.replace(args.find("--vocab 53"), 10, "--vocab 40");
+    const Outcome r = run_pylon(args);
+    const std::string others = world == 2 ? "rank 1" : "ranks 1-3";
+    EXPECT_EQ(r.err, "pylon train: error: rank 0 (and " + others + ", the same error): " + error + "\n")
+        << world << " ranks";
+    testing::expect_clear_error(r, error);
+    EXPECT_EQ(r.out, "") << world << " ranks";
+  }
+}
+
+// torchrun-style: the ranks are started by someone else with RANK/WORLD_SIZE/MASTER_*. Rank 0
+// binds MASTER_PORT; the test holds that port from the OS until the job is over (as the launcher
+// does), so that no parallel test takes it first.
 TEST_F(FsdpCli, TorchrunStyleVariables) {
   ASSERT_EQ(run_pylon(train(1, 12, 4, "--metrics " + file("one.jsonl"))).exit_code, 0);
-  const std::string port = std::to_string(pick_free_port());
+  const ReservedPort reserved;
+  const std::string port = std::to_string(reserved.port());
   const auto runs = run_together({
       {"RANK=0 LOCAL_RANK=0 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port,
        train(1, 6, 4, "--metrics " + file("two.jsonl"))},
@@ -317,11 +341,13 @@ TEST_F(FsdpCli, TorchrunStyleVariables) {
 }
 
 // What srun gives each task of a one-node step (no Slurm here: the variables set by hand). Rank 0's
-// address defaults to this host on one node; the port is given so parallel tests do not collide.
+// address defaults to this host on one node; the port is given (and held) so parallel tests do not
+// collide.
 TEST_F(FsdpCli, SrunStyleVariables) {
   ASSERT_EQ(run_pylon(train(1, 12, 4, "--metrics " + file("one.jsonl"))).exit_code, 0);
+  const ReservedPort reserved;
   const std::string common = "SLURM_STEP_NUM_TASKS=2 SLURM_STEP_NUM_NODES=1 SLURM_NTASKS=2 SLURM_NNODES=1 "
-                             "MASTER_PORT=" + std::to_string(pick_free_port());
+                             "MASTER_PORT=" + std::to_string(reserved.port());
   const auto runs = run_together({
       {"SLURM_PROCID=0 SLURM_LOCALID=0 " + common, train(1, 6, 4, "--metrics " + file("srun.jsonl"))},
       {"SLURM_PROCID=1 SLURM_LOCALID=1 " + common, train(1, 6, 4, "")},
@@ -334,8 +360,9 @@ TEST_F(FsdpCli, SrunStyleVariables) {
 
 TEST_F(FsdpCli, TwoNodesOverLoopback) {
   ASSERT_EQ(run_pylon(train(1, 12, 4, "--metrics " + file("one.jsonl"))).exit_code, 0);
+  const ReservedPort reserved;  // node 0's rank 0 binds it
   const std::string node = " --nnodes 2 --nproc-per-node 1 --master-addr 127.0.0.1 --master-port " +
-                           std::to_string(pick_free_port());
+                           std::to_string(reserved.port());
   // The two "nodes" share this machine's cores: one thread each, as on a shared box.
   const std::string threads = "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1";
   const auto runs = run_together({{threads, train(1, 6, 4, "--node-rank 0 --metrics " + file("nodes.jsonl") + node)},
@@ -350,8 +377,9 @@ TEST_F(FsdpCli, MpirunLaunch) {
   if (std::system("command -v mpirun >/dev/null 2>&1") != 0) GTEST_SKIP() << "no mpirun (openmpi-bin)";
   ASSERT_EQ(run_pylon(train(1, 12, 3, "--metrics " + file("one.jsonl"))).exit_code, 0);
   testing::TempDir tmp;
+  const ReservedPort reserved;
   const std::string cmd = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout -k 5 120 "
-                          "mpirun --oversubscribe -np 2 -x MASTER_PORT=" + std::to_string(pick_free_port()) +
+                          "mpirun --oversubscribe -np 2 -x MASTER_PORT=" + std::to_string(reserved.port()) +
                           " " + PYLON_EXE + " " + train(1, 6, 3, "--metrics " + file("mpi.jsonl")) +
                           " >" + tmp.file("out") + " 2>" + tmp.file("err") + " </dev/null";
   const int status = std::system(cmd.c_str());

@@ -1,0 +1,55 @@
+// Grouping the ranks' error reports for the launcher's last words.
+#include "dist/launch_report.h"
+
+#include <algorithm>
+#include <map>
+
+namespace pylon {
+
+std::string format_rank_list(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    const auto item = [&](size_t k) { out += (out.empty() ? "" : ", ") + std::to_string(ranks[k]); };
+    if (j - i >= 2) {
+      item(i);
+      out += "-" + std::to_string(ranks[j]);
+    } else {
+      for (size_t k = i; k <= j; ++k) item(k);
+    }
+    i = j + 1;
+  }
+  return out;
+}
+
+std::vector<std::string> group_rank_errors(const std::vector<RankReport>& reports) {
+  std::vector<std::string> order;                  // distinct messages, by their lowest rank
+  std::map<std::string, std::vector<int>> ranks;   // message -> the ranks that reported it
+  std::vector<RankReport> sorted = reports;
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const RankReport& a, const RankReport& b) { return a.rank < b.rank; });
+  for (const RankReport& r : sorted) {
+    const std::string own = "rank " + std::to_string(r.rank) + ": ";
+    const std::string message = r.error.rfind(own, 0) == 0 ? r.error.substr(own.size()) : r.error;
+    auto [it, fresh] = ranks.try_emplace(message);
+    if (fresh) order.push_back(message);
+    it->second.push_back(r.rank);
+  }
+  std::vector<std::string> lines;
+  for (const std::string& message : order) {
+    const std::vector<int>& who = ranks[message];
+    std::string line = "rank " + std::to_string(who.front());
+    if (who.size() > 1) {
+      const std::vector<int> others(who.begin() + 1, who.end());
+      line += std::string(" (and rank") + (others.size() > 1 ? "s " : " ") + format_rank_list(others) +
+              ", the same error)";
+    }
+    lines.push_back(line + ": " + message);
+  }
+  return lines;
+}
+
+}  // namespace pylon
