@@ -9,7 +9,8 @@ packages=(cmake ninja-build g++ pkg-config libopenblas-openmp-dev libsentencepie
           libpcre2-dev libunistring-dev  # tokenizer.json: split patterns, NFC
           libgtest-dev fortunes libgloo-dev libopenmpi-dev openmpi-bin
           libvulkan-dev glslc mesa-vulkan-drivers  # Vulkan: headers + loader, GLSL -> SPIR-V, lavapipe
-          clang-14 libclang-rt-14-dev)  # fuzz/: libFuzzer and its sanitizers (scripts/fuzz.sh)
+          clang-14 libclang-rt-14-dev  # fuzz/: libFuzzer and its sanitizers (scripts/fuzz.sh)
+          python3)  # scripts/hostile.py (the standard library only)
 [[ "${1:-}" == "--with-torch" ]] && packages+=(python3-torch libopenblas0-pthread)
 
 missing=()

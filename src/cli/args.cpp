@@ -31,8 +31,9 @@ double parse_real(const std::string& flag, const std::string& text) {
   errno = 0;
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
-  PYLON_CHECK(!text.empty() && end && *end == '\0' && !std::isnan(v), "--", flag, ": expected a number, got '",
-              text, "'");
+  // strtod also reads hexadecimal ("0x10", "0x1p-3"): refused as the integer flags refuse them
+  PYLON_CHECK(!text.empty() && end && *end == '\0' && !std::isnan(v) && text.find_first_of("xX") == std::string::npos,
+              "--", flag, ": expected a number, got '", text, "'");
   PYLON_CHECK(errno != ERANGE && std::isfinite(v), "--", flag, ": ", text,
               " is out of a 64-bit float's range (", std::fabs(v) < 1 ? "it would become 0" : "infinite", ")");
   return v;

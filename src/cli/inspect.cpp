@@ -24,12 +24,13 @@ int run_inspect(int argc, char** argv) {
                 "f32/f16 data; prints 'ok' with the count, or the first bad tensor's name (exit 1)");
   // The file may be given bare, before or after the flags: pylon inspect [--verify] FILE.
   std::vector<char*> rest(argv, argv + argc);
+  std::string bare;
   for (int i = 2; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--model") {
       ++i;
     } else if (!arg.empty() && arg[0] != '-') {
-      path = arg;
+      bare = arg;
       rest.erase(rest.begin() + i);
       break;
     }
@@ -38,6 +39,9 @@ int run_inspect(int argc, char** argv) {
     std::fputs(args.help().c_str(), stdout);
     return 0;
   }
+  // Both once inspected --model's file and ignored the bare one without a word.
+  PYLON_CHECK(bare.empty() || path.empty(), "two files: --model ", path, " and ", bare, " (inspect reads one)");
+  if (!bare.empty()) path = bare;
   PYLON_CHECK(!path.empty(), "give the edge model file: pylon inspect FILE");
   const EdgeModel edge(path, /*check_data=*/false);
   const EdgeFile& file = edge.file;

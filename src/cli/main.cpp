@@ -27,6 +27,14 @@ constexpr Command kCommands[] = {
     {"roofline", pylon::run_roofline, "roofline verdicts per kernel from hardware counters"},
 };
 
+// A message on one line, whatever the user typed into it: a path or flag holding a line break
+// would split it (every error is one line on stderr: docs/cli.md).
+std::string one_line(const std::string& text) {
+  std::string out;
+  for (const char ch : text) out += ch == '\n' ? "\\n" : ch == '\r' ? "\\r" : std::string(1, ch);
+  return out;
+}
+
 void print_usage(std::FILE* out) {
   std::fprintf(out, "usage: pylon <command> [flags]   (pylon <command> --help for its flags)\n\n");
   for (const auto& c : kCommands) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
@@ -44,20 +52,20 @@ int main(int argc, char** argv) {
     try {
       return c.run(argc, argv);
     } catch (const pylon::Error& e) {
-      std::fprintf(stderr, "pylon %s: error: %s\n", c.name, e.what());
+      std::fprintf(stderr, "pylon %s: error: %s\n", c.name, one_line(e.what()).c_str());
       return 1;
     } catch (const std::filesystem::filesystem_error& e) {  // a path the system refused: the user's to fix
       const std::string path = e.path1().empty() ? "" : e.path1().string() + ": ";
-      std::fprintf(stderr, "pylon %s: error: %s%s\n", c.name, path.c_str(), e.code().message().c_str());
+      std::fprintf(stderr, "pylon %s: error: %s%s\n", c.name, one_line(path).c_str(), e.code().message().c_str());
       return 1;
     } catch (const std::bad_alloc&) {
       std::fprintf(stderr, "pylon %s: error: out of memory\n", c.name);
       return 1;
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "pylon %s: %s\n", c.name, e.what());
+      std::fprintf(stderr, "pylon %s: %s\n", c.name, one_line(e.what()).c_str());
       return 3;
     }
   }
-  std::fprintf(stderr, "pylon: unknown command '%s' (pylon --help lists them)\n", argv[1]);
+  std::fprintf(stderr, "pylon: unknown command '%s' (pylon --help lists them)\n", one_line(argv[1]).c_str());
   return 2;
 }

@@ -44,7 +44,9 @@ int run_tokenize(int argc, char** argv) {
   args.add("out", &out, "token file to write, e.g. train.bin (required)");
   args.add("model", &model,
            "existing tokenizer: a SentencePiece .model, a tokenizer.json (byte-level BPE) or a folder with either");
-  args.add("train-vocab", &train_vocab, Range::at_least(1), "vocabulary size of the BPE model to train when no --model");
+  // 2^24 is beyond any tokenizer's vocabulary; SentencePiece's trainer loops over it (2^31-1 took 45 s
+  // before it said the text has fewer pieces)
+  args.add("train-vocab", &train_vocab, Range::closed(1, 1 << 24), "vocabulary size of the BPE model to train when no --model");
   args.add("model-out", &model_out,
            "prefix of the trained model: PREFIX.model, PREFIX.vocab [default: --out without extension]");
   args.add_choice("width", &width_text, {"auto", "u16", "u32"},

@@ -40,13 +40,16 @@ int run_trace(int argc, char** argv) {
                              !std::strcmp(argv[2], "diff")),
               "expected 'pylon trace merge OUT IN...', 'pylon trace analyze FILE' or 'pylon trace diff A B'");
   if (!std::strcmp(argv[2], "diff")) {
-    bool json = false;
+    bool json = false, top_given = false;
     size_t top = 15;
     std::vector<std::string> files;
     for (int i = 3; i < argc; ++i) {
       if (!std::strcmp(argv[i], "--json")) {
+        PYLON_CHECK(!json, "trace diff: --json given twice");
         json = true;
       } else if (!std::strcmp(argv[i], "--top")) {
+        PYLON_CHECK(!top_given, "trace diff: --top given twice");
+        top_given = true;
         PYLON_CHECK(i + 1 < argc, "trace diff: --top needs a count");
         char* end = nullptr;
         const long n = std::strtol(argv[++i], &end, 10);
@@ -72,6 +75,7 @@ int run_trace(int argc, char** argv) {
     std::string file;
     for (int i = 3; i < argc; ++i) {
       if (!std::strcmp(argv[i], "--json")) {
+        PYLON_CHECK(!json, "trace analyze: --json given twice");
         json = true;
       } else {
         PYLON_CHECK(argv[i][0] != '-', "trace analyze: unknown flag ", argv[i]);

@@ -1,6 +1,7 @@
 // pylon train: flags -> TrainOptions -> train() on this rank's communicator, or, with
 // --nproc-per-node / --nnodes, the launcher that starts the ranks. Without --data it trains on the
 // default English text (Debian's fortunes), tokenized on first use.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -96,7 +97,8 @@ int run_train(int argc, char** argv) {
   args.add("node-rank", &node_rank, Range::at_least(0), "this machine's index in 0..nnodes-1");
   args.add("master-addr", &master_addr, "rank 0's host (default: $MASTER_ADDR, else 127.0.0.1 on one node)");
   args.add("master-port", &master_port, Range::closed(0, 65535), "rendezvous port on rank 0's host (0: $MASTER_PORT, else a free one on one node)");
-  args.add("dist-timeout", &dist_timeout, Range::open_closed(0, 1e6), "seconds a collective may wait for its peers");
+  args.add("dist-timeout", &dist_timeout, Range::closed(0.001, 1e6),
+           "seconds a collective may wait for its peers (counted in whole milliseconds)");
   args.add_switch("no-reshard", &no_reshard, "keep units gathered from forward to backward (ZeRO-2)");
   args.add_switch("no-prefetch", &no_prefetch,
                   "run FSDP's collectives on the compute thread, each when its unit needs it");
@@ -141,6 +143,8 @@ int run_train(int argc, char** argv) {
   o.reduce_bf16 = reduce_dtype == "bf16";
   o.split_root = !whole_root;
   PYLON_CHECK(nproc >= 1 && nnodes >= 1, "--nproc-per-node and --nnodes must be >= 1");
+  PYLON_CHECK(node_rank < nnodes, "--node-rank ", node_rank, " is outside 0..", nnodes - 1,
+              " (this machine's index among --nnodes ", nnodes, ")");
   PYLON_CHECK(dist_timeout > 0, "--dist-timeout must be positive");
   PYLON_CHECK(!o.profile.counters || (device == "cuda" && !o.profile.dir.empty()),
               "--profile-roofline needs --device cuda and --profile DIR");
@@ -191,6 +195,23 @@ int run_train(int argc, char** argv) {
                   ": the model comes from the folder's config (drop --", flag, ")");
     o.model = config_from_weights(SafetensorsReader(o.init_from), o.model, false, false);
     if (o.tokenizer.empty()) resolve_model_path(o.init_from, &o.tokenizer);  // its tokenizer, if it has one
+  }
+  if (!o.init_from.empty() && !std::filesystem::is_directory(o.init_from)) {
+    // A file Pylon wrote carries its model in pylon.* metadata: flags that describe another model
+    // (same shapes, other heads or preset) are an error, as in eval and export; so is bad metadata.
+    const SafetensorsReader file(o.init_from);
+    const bool pylon_file = std::any_of(file.metadata().begin(), file.metadata().end(),
+                                        [](const auto& kv) { return kv.first.rfind("pylon.", 0) == 0; });
+    if (pylon_file) {
+      const auto saved = config_from_weights(file, o.model, args.given("preset"), args.given("heads")).to_metadata();
+      const auto flags = o.model.to_metadata();
+      for (const auto& [key, value] : saved) {
+        const auto it = flags.find(key);
+        PYLON_CHECK(it != flags.end() && it->second == value, "--init-from ", o.init_from, ": the file's model has ",
+                    key, " ", value, ", the flags give ", it == flags.end() ? "none" : it->second,
+                    " (give the saved model's flags, or its step folder to take its config)");
+      }
+    }
   }
   if (!o.tokenizer.empty())  // checked now rather than at the first save (check_train_options loads it)
     PYLON_CHECK(std::filesystem::is_regular_file(resolve_tokenizer_path(o.tokenizer)), "--tokenizer ", o.tokenizer,

@@ -66,6 +66,7 @@ DistEnv dist_env_from_environment(const std::string& addr_flag, int port_flag) {
     e.one_node = e.local_world == e.world;
     e.source = "RANK/WORLD_SIZE";
   } else if (env("OMPI_COMM_WORLD_RANK")) {
+    PYLON_CHECK(env("OMPI_COMM_WORLD_SIZE"), "OMPI_COMM_WORLD_RANK is set without OMPI_COMM_WORLD_SIZE");
     e.rank = env_int("OMPI_COMM_WORLD_RANK", 0), e.world = env_int("OMPI_COMM_WORLD_SIZE", 1);
     e.local_rank = env("OMPI_COMM_WORLD_LOCAL_RANK") ? env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0) : 0;
     e.local_world = env("OMPI_COMM_WORLD_LOCAL_SIZE") ? env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1) : 1;

@@ -22,6 +22,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// An integer field of layout.json or trainer.json as written: get<int64_t>() would read 1.5 as 1
+// and 2^64 - 1 as -1 (a checkpoint without checksums.json has nothing else to catch it).
+int64_t integer_field(const nlohmann::json& j, const char* key, const std::string& where) {
+  const nlohmann::json& v = j.at(key);
+  PYLON_CHECK(v.is_number_integer() && (!v.is_number_unsigned() || v.get<uint64_t>() <= INT64_MAX), where, ": \"",
+              key, "\" is not a 64-bit integer");
+  return v.get<int64_t>();
+}
+
 std::string step_folder_name(int64_t step) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "step_%06lld", static_cast<long long>(step));
@@ -191,8 +200,10 @@ CheckpointInfo read_checkpoint_info(const std::string& dir) {
     for (const auto& [k, v] : c.layout.at("model").items()) model[k] = v.get<std::string>();
     c.config.update_from_metadata(model);
     PYLON_CHECK(model.count("pylon.heads") && model.count("pylon.dim"), where, ": no model config");
-    c.world = c.layout.at("world").get<int>();
-    c.step = c.trainer.at("step").get<int64_t>();
+    const int64_t world = integer_field(c.layout, "world", where);
+    PYLON_CHECK(world >= 1 && world <= INT32_MAX, where, ": world size ", world);
+    c.world = static_cast<int>(world);
+    c.step = integer_field(c.trainer, "step", (folder / "trainer.json").string());
   } catch (const nlohmann::json::exception& e) {
     throw Error(where + " or trainer.json: missing or malformed field: " + e.what());
   }
@@ -243,7 +254,7 @@ void load_checkpoint_shards(const CheckpointInfo& c, const ShardLayout& to, int 
                       old_params.size() == u.params.size(),
                   where, ": unit ", i, " (", old.value("name", "?"), ") differs from this model's ", u.name,
                   " (a different model)");
-      const int64_t old_shard = old.at("shard").get<int64_t>();
+      const int64_t old_shard = integer_field(old, "shard", where);
       // Each product is compared only when it cannot overflow (a hostile layout.json's numbers).
       PYLON_CHECK(old_shard > 0 && old_shard <= INT64_MAX / c.world && old_shard * c.world >= u.numel, where,
                   ": unit ", u.name,
@@ -263,8 +274,8 @@ void load_checkpoint_shards(const CheckpointInfo& c, const ShardLayout& to, int 
       // shard tensor, and the first element after k that lies elsewhere.
       auto locate = [&](size_t j, int64_t k) -> std::tuple<int, int64_t, int64_t> {
         const nlohmann::json& q = old_params[j];
-        const int64_t numel = q.at("numel").get<int64_t>();
-        const int64_t chunk = q.at("chunk").get<int64_t>(), at = q.at("shard_offset").get<int64_t>();
+        const int64_t numel = integer_field(q, "numel", where);
+        const int64_t chunk = integer_field(q, "chunk", where), at = integer_field(q, "shard_offset", where);
         PYLON_CHECK(chunk > 0 && chunk <= INT64_MAX / c.world && chunk * c.world >= numel && at >= 0 &&
                         at <= old_shard - chunk,
                     where, ": unit ",

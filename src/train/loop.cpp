@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/timer.h"
 #include "dist/fault_injection.h"
+#include "io/checksum.h"
 #include "io/safetensors.h"
 #include "model/params.h"
 #include "profile/tracer.h"
@@ -77,6 +78,33 @@ nlohmann::json options_json(const TrainOptions& o, int world) {
 }
 
 }  // namespace
+
+void check_ranks_agree(const TrainOptions& o, Communicator& comm) {
+  const int world = comm.world();
+  if (world == 1) return;
+  nlohmann::json run = options_json(o, world);
+  run.erase("data");
+  run["model"] = o.model.to_metadata();
+  run["validation"] = {!o.val_data.empty() && o.eval_every > 0, o.eval_every, o.eval_steps};
+  run["saves"] = {!o.save_dir.empty(), o.save_every};
+  run["starts_from"] = {!o.resume_dir.empty(), !o.init_from.empty()};
+  run["profile"] = {!o.profile.dir.empty(), o.profile.schedule.wait, o.profile.schedule.warmup,
+                    o.profile.schedule.active, o.profile.device, o.profile.counters};
+  run["check_reshard"] = o.check_reshard;
+  const std::string text = run.dump();
+  const uint64_t mine = xxh3_64(text.data(), text.size());
+  uint64_t first = mine;  // rank 0's; fixed sizes: these two collectives cannot disagree
+  comm.broadcast(&first, sizeof first, 0);
+  std::vector<double> differs(static_cast<size_t>(world), 0.0);
+  differs[static_cast<size_t>(comm.rank())] = first != mine ? 1.0 : 0.0;
+  comm.all_reduce_sum(differs.data(), differs.size());
+  std::string ranks;
+  for (int r = 0; r < world; ++r)
+    if (differs[static_cast<size_t>(r)] != 0) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  PYLON_CHECK(ranks.empty(), "rank ", comm.rank(), ": rank", ranks.find(',') == std::string::npos ? " " : "s ", ranks,
+              " got other flags than rank 0 (the model, batch, steps, optimizer, schedule, validation, checkpoint "
+              "or profile options): every rank must be given the same");
+}
 
 void init_shards(const TrainOptions& o, const CheckpointInfo& resume, FsdpModel& fsdp) {
   if (!o.resume_dir.empty())

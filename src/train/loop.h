@@ -60,6 +60,12 @@ class TrainStep {
   virtual FsdpModel& checkpoint_shards() = 0;
 };
 
+// Collective, before any other: every rank must run the same model and the same loop (ranks started
+// by hand each parse their own flags). A rank whose options differ from rank 0's would hand its
+// collectives buffers of other sizes (Gloo aborts the process) or train another model: one error
+// on every rank naming those that differ. Paths (data, checkpoints, metrics) may differ.
+void check_ranks_agree(const TrainOptions& o, Communicator& comm);
+
 // The shards' starting values: a --resume checkpoint's, --init-from's, or initialised from --seed.
 void init_shards(const TrainOptions& o, const CheckpointInfo& resume, FsdpModel& fsdp);
 

@@ -210,6 +210,7 @@ CheckpointInfo check_train_options(const TrainOptions& o, int world, int local_r
 }
 
 TrainResult train(const TrainOptions& o, Communicator& comm) {
+  check_ranks_agree(o, comm);
   const CheckpointInfo resume = check_train_options(o, comm.world());
   CpuStep step(o, resume, comm);
   return run_training(o, resume, comm, step, o.profile);

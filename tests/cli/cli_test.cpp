@@ -123,7 +123,8 @@ TEST(Cli, NumericFlagsOutsideTheirRangesAreErrors) {
       {"--grad-accum 0x10", "--grad-accum: expected an integer, got '0x10'"},
       {"--grad-accum 99999999999", "--grad-accum: 99999999999 is outside a 32-bit integer's range"},
       {"--save-every -1", "--save-every -1: must be >= 0"},
-      {"--dist-timeout 1e300", "--dist-timeout 1e300: must be in (0, 1000000]"},
+      {"--dist-timeout 1e300", "--dist-timeout 1e300: must be in [0.001, 1000000]"},
+      {"--dist-timeout 1e-300", "--dist-timeout 1e-300: must be in [0.001, 1000000]"},  // was 0 ms
       {"--nproc-per-node 2147483647", "--nproc-per-node 2147483647: must be in [1, 1024]"},
       {"--master-port 70000", "--master-port 70000: must be in [0, 65535]"},
   };

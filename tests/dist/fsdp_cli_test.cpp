@@ -321,6 +321,32 @@ TEST_F(FsdpCli, ErrorEveryRankHitsIsOneLine) {
   }
 }
 
+// Ranks started by hand each parse their own flags. Found by scripts/hostile.py: a rank with another
+// --dim or --vocab handed Gloo buffers of other sizes and died in std::terminate (SIGABRT); one
+// with another --heads trained a different model without a word; one told WORLD_SIZE=3 among
+// ranks told 2 failed Gloo's internal check (exit 3).
+TEST_F(FsdpCli, HandLaunchedRanksThatDisagreeAreOneErrorEach) {
+  const std::string common = "LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=";
+  const std::string model = "--preset seed --dim 25 --heads 5";
+  for (const auto& [extra, other_model] : std::vector<std::pair<std::string, std::string>>{
+           {"", "--preset seed --dim 50 --heads 5"},  // other sizes: Gloo aborted
+           {"", "--preset seed --dim 25 --heads 1"},  // the same shapes: another model, silently
+           {"--grad-accum 2", model}}) {
+    SCOPED_TRACE(extra + other_model);
+    const ReservedPort reserved;  // rank 0 binds it
+    const std::string env = common + std::to_string(reserved.port()) + " WORLD_SIZE=2 RANK=";
+    const auto runs = run_together({{env + "0", train(1, 6, 4, "--dist-timeout 20", model)},
+                                    {env + "1", train(1, 6, 4, "--dist-timeout 20 " + extra, other_model)}});
+    for (int r = 0; r < 2; ++r) testing::expect_clear_error(runs[r], "rank 1 got other flags than rank 0");
+  }
+  const ReservedPort reserved;
+  const std::string env = common + std::to_string(reserved.port()) + " RANK=";
+  const auto runs = run_together({{env + "0 WORLD_SIZE=2", train(1, 6, 4, "--dist-timeout 3")},
+                                  {env + "1 WORLD_SIZE=3", train(1, 6, 4, "--dist-timeout 3")}});
+  testing::expect_clear_error(runs[1], "says 3 ranks, but rank 0 was started with 2");
+  EXPECT_EQ(runs[0].exit_code, 1) << runs[0].err;  // it waits for a rank 1 that gave up: its timeout
+}
+
 // torchrun-style: the ranks are started by someone else with RANK/WORLD_SIZE/MASTER_*. Rank 0
 // binds MASTER_PORT; the test holds that port from the OS until the job is over (as the launcher
 // does), so that no parallel test takes it first.
