@@ -107,8 +107,8 @@ void bench_shape(const Shape& s, Buffers& buf, bool causal, const pylon::cuda::d
   const double fwd_flop = 4.0 * s.B * s.H * static_cast<double>(s.T) * s.T * s.hd * (causal ? 0.5 : 1.0);
   char tile_text[96] = "";
   if (print_tiles && tiles.bwd_ws)
-    std::snprintf(tile_text, sizeof(tile_text), "  ws dkdv%s %d stages (fwd%s: wgmma)", tiles.dq_ws ? " + dq" : "",
-                  tiles.bwd_stages, tiles.dq_ws ? "" : ", dq");
+    std::snprintf(tile_text, sizeof(tile_text), "  ws dkdv%s %d stages%s (fwd%s: wgmma)", tiles.dq_ws ? " + dq" : "",
+                  tiles.bwd_stages, tiles.bwd_pingpong ? " ping-pong" : "", tiles.dq_ws ? "" : ", dq");
   else if (print_tiles && tiles.fwd_ws)
     std::snprintf(tile_text, sizeof(tile_text), "  ws fwd %d keys x %d stages", tiles.fwd_block_n, tiles.fwd_stages);
   else if (print_tiles)

@@ -35,9 +35,10 @@ namespace {
 
 // The warp-specialised dk/dv pass with `stages` query tiles in flight, by default the fastest measured
 // count (bench/attention_notes.md, "Warp-specialised backward passes"). dq_ws is set apart.
-void use_backward_ws(AttentionTiles& tiles, int stages = 3) {
+void use_backward_ws(AttentionTiles& tiles, int stages = 3, bool pingpong = true) {
   tiles.bwd_ws = true;
   tiles.bwd_stages = stages;
+  tiles.bwd_pingpong = pingpong;
 }
 
 // The warp-specialised forward, by default in its fastest measured shape (bench/attention_notes.md,
@@ -171,12 +172,13 @@ std::vector<AttentionTiles> compiled_attention_tiles(int head_dim) {
       all.push_back(tiles);
     }
     for (const bool dq_ws : {false, true})  // the dk/dv pass alone, then both passes
-      for (const auto& stages : shapes_of(kWsBackward, head_dim)) {
-        AttentionTiles tiles = measured_attention_tiles(head_dim);
-        use_backward_ws(tiles, stages.first);
-        tiles.dq_ws = dq_ws;
-        all.push_back(tiles);
-      }
+      for (const auto& stages : shapes_of(kWsBackward, head_dim))
+        for (const bool pingpong : {false, true}) {
+          AttentionTiles tiles = measured_attention_tiles(head_dim);
+          use_backward_ws(tiles, stages.first, pingpong);
+          tiles.dq_ws = dq_ws;
+          all.push_back(tiles);
+        }
   }
   return all;
 }

@@ -61,6 +61,9 @@ struct AttentionTiles {
   // The dq pass warp-specialised the same way (128 query rows per block, key tiles through the ring of
   // bwd_stages). On with bwd_ws by default (default_attention_tiles).
   bool dq_ws = false;
+  // The warp-specialised backward passes' two consumers take turns issuing their products (ping-pong),
+  // as the forward's do; otherwise they drift freely.
+  bool bwd_pingpong = false;
 };
 // The fastest measured shapes for this head dim on the current device (wgmma on compute capability 9.x;
 // the warp-specialised forward and backward at hd 128). Benchmarks and tests pass other tiles to the

@@ -48,21 +48,31 @@ __device__ __forceinline__ void product_over_tile(float (&acc)[kHeadDim / 64][8]
   wgmma::commit();
 }
 
+// The step functions' default turns: none (the warpgroup issues its products whenever it is ready).
+struct NoTurns {
+  __device__ __forceinline__ void take() const {}
+  __device__ __forceinline__ void pass() const {}
+};
+
 // One query tile of the dk/dv pass for a warpgroup's 64 keys (rows key_row0.. of the swizzled k and v
 // blocks of kKeyRows rows; the first of them is key group_key0): sᵀ (64 keys, kTile queries) = k · qᵀ
 // and dpᵀ = v · doutᵀ issued together, pᵀ = exp(sᵀ - lse_query) (0 where masked) while dpᵀ runs, dsᵀ =
 // pᵀ ∘ (dpᵀ - dsum_query), then dv += pᵀ · dout and dk += dsᵀ · q together; returns with every product
 // complete. lse_t, dsum_t: the tile's per-query values in shared memory; key_base: this lane's first
-// key; m0: the tile's first query.
-template <int kHeadDim, int kKeyRows>
+// key; m0: the tile's first query. Each of the two issues (the products over the head dim, then those
+// over the tile) is one turn: turns.take() before it, turns.pass() after (NoTurns, or the
+// warp-specialised kernels' ping-pong between their two consumers).
+template <int kHeadDim, int kKeyRows, class Turns = NoTurns>
 __device__ __forceinline__ void dkdv_tile_step(float (&dk)[kHeadDim / 64][8][4], float (&dv)[kHeadDim / 64][8][4],
                                                uint32_t k_s, uint32_t v_s, int key_row0, uint32_t q_t,
                                                uint32_t do_t, const float* lse_t, const float* dsum_t,
                                                int group_key0, int key_base, int m0, int t, int T, bool causal,
-                                               float scale_log2) {
+                                               float scale_log2, const Turns& turns = {}) {
   float st[8][4], dpt[8][4];
+  turns.take();
   product_over_head_dim<kHeadDim, kKeyRows, kTile>(st, k_s, key_row0, q_t);
   product_over_head_dim<kHeadDim, kKeyRows, kTile>(dpt, v_s, key_row0, do_t);
+  turns.pass();
   wgmma::wait<1>();
   wgmma::fence_accumulators(st);
   const bool need_mask = flash::tile_needs_mask(m0 + kTile, group_key0 + 63, m0, T, causal);
@@ -71,8 +81,10 @@ __device__ __forceinline__ void dkdv_tile_step(float (&dk)[kHeadDim / 64][8][4],
   wgmma::fence_accumulators(dpt);
   // dsᵀ in place of dpᵀ; then both products over the tile.
   flash::transposed_score_grads(dpt, st, dsum_t, t);
+  turns.take();
   product_over_tile<kHeadDim>(dv, st, do_t);
   product_over_tile<kHeadDim>(dk, dpt, q_t);
+  turns.pass();
   wgmma::wait<0>();
 #pragma unroll
   for (int cb = 0; cb < kHeadDim / 64; ++cb) {
@@ -85,15 +97,17 @@ __device__ __forceinline__ void dkdv_tile_step(float (&dk)[kHeadDim / 64][8][4],
 // blocks of kRows rows; the first of them is query group_row0): s = q · kᵀ and dp = dout · vᵀ issued
 // together, p = exp(s - lse_row) (0 where masked) while dp runs, ds = p ∘ (dp - dsum_row), dq += ds · k;
 // returns with every product complete. row_lse_log2, row_dsum: this lane's two rows'; k0: the tile's
-// first key.
-template <int kHeadDim, int kRows>
+// first key. Two turns, as in dkdv_tile_step: the products over the head dim, then dq's.
+template <int kHeadDim, int kRows, class Turns = NoTurns>
 __device__ __forceinline__ void dq_tile_step(float (&dq)[kHeadDim / 64][8][4], uint32_t q_s, uint32_t do_s, int row0,
                                              uint32_t k_t, uint32_t v_t, const float (&row_lse_log2)[2],
                                              const float (&row_dsum)[2], int group_row0, int row_base, int k0, int t,
-                                             int T, bool causal, float scale_log2) {
+                                             int T, bool causal, float scale_log2, const Turns& turns = {}) {
   float s[8][4], dp[8][4];
+  turns.take();
   product_over_head_dim<kHeadDim, kRows, kTile>(s, q_s, row0, k_t);
   product_over_head_dim<kHeadDim, kRows, kTile>(dp, do_s, row0, v_t);
+  turns.pass();
   wgmma::wait<1>();
   wgmma::fence_accumulators(s);
   const bool need_mask = flash::tile_needs_mask(k0 + kTile, k0 + kTile - 1, group_row0, T, causal);
@@ -102,7 +116,9 @@ __device__ __forceinline__ void dq_tile_step(float (&dq)[kHeadDim / 64][8][4], u
   wgmma::fence_accumulators(dp);
   // ds in place of dp, then dq += ds · k.
   flash::row_score_grads(dp, s, row_dsum);
+  turns.take();
   product_over_tile<kHeadDim>(dq, dp, k_t);
+  turns.pass();
   wgmma::wait<0>();
 #pragma unroll
   for (int cb = 0; cb < kHeadDim / 64; ++cb) wgmma::fence_accumulators(dq[cb]);

@@ -8,6 +8,10 @@
 // where it was measured faster: bench/attention_notes.md); same outputs as
 // flash_attention_backward_dkdv_wgmma<hd, 2>. The dq pass in the same style follows (flash_attention_backward_dq_ws).
 //
+// With kPingPong the two consumers take turns issuing their products (named barriers 1 and 2, as in the
+// forward): each tile step is two turns (sᵀ and dpᵀ, then dv and dk), so one consumer's exp and score
+// gradients run while the other's products are on the tensor cores. Otherwise they drift freely.
+//
 // Protocol (barriers in shared memory after the tiles):
 //   kv_full   1 arrival (arrive_expect_tx) + k's and v's bytes; consumers wait its completion 0.
 //   full[s]   32 arrivals (each lane of the producer warp once its lse/dsum values are stored; lane 0's
@@ -44,6 +48,23 @@ constexpr int kThreads = 128 + kConsumerThreads;  // + the producer warpgroup 0 
 // consumers take 256 x 72.
 constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;
 
+// The consumers' ping-pong: consumer `group` syncs on named barrier 1 + group before issuing, arrives
+// on the other's after. Each generation of a barrier is 128 syncs + 128 arrives: consumer 1 arrives on
+// consumer 0's once up front (consumer 0 goes first) and skips its very last arrive (no turn follows
+// it). `turns`: this consumer's number of turns (both consumers take as many).
+struct PingPong {
+  static constexpr int kBarrier = 1;  // named barriers 1 (consumer 0) and 2 (consumer 1); 0 is __syncthreads
+  int group;
+  mutable int turns_left;
+  __device__ PingPong(int group_, int turns) : group(group_), turns_left(turns) {
+    if (group == 1) tma::named_arrive(kBarrier, kConsumerThreads);
+  }
+  __device__ __forceinline__ void take() const { tma::named_sync(kBarrier + group, kConsumerThreads); }
+  __device__ __forceinline__ void pass() const {
+    if (--turns_left > 0 || group == 0) tma::named_arrive(kBarrier + (group ^ 1), kConsumerThreads);
+  }
+};
+
 // Shared memory, byte offsets from the 1024-aligned base; tiles in wgmma::load_swizzled_tile_async's
 // layout (column blocks of (rows, 64 columns), 128-byte swizzled), as TMA writes them.
 template <int kHeadDim, int kStages>
@@ -60,7 +81,7 @@ struct DkdvWsSmem {
   static_assert(kKVBytes % 1024 == 0 && kTileBytes % 1024 == 0, "tiles keep the 1024-byte swizzle alignment");
 };
 
-template <int kHeadDim, int kStages>
+template <int kHeadDim, int kStages, bool kPingPong>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_attention_backward_dkdv_ws(bf16* __restrict__ dqkv,                     // (B, T, ld): k, v columns
                                      const float* __restrict__ lse,               // (B, heads, T)
@@ -146,13 +167,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int group_key0 = n0 + group * 64;
   float dk[kColBlocks][8][4] = {}, dv[kColBlocks][8][4] = {};
   tma::mbar_wait(kv_full, 0);
-  for (int i = 0; i < n_tiles; ++i) {
-    const int st = i % kStages, m0 = (m_begin + i % n_m) * kTile;
-    tma::mbar_wait(full(st), (i / kStages) & 1);
-    dkdv_tile_step<kHeadDim, kKeys>(dk, dv, k_s, v_s, group * 64, q_tile(st), do_tile(st), lse_tile(st),
-                                    dsum_tile(st), group_key0, key_base, m0, t, T, causal, scale_log2);
-    tma::mbar_arrive(empty(st));  // this thread's reads of tile i (products and stats) are done
-  }
+  auto steps = [&](const auto& turns) {
+    for (int i = 0; i < n_tiles; ++i) {
+      const int st = i % kStages, m0 = (m_begin + i % n_m) * kTile;
+      tma::mbar_wait(full(st), (i / kStages) & 1);
+      dkdv_tile_step<kHeadDim, kKeys>(dk, dv, k_s, v_s, group * 64, q_tile(st), do_tile(st), lse_tile(st),
+                                      dsum_tile(st), group_key0, key_base, m0, t, T, causal, scale_log2, turns);
+      tma::mbar_arrive(empty(st));  // this thread's reads of tile i (products and stats) are done
+    }
+  };
+  if constexpr (kPingPong) steps(PingPong(group, 2 * n_tiles));
+  else steps(NoTurns{});
 
   store_dkdv<kHeadDim>(dqkv, dk, dv, b, L.k_col(kvh), L.kv_dim, key_base, t, T, L.ld, scale);
 #endif
@@ -176,7 +201,7 @@ struct DqWsSmem {
   static_assert(kRowBytes % 1024 == 0 && kTileBytes % 1024 == 0, "tiles keep the 1024-byte swizzle alignment");
 };
 
-template <int kHeadDim, int kStages>
+template <int kHeadDim, int kStages, bool kPingPong>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_attention_backward_dq_ws(bf16* __restrict__ dqkv,                     // (B, T, ld): q columns
                                    const float* __restrict__ lse,               // (B, heads, T)
@@ -246,24 +271,28 @@ __global__ void __launch_bounds__(kThreads, 1)
   flash::load_row_stats(row_lse, row_dsum, lse, dsum, bh, row_base, T);
   float dq[kColBlocks][8][4] = {};
   tma::mbar_wait(qd_full, 0);
-  for (int j = 0; j < n_tiles; ++j) {
-    const int st = j % kStages, k0 = j * kTile;
-    tma::mbar_wait(full(st), (j / kStages) & 1);
-    dq_tile_step<kHeadDim, kKeys>(dq, q_s, do_s, group * 64, k_tile(st), v_tile(st), row_lse, row_dsum,
-                                  q0 + group * 64, row_base, k0, t, T, causal, scale_log2);
-    tma::mbar_arrive(empty(st));
-  }
+  auto steps = [&](const auto& turns) {
+    for (int j = 0; j < n_tiles; ++j) {
+      const int st = j % kStages, k0 = j * kTile;
+      tma::mbar_wait(full(st), (j / kStages) & 1);
+      dq_tile_step<kHeadDim, kKeys>(dq, q_s, do_s, group * 64, k_tile(st), v_tile(st), row_lse, row_dsum,
+                                    q0 + group * 64, row_base, k0, t, T, causal, scale_log2, turns);
+      tma::mbar_arrive(empty(st));
+    }
+  };
+  if constexpr (kPingPong) steps(PingPong(group, 2 * n_tiles));
+  else steps(NoTurns{});
 
   store_dq<kHeadDim>(dqkv, dq, b, L.q_col(h), row_base, t, T, L.ld, scale);
 #endif
 }
 
-template <int kHeadDim, int kStages>
+template <int kHeadDim, int kStages, bool kPingPong>
 void launch_dkdv_ws(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* dsum, int B,
                     int T, const QkvLayout& L, bool causal, cudaStream_t stream) {
   constexpr int smem = DkdvWsSmem<kHeadDim, kStages>::kBytes;
   static_assert(smem <= 227 * 1024, "over the 227 KB of shared memory a block may opt into");
-  auto kernel = flash_attention_backward_dkdv_ws<kHeadDim, kStages>;
+  auto kernel = flash_attention_backward_dkdv_ws<kHeadDim, kStages, kPingPong>;
   PYLON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   constexpr const char* who = "attention_backward (ws)";
   const CUtensorMap kv_map = bf16_rows_tensor_map(qkv, L.ld, T, B, kKeys, who);
@@ -276,12 +305,12 @@ void launch_dkdv_ws(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* 
   PYLON_CUDA_CHECK_LAUNCH();
 }
 
-template <int kHeadDim, int kStages>
+template <int kHeadDim, int kStages, bool kPingPong>
 void launch_dq_ws(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* dsum, int B,
                   int T, const QkvLayout& L, bool causal, cudaStream_t stream) {
   constexpr int smem = DqWsSmem<kHeadDim, kStages>::kBytes;
   static_assert(smem <= 227 * 1024, "over the 227 KB of shared memory a block may opt into");
-  auto kernel = flash_attention_backward_dq_ws<kHeadDim, kStages>;
+  auto kernel = flash_attention_backward_dq_ws<kHeadDim, kStages, kPingPong>;
   PYLON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   constexpr const char* who = "attention_backward (ws dq)";
   const CUtensorMap q_map = bf16_rows_tensor_map(qkv, L.ld, T, B, kKeys, who);
@@ -299,10 +328,13 @@ void launch_dq_ws(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* ls
 bool launch_attention_backward_dkdv_ws(const detail::AttentionTiles& tiles, bf16* dqkv, const bf16* dout,
                                        const bf16* qkv, const float* lse, const float* dsum, int B, int T,
                                        const QkvLayout& L, bool causal, cudaStream_t stream) {
-#define PYLON_DKDV_WS_CASE(HD, STAGES)                                               \
-  if (L.head_dim == HD && tiles.bwd_stages == STAGES) {                              \
-    launch_dkdv_ws<HD, STAGES>(dqkv, dout, qkv, lse, dsum, B, T, L, causal, stream); \
-    return true;                                                                     \
+#define PYLON_DKDV_WS_CASE(HD, STAGES)                                                        \
+  if (L.head_dim == HD && tiles.bwd_stages == STAGES) {                                       \
+    if (tiles.bwd_pingpong)                                                                   \
+      launch_dkdv_ws<HD, STAGES, true>(dqkv, dout, qkv, lse, dsum, B, T, L, causal, stream);  \
+    else                                                                                      \
+      launch_dkdv_ws<HD, STAGES, false>(dqkv, dout, qkv, lse, dsum, B, T, L, causal, stream); \
+    return true;                                                                              \
   }
   PYLON_ATTENTION_WS_BACKWARD_TILES(PYLON_DKDV_WS_CASE)
 #undef PYLON_DKDV_WS_CASE
@@ -312,10 +344,13 @@ bool launch_attention_backward_dkdv_ws(const detail::AttentionTiles& tiles, bf16
 bool launch_attention_backward_dq_ws(const detail::AttentionTiles& tiles, bf16* dqkv, const bf16* dout,
                                      const bf16* qkv, const float* lse, const float* dsum, int B, int T,
                                      const QkvLayout& L, bool causal, cudaStream_t stream) {
-#define PYLON_DQ_WS_CASE(HD, STAGES)                                               \
-  if (L.head_dim == HD && tiles.bwd_stages == STAGES) {                            \
-    launch_dq_ws<HD, STAGES>(dqkv, dout, qkv, lse, dsum, B, T, L, causal, stream); \
-    return true;                                                                   \
+#define PYLON_DQ_WS_CASE(HD, STAGES)                                                        \
+  if (L.head_dim == HD && tiles.bwd_stages == STAGES) {                                     \
+    if (tiles.bwd_pingpong)                                                                 \
+      launch_dq_ws<HD, STAGES, true>(dqkv, dout, qkv, lse, dsum, B, T, L, causal, stream);  \
+    else                                                                                    \
+      launch_dq_ws<HD, STAGES, false>(dqkv, dout, qkv, lse, dsum, B, T, L, causal, stream); \
+    return true;                                                                            \
   }
   PYLON_ATTENTION_WS_BACKWARD_TILES(PYLON_DQ_WS_CASE)
 #undef PYLON_DQ_WS_CASE
