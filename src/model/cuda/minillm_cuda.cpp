@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <type_traits>
 
 #include "core/error.h"
 #include "ops/cuda/attention.h"
@@ -20,6 +21,7 @@
 #include "ops/cuda/cross_entropy.h"
 #include "ops/cuda/elementwise.h"
 #include "ops/cuda/embedding.h"
+#include "ops/cuda/linear.h"
 #include "ops/cuda/rmsnorm.h"
 #include "ops/cuda/rope.h"
 #include "ops/cuda/silu.h"
@@ -104,15 +106,20 @@ MiniLLMCuda<Act>::MiniLLMCuda(const ModelConfig& config, int B, int T, Recompute
 template <typename Act>
 void MiniLLMCuda<Act>::linear_forward(Act* out, const Act* in, const Act* W, const Act* b, int I,
                                  int O, cudaStream_t s) {
-  gemm_act(gemm_, false, true, N_, O, I, in, I, W, I, out, O, b, s);
+  if constexpr (std::is_same_v<Act, bf16>) cuda::linear_forward(gemm_, out, in, W, b, N_, I, O, s);
+  else gemm_act(gemm_, false, true, N_, O, I, in, I, W, I, out, O, b, s);
 }
 
 template <typename Act>
 void MiniLLMCuda<Act>::linear_backward(Act* din, float* dW, float* db, const Act* dout, const Act* in,
                                   const Act* W, int I, int O, float beta, cudaStream_t s) {
-  gemm_grad(gemm_, true, false, O, I, N_, dout, O, in, I, beta, dW, I, s);
-  if (db) bias_backward(db, dout, N_, O, workspace_, s);
-  if (din) gemm_act(gemm_, false, false, N_, I, O, dout, O, W, I, din, I, nullptr, s);
+  if constexpr (std::is_same_v<Act, bf16>) {
+    cuda::linear_backward(gemm_, din, dW, beta, db, dout, in, W, N_, I, O, workspace_, s);
+  } else {
+    gemm_grad(gemm_, true, false, O, I, N_, dout, O, in, I, beta, dW, I, s);
+    if (db) bias_backward(db, dout, N_, O, workspace_, s);
+    if (din) gemm_act(gemm_, false, false, N_, I, O, dout, O, W, I, din, I, nullptr, s);
+  }
 }
 
 template <typename Act>
