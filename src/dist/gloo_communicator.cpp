@@ -55,17 +55,7 @@ GlooCommunicator::GlooCommunicator(const DistEnv& env, std::chrono::milliseconds
   PYLON_CHECK(timeout.count() > 0, "the collective timeout must be positive");
   const std::string who = "rank " + std::to_string(rank_);
   impl_->store = std::make_unique<TcpStore>(env.master_addr, env.master_port, rank_ == 0, timeout, who);
-  // Gloo's address exchange assumes one world size: a rank told WORLD_SIZE=3 among ranks told 2
-  // failed its internal check with a raw library error (exit 3). Rank 0's is the job's.
-  const std::string world_text = std::to_string(world_);
-  if (rank_ == 0) {
-    impl_->store->set("pylon/world", {world_text.begin(), world_text.end()});
-  } else {
-    const std::vector<char> theirs = impl_->store->get("pylon/world");
-    PYLON_CHECK(std::string(theirs.begin(), theirs.end()) == world_text, who, ": ", env.source, " says ", world_,
-                " ranks, but rank 0 was started with ", std::string(theirs.begin(), theirs.end()),
-                ": every rank must be given the same world size");
-  }
+  check_world_size(*impl_->store, env, who);
   try {
     gloo::transport::tcp::attr attr;
     attr.hostname = impl_->store->local_address();  // the interface that reaches the master

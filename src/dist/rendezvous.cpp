@@ -266,4 +266,16 @@ std::vector<char> TcpStore::get(const std::string& key) {
   return v;
 }
 
+void check_world_size(TcpStore& store, const DistEnv& env, const std::string& who) {
+  const std::string mine = std::to_string(env.world);
+  if (env.rank == 0) {
+    store.set("pylon/world", {mine.begin(), mine.end()});
+    return;
+  }
+  const std::vector<char> value = store.get("pylon/world");
+  const std::string theirs(value.begin(), value.end());
+  PYLON_CHECK(theirs == mine, who, ": ", env.source, " says ", env.world, " ranks, but rank 0 was started with ",
+              theirs, ": every rank must be given the same world size");
+}
+
 }  // namespace pylon

@@ -70,4 +70,11 @@ class TcpStore {
   std::string local_address_;
 };
 
+// Every rank must be told the same world size (ranks started by hand each read their own
+// variables): rank 0 publishes its own, the others compare theirs with it and throw pylon::Error
+// naming both. Before any communicator is built on the store: they assume one world size (Gloo's
+// address exchange failed an internal check; NCCL would wait for ranks that never come).
+void check_world_size(TcpStore& store, const DistEnv& env, const std::string& who);
+
+
 }  // namespace pylon

@@ -41,28 +41,7 @@ using Outcome = testing::CommandResult;
 using testing::pylon_command;
 using testing::read_file;
 using testing::run_pylon;
-
-// Several commands at once (the ranks of a hand-launched job); their exit codes in order.
-std::vector<Outcome> run_together(const std::vector<std::pair<std::string, std::string>>& env_args) {
-  testing::TempDir tmp;
-  std::string script;
-  for (size_t i = 0; i < env_args.size(); ++i) {
-    const std::string n = std::to_string(i);
-    script += "(" + pylon_command(env_args[i].first, env_args[i].second, tmp.file("out" + n),
-                                  tmp.file("err" + n), 120) +
-              "; echo $? >" + tmp.file("rc" + n) + ") & ";
-  }
-  script += "wait";
-  const int status = std::system(("bash -c '" + script + "'").c_str());
-  EXPECT_EQ(status, 0);
-  std::vector<Outcome> runs(env_args.size());
-  for (size_t i = 0; i < runs.size(); ++i) {
-    const std::string n = std::to_string(i);
-    runs[i].exit_code = std::atoi(read_file(tmp.file("rc" + n)).c_str());
-    runs[i].out = read_file(tmp.file("out" + n)), runs[i].err = read_file(tmp.file("err" + n));
-  }
-  return runs;
-}
+using testing::run_together;
 
 std::vector<nlohmann::json> metrics(const std::string& path) {
   std::vector<nlohmann::json> rows;

@@ -12,6 +12,8 @@
 #include <iterator>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "support/temp_dir.h"
 
@@ -46,6 +48,28 @@ inline CommandResult run_pylon(const std::string& args, const std::string& env =
   r.out = read_file(tmp.file("out"));
   r.err = read_file(tmp.file("err"));
   return r;
+}
+
+// Several commands at once (the ranks of a job started by hand), each `env ENV pylon ARGS` with a
+// time limit of 120 s; their results in order.
+inline std::vector<CommandResult> run_together(const std::vector<std::pair<std::string, std::string>>& env_args) {
+  TempDir tmp;
+  std::string script;
+  for (size_t i = 0; i < env_args.size(); ++i) {
+    const std::string n = std::to_string(i);
+    script += "(" + pylon_command(env_args[i].first, env_args[i].second, tmp.file("out" + n), tmp.file("err" + n), 120) +
+              "; echo $? >" + tmp.file("rc" + n) + ") & ";
+  }
+  script += "wait";
+  const int status = std::system(("bash -c '" + script + "'").c_str());
+  EXPECT_EQ(status, 0);
+  std::vector<CommandResult> runs(env_args.size());
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const std::string n = std::to_string(i);
+    runs[i].exit_code = std::atoi(read_file(tmp.file("rc" + n)).c_str());
+    runs[i].out = read_file(tmp.file("out" + n)), runs[i].err = read_file(tmp.file("err" + n));
+  }
+  return runs;
 }
 
 // The last non-empty line of a command's output (where `--json` prints its object).

@@ -70,6 +70,7 @@ GpuComms connect(const DistEnv& env, std::chrono::milliseconds timeout) {
 #ifdef PYLON_HAVE_NCCL
   const std::string who = "rank " + std::to_string(env.rank);
   c.store = std::make_unique<TcpStore>(env.master_addr, env.master_port, env.rank == 0, timeout, who);
+  check_world_size(*c.store, env, who);
   c.gather = std::make_unique<cuda::NcclComm>(*c.store, "gather", env.rank, env.world, timeout, kFsdpMaxCtas);
   c.reduce = std::make_unique<cuda::NcclComm>(*c.store, "reduce", env.rank, env.world, timeout, kFsdpMaxCtas);
   c.host = std::make_unique<cuda::NcclHostCommunicator>(
@@ -385,6 +386,7 @@ TrainResult train_cuda_as(const TrainOptions& o, const DistEnv& env, std::chrono
   PYLON_CUDA_CHECK(cudaSetDevice(env.local_rank));
   const size_t free_at_start = free_device_bytes();
   GpuComms comms = connect(env, timeout);
+  check_ranks_agree(o, *comms.host);  // ranks started by hand with other flags: one error each
   profile::ProfileOptions profile = o.profile;
   profile.device = true;  // CUPTI kernels, copies and launch flows
   const int64_t start_step = o.resume_dir.empty() ? 0 : resume.step;

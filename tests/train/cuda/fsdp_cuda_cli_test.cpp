@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dist/socket.h"
 #include "io/token_file.h"
 #include "ops/cuda/runtime.h"
 #include "support/metrics_check.h"
@@ -33,6 +34,7 @@ namespace {
 
 using Outcome = testing::CommandResult;
 using testing::run_pylon;
+using testing::run_together;
 
 std::vector<double> losses(const std::string& path) {
   std::vector<double> out;
@@ -231,6 +233,24 @@ TEST_F(CudaFsdp, HungRankEndsTheJobWithinTheTimeoutNamingIt) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("rank 1 did not enqueue step 3"), std::string::npos) << r.err;
   EXPECT_LT(r.seconds, 60);
+}
+
+// Ranks started by hand (torchrun-style variables) with other model flags, or told another world
+// size: one clear error each instead of NCCL collectives over buffers of other sizes, or a wait.
+TEST_F(CudaFsdp, HandLaunchedRanksThatDisagreeAreOneErrorEach) {
+  const std::string base = "train --device cuda --preset seed --vocab 251 --layers 3 --heads 2 --seq 64 --batch 4"
+                           " --steps 4 --log-every 0 --dist-timeout 20 --data " + tmp_.file("data.bin");
+  const ReservedPort reserved;  // rank 0 binds it
+  const std::string env = "LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(reserved.port()) +
+                          " WORLD_SIZE=2 RANK=";
+  const auto runs = run_together({{env + "0 LOCAL_RANK=0", base + " --dim 128"}, {env + "1 LOCAL_RANK=1", base + " --dim 64"}});
+  for (int r = 0; r < 2; ++r) testing::expect_clear_error(runs[r], "rank 1 got other flags than rank 0");
+  const ReservedPort reserved2;
+  const std::string env2 = "LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(reserved2.port()) + " RANK=";
+  const std::string quick = base + " --dim 128 --dist-timeout 3";
+  const auto runs2 = run_together({{env2 + "0 LOCAL_RANK=0 WORLD_SIZE=2", quick}, {env2 + "1 LOCAL_RANK=1 WORLD_SIZE=3", quick}});
+  testing::expect_clear_error(runs2[1], "says 3 ranks, but rank 0 was started with 2");
+  EXPECT_EQ(runs2[0].exit_code, 1) << runs2[0].err;  // it waits for a rank 1 that gave up: its timeout
 }
 
 }  // namespace
