@@ -25,19 +25,46 @@ std::string format_rank_list(std::vector<int> ranks) {
   return out;
 }
 
-std::vector<std::string> group_rank_errors(const std::vector<RankReport>& reports) {
-  std::vector<std::string> order;                  // distinct messages, by their lowest rank
-  std::map<std::string, std::vector<int>> ranks;   // message -> the ranks that reported it
+namespace {
+
+// The report's error without the reporting rank's own "rank r: " in front.
+std::string message_of(const RankReport& r) {
+  const std::string own = "rank " + std::to_string(r.rank) + ": ";
+  return r.error.rfind(own, 0) == 0 ? r.error.substr(own.size()) : r.error;
+}
+
+// The distinct messages ordered by the lowest rank that reported each, and their ranks.
+struct Grouped {
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<int>> ranks;
+};
+Grouped group(const std::vector<RankReport>& reports) {
+  Grouped g;
   std::vector<RankReport> sorted = reports;
   std::stable_sort(sorted.begin(), sorted.end(),
                    [](const RankReport& a, const RankReport& b) { return a.rank < b.rank; });
   for (const RankReport& r : sorted) {
-    const std::string own = "rank " + std::to_string(r.rank) + ": ";
-    const std::string message = r.error.rfind(own, 0) == 0 ? r.error.substr(own.size()) : r.error;
-    auto [it, fresh] = ranks.try_emplace(message);
-    if (fresh) order.push_back(message);
+    const std::string message = message_of(r);
+    auto [it, fresh] = g.ranks.try_emplace(message);
+    if (fresh) g.order.push_back(message);
     it->second.push_back(r.rank);
   }
+  return g;
+}
+
+}  // namespace
+
+size_t rank_error_line(const std::vector<RankReport>& reports, int rank) {
+  const auto mine = std::find_if(reports.begin(), reports.end(), [&](const RankReport& r) { return r.rank == rank; });
+  if (mine == reports.end()) return reports.size();
+  const Grouped g = group(reports);
+  return static_cast<size_t>(std::find(g.order.begin(), g.order.end(), message_of(*mine)) - g.order.begin());
+}
+
+std::vector<std::string> group_rank_errors(const std::vector<RankReport>& reports) {
+  Grouped g = group(reports);
+  const std::vector<std::string>& order = g.order;
+  std::map<std::string, std::vector<int>>& ranks = g.ranks;
   std::vector<std::string> lines;
   for (const std::string& message : order) {
     const std::vector<int>& who = ranks[message];

@@ -22,4 +22,8 @@ struct RankReport {
 // the ranks.
 std::vector<std::string> group_rank_errors(const std::vector<RankReport>& reports);
 
+// The index of the line of group_rank_errors(reports) that holds `rank`'s report; reports.size()
+// when that rank reported nothing.
+size_t rank_error_line(const std::vector<RankReport>& reports, int rank);
+
 }  // namespace pylon

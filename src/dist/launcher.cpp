@@ -369,21 +369,29 @@ int launch_ranks(const LaunchOptions& o) {
     return 128 + interrupted;
   }
   if (failure) {
-    // The whole story: every rank that failed exited with an error it reported; none was stopped.
-    bool told = stopped.empty();
-    for (const auto& r : ranks) told = told && (!r.failed() || (r.report() && !r.signalled()));
-    if (told) {
-      print_errors(errors.size() - 1);
-      throw Error(errors.back());
-    }
-    print_errors(errors.size());
     std::string rest;
     for (int r : stopped) rest += (rest.empty() ? "" : ", ") + std::to_string(r);
+    const std::string stopped_text = "; stopped the rank" + std::string(stopped.size() > 1 ? "s " : " ") + rest +
+                                     " still running then";
+    // Every rank that failed by itself exited with an error it reported: those lines tell what
+    // happened; the ranks still running (stopped) are named at the end of the first failure's line.
+    bool reported = true;
+    for (const auto& r : ranks) {
+      const bool was_stopped = std::find(stopped.begin(), stopped.end(), r.rank()) != stopped.end();
+      reported = reported && (!r.failed() || was_stopped || (r.report() && !r.signalled()));
+    }
+    if (reported) {
+      const size_t last = stopped.empty() ? errors.size() - 1 : rank_error_line(reports, failure->rank());
+      for (size_t i = 0; i < errors.size(); ++i)
+        if (i != last) std::fprintf(stderr, "%s%s\n", error_prefix.c_str(), errors[i].c_str());
+      std::fflush(stderr);
+      throw Error(errors[last] + (stopped.empty() ? "" : stopped_text));
+    }
+    // A rank killed, or failed without an error line: how the first failure ended, last.
+    print_errors(errors.size());
     throw Error("rank " + std::to_string(failure->rank()) + " (pid " + std::to_string(failure->pid()) +
                 ") " + describe_exit(failure->status()) +
-                (rest.empty() ? std::string("; no other rank was still running")
-                              : "; stopped the rank" + std::string(stopped.size() > 1 ? "s " : " ") +
-                                    rest + " still running then"));
+                (rest.empty() ? std::string("; no other rank was still running") : stopped_text));
   }
   print_errors(errors.size());  // not expected: a rank that printed an error line and exited 0
   return 0;

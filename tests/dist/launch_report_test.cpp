@@ -46,5 +46,16 @@ TEST(LauncherReport, AReportsOwnRankPrefixIsNotPartOfTheError) {
             Lines{"rank 0 (and rank 1, the same error): rank 2: x"});
 }
 
+// The launcher appends the ranks it stopped to the line of the rank that failed first.
+TEST(LauncherReport, EachRanksLineIsFound) {
+  const std::string a = "data.bin: token at position 5 has id 40, outside the vocabulary of 40";
+  const std::vector<RankReport> reports{{2, "rank 2: b"}, {0, a}, {3, a}, {1, a}};
+  EXPECT_EQ(rank_error_line(reports, 0), 0u);
+  EXPECT_EQ(rank_error_line(reports, 3), 0u);
+  EXPECT_EQ(rank_error_line(reports, 2), 1u);
+  EXPECT_EQ(group_rank_errors(reports)[1], "rank 2: b");
+  EXPECT_EQ(rank_error_line(reports, 4), reports.size());  // reported nothing
+}
+
 }  // namespace
 }  // namespace pylon
