@@ -323,38 +323,37 @@ void launch_dq_ws(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* ls
   PYLON_CUDA_CHECK_LAUNCH();
 }
 
+// Calls launch.template operator()<head dim, stages, ping-pong>() for the compiled shape `tiles` names
+// (attention_tiles.h); false when none matches.
+template <class Launch>
+bool dispatch_ws_shape(const detail::AttentionTiles& tiles, int head_dim, const Launch& launch) {
+#define PYLON_WS_BACKWARD_CASE(HD, STAGES)                                         \
+  if (head_dim == HD && tiles.bwd_stages == STAGES) {                              \
+    if (tiles.bwd_pingpong) launch.template operator()<HD, STAGES, true>();        \
+    else launch.template operator()<HD, STAGES, false>();                          \
+    return true;                                                                   \
+  }
+  PYLON_ATTENTION_WS_BACKWARD_TILES(PYLON_WS_BACKWARD_CASE)
+#undef PYLON_WS_BACKWARD_CASE
+  return false;
+}
+
 }  // namespace
 
 bool launch_attention_backward_dkdv_ws(const detail::AttentionTiles& tiles, bf16* dqkv, const bf16* dout,
                                        const bf16* qkv, const float* lse, const float* dsum, int B, int T,
                                        const QkvLayout& L, bool causal, cudaStream_t stream) {
-#define PYLON_DKDV_WS_CASE(HD, STAGES)                                                        \
-  if (L.head_dim == HD && tiles.bwd_stages == STAGES) {                                       \
-    if (tiles.bwd_pingpong)                                                                   \
-      launch_dkdv_ws<HD, STAGES, true>(dqkv, dout, qkv, lse, dsum, B, T, L, causal, stream);  \
-    else                                                                                      \
-      launch_dkdv_ws<HD, STAGES, false>(dqkv, dout, qkv, lse, dsum, B, T, L, causal, stream); \
-    return true;                                                                              \
-  }
-  PYLON_ATTENTION_WS_BACKWARD_TILES(PYLON_DKDV_WS_CASE)
-#undef PYLON_DKDV_WS_CASE
-  return false;
+  return dispatch_ws_shape(tiles, L.head_dim, [&]<int kHeadDim, int kStages, bool kPingPong>() {
+    launch_dkdv_ws<kHeadDim, kStages, kPingPong>(dqkv, dout, qkv, lse, dsum, B, T, L, causal, stream);
+  });
 }
 
 bool launch_attention_backward_dq_ws(const detail::AttentionTiles& tiles, bf16* dqkv, const bf16* dout,
                                      const bf16* qkv, const float* lse, const float* dsum, int B, int T,
                                      const QkvLayout& L, bool causal, cudaStream_t stream) {
-#define PYLON_DQ_WS_CASE(HD, STAGES)                                                        \
-  if (L.head_dim == HD && tiles.bwd_stages == STAGES) {                                     \
-    if (tiles.bwd_pingpong)                                                                 \
-      launch_dq_ws<HD, STAGES, true>(dqkv, dout, qkv, lse, dsum, B, T, L, causal, stream);  \
-    else                                                                                    \
-      launch_dq_ws<HD, STAGES, false>(dqkv, dout, qkv, lse, dsum, B, T, L, causal, stream); \
-    return true;                                                                            \
-  }
-  PYLON_ATTENTION_WS_BACKWARD_TILES(PYLON_DQ_WS_CASE)
-#undef PYLON_DQ_WS_CASE
-  return false;
+  return dispatch_ws_shape(tiles, L.head_dim, [&]<int kHeadDim, int kStages, bool kPingPong>() {
+    launch_dq_ws<kHeadDim, kStages, kPingPong>(dqkv, dout, qkv, lse, dsum, B, T, L, causal, stream);
+  });
 }
 
 }  // namespace pylon::cuda
