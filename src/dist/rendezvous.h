@@ -76,5 +76,4 @@ class TcpStore {
 // address exchange failed an internal check; NCCL would wait for ranks that never come).
 void check_world_size(TcpStore& store, const DistEnv& env, const std::string& who);
 
-
 }  // namespace pylon
