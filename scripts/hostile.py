@@ -18,8 +18,8 @@ its own folder under WORK/cases with its own process session. Classes (docs/test
                a progress line (a warning: legitimate work, but silent for that long)
   silent       exit 0 on data covered by a checksum that was corrupted, on a value outside its
                documented range, or on an input the documentation says is refused
-  crash        killed by a signal we did not send, an exit code other than 0, 1, 2, or a
-               sanitizer report
+  crash        killed by a signal we did not send, an exit code other than 0, 1, 2 and 4 (a rank
+               that lost a peer: docs/cli.md), or a sanitizer report
   hang         no exit within --timeout (a command still printing progress when a value asks for
                that much work is accepted-ok, one computing silently is slow), or a process of the
                case left running after it
@@ -1851,7 +1851,7 @@ def classify(case, rc, timed_out, err_text, stray, progressed, computing=False):
         return ("clean" if len(lines) <= 1 else "multi-line"), f"ended by {signal.Signals(case.sig).name} as sent"
     if rc < 0:
         return "crash", f"killed by {signal.Signals(-rc).name}"
-    if rc not in (0, 1, 2):
+    if rc not in (0, 1, 2, 4):
         return "crash", f"exit code {rc}"
     if rc == 0:
         if case.expect in ("reject", "signal"):

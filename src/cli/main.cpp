@@ -51,6 +51,9 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[1], c.name) != 0) continue;
     try {
       return c.run(argc, argv);
+    } catch (const pylon::PeerLost& e) {  // another rank's end, not this one's error
+      std::fprintf(stderr, "pylon %s: error: %s\n", c.name, one_line(e.what()).c_str());
+      return pylon::kExitPeerLost;
     } catch (const pylon::Error& e) {
       std::fprintf(stderr, "pylon %s: error: %s\n", c.name, one_line(e.what()).c_str());
       return 1;

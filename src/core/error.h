@@ -14,6 +14,15 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A collective failed because a peer died or closed its connection: this rank's error is a
+// consequence of another rank's end. `pylon` exits with kExitPeerLost for it, so that a launcher
+// can tell the cause from its consequences (docs/cli.md, "Exit codes").
+class PeerLost : public Error {
+ public:
+  using Error::Error;
+};
+constexpr int kExitPeerLost = 4;
+
 namespace detail {
 template <typename... Args>
 std::string concat(const Args&... args) {

@@ -117,8 +117,8 @@ void GlooCommunicator::run(const char* op, F&& body) {
                                  missing.empty() ? "(a peer died or hung)"
                                                  : "(" + missing + " never reached it: hung or stopped)"));
     }
-    throw Error(detail::concat("rank ", rank_, ": collective ", op,
-                               " failed (a peer died or closed its connection): ", what));
+    throw PeerLost(detail::concat("rank ", rank_, ": collective ", op,
+                                  " failed (a peer died or closed its connection): ", what));
   }
 }
 

@@ -92,6 +92,8 @@ class RankProcess {
   int status() const { return *status_; }
   bool failed() const { return status_ && !(WIFEXITED(*status_) && WEXITSTATUS(*status_) == 0); }
   bool signalled() const { return status_ && WIFSIGNALED(*status_); }
+  // It failed because a peer of its collectives ended (pylon's kExitPeerLost): a consequence.
+  bool lost_peer() const { return status_ && WIFEXITED(*status_) && WEXITSTATUS(*status_) == kExitPeerLost; }
 
   // Reaps the process if it ended; true when it did just now.
   bool poll_exit() {
@@ -328,16 +330,20 @@ int launch_ranks(const LaunchOptions& o) {
     PYLON_CHECK(rc >= 0 || errno == EINTR, "poll failed: ", std::strerror(errno));
     for (auto& r : ranks) r.forward_output(!running);
     if (g_signal && !interrupted && !failure) interrupted = g_signal;  // Ctrl-C kills ranks too
-    // Among ranks that ended in the same tick, a killed one is the likelier cause.
+    // Among ranks that ended in the same tick, a killed one is the likelier cause, and one that lost
+    // a peer the least likely; a rank that lost a peer gives way to a cause that ends after it.
     std::vector<const RankProcess*> ended;
     for (auto& r : ranks)
       if (r.poll_exit() && r.failed()) ended.push_back(&r);
+    const auto likelihood = [](const RankProcess* r) { return r->signalled() ? 0 : r->lost_peer() ? 2 : 1; };
     std::stable_sort(ended.begin(), ended.end(),
-                     [](const RankProcess* a, const RankProcess* b) { return a->signalled() > b->signalled(); });
-    if (!failure && !interrupted && !ended.empty()) {
+                     [&](const RankProcess* a, const RankProcess* b) { return likelihood(a) < likelihood(b); });
+    if (!interrupted && !ended.empty() && (!failure || (failure->lost_peer() && !ended.front()->lost_peer()))) {
+      const bool first = !failure;
       failure = ended.front();
       const double settle = failure->signalled() ? 0.0 : o.settle_seconds;
-      stop_at = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(settle * 1000));
+      const auto at = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(settle * 1000));
+      stop_at = first ? at : std::min(stop_at, at);
     }
     if (!stopping && (interrupted || (failure && (g_signal || Clock::now() >= stop_at)))) {
       stopping = true;
@@ -353,10 +359,22 @@ int launch_ranks(const LaunchOptions& o) {
   }
 
   // The errors the ranks reported, each once with the ranks that reported it; then, unless those
-  // lines tell the whole story, how the first failure ended (main prints the last line).
+  // lines tell the whole story, how the first failure ended (main prints the last line). Ranks that
+  // failed only because they lost a peer to another cause are named on that line, not given theirs;
+  // so are, after a rank was killed, the ranks stopped while they were ending on what it did.
+  std::vector<int> lost;
+  for (const auto& r : ranks)
+    if (failure && !failure->lost_peer() && r.lost_peer()) lost.push_back(r.rank());
+  const std::string lost_text =
+      lost.empty() ? "" : "; " + std::string(lost.size() > 1 ? "ranks " : "rank ") + format_rank_list(lost) +
+                              " lost " + (lost.size() > 1 ? "their connections" : "its connection") + " to it";
+  const auto consequence = [&](int rank) {
+    return std::find(lost.begin(), lost.end(), rank) != lost.end() ||
+           (failure && failure->signalled() && std::find(stopped.begin(), stopped.end(), rank) != stopped.end());
+  };
   std::vector<RankReport> reports;
   for (const auto& r : ranks)
-    if (r.report()) reports.push_back({r.rank(), *r.report()});
+    if (r.report() && !consequence(r.rank())) reports.push_back({r.rank(), *r.report()});
   const std::vector<std::string> errors = group_rank_errors(reports);
   const auto print_errors = [&](size_t n) {
     for (size_t i = 0; i < n; ++i) std::fprintf(stderr, "%s%s\n", error_prefix.c_str(), errors[i].c_str());
@@ -378,20 +396,21 @@ int launch_ranks(const LaunchOptions& o) {
     bool reported = true;
     for (const auto& r : ranks) {
       const bool was_stopped = std::find(stopped.begin(), stopped.end(), r.rank()) != stopped.end();
-      reported = reported && (!r.failed() || was_stopped || (r.report() && !r.signalled()));
+      reported = reported && (!r.failed() || was_stopped || consequence(r.rank()) || (r.report() && !r.signalled()));
     }
     if (reported) {
-      const size_t last = stopped.empty() ? errors.size() - 1 : rank_error_line(reports, failure->rank());
+      const size_t last = stopped.empty() && lost.empty() ? errors.size() - 1 : rank_error_line(reports, failure->rank());
       for (size_t i = 0; i < errors.size(); ++i)
         if (i != last) std::fprintf(stderr, "%s%s\n", error_prefix.c_str(), errors[i].c_str());
       std::fflush(stderr);
-      throw Error(errors[last] + (stopped.empty() ? "" : stopped_text));
+      throw Error(errors[last] + lost_text + (stopped.empty() ? "" : stopped_text));
     }
     // A rank killed, or failed without an error line: how the first failure ended, last.
     print_errors(errors.size());
-    throw Error("rank " + std::to_string(failure->rank()) + " (pid " + std::to_string(failure->pid()) +
-                ") " + describe_exit(failure->status()) +
-                (rest.empty() ? std::string("; no other rank was still running") : stopped_text));
+    throw Error("rank " + std::to_string(failure->rank()) + " (pid " + std::to_string(failure->pid()) + ") " +
+                describe_exit(failure->status()) + lost_text +
+                (rest.empty() ? (lost.empty() ? std::string("; no other rank was still running") : std::string())
+                              : stopped_text));
   }
   print_errors(errors.size());  // not expected: a rank that printed an error line and exited 0
   return 0;

@@ -267,7 +267,24 @@ TEST_F(FsdpCli, KilledRankEndsTheJobNamingIt) {
   const std::string line = last_line(r.err);
   EXPECT_EQ(line.rfind("pylon train: error: rank 1 (pid ", 0), 0u) << r.err;
   EXPECT_NE(line.find("was killed by signal 6 (Aborted)"), std::string::npos) << r.err;
+  // The peers' "a peer died" errors are consequences: named on that line, not lines of their own.
+  size_t error_lines = 0;
+  for (size_t at = r.err.find("error:"); at != std::string::npos; at = r.err.find("error:", at + 1)) ++error_lines;
+  EXPECT_EQ(error_lines, 1u) << r.err;
   EXPECT_FALSE(std::filesystem::exists(file("ckpt/latest")));
+}
+
+// A rank started by hand whose peer dies: its collective fails with one line and exit code 4
+// (kExitPeerLost), which tells a launcher that it is a consequence, not a cause.
+TEST_F(FsdpCli, RankThatLosesItsPeerExitsWithFour) {
+  const ReservedPort reserved;  // rank 0 binds it
+  const std::string env = "LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(reserved.port()) +
+                          " WORLD_SIZE=2 RANK=";
+  const auto runs = run_together({{env + "0", train(1, 6, 4, "--dist-timeout 60")},
+                                  {env + "1 PYLON_TEST_CRASH_RANK=1 PYLON_TEST_CRASH_STEP=2", train(1, 6, 4, "--dist-timeout 60")}});
+  EXPECT_EQ(runs[0].exit_code, 4) << runs[0].err;
+  EXPECT_EQ(std::count(runs[0].err.begin(), runs[0].err.end(), '\n'), 1) << runs[0].err;
+  EXPECT_NE(runs[0].err.find("failed (a peer died or closed its connection)"), std::string::npos) << runs[0].err;
 }
 
 // Rank 0's error (grouped by the launcher, with its rank in front) and how the job ended (rank 1 did
