@@ -387,10 +387,8 @@ int launch_ranks(const LaunchOptions& o) {
     return 128 + interrupted;
   }
   if (failure) {
-    std::string rest;
-    for (int r : stopped) rest += (rest.empty() ? "" : ", ") + std::to_string(r);
-    const std::string stopped_text = "; stopped the rank" + std::string(stopped.size() > 1 ? "s " : " ") + rest +
-                                     " still running then";
+    const std::string stopped_text = "; stopped the rank" + std::string(stopped.size() > 1 ? "s " : " ") +
+                                     format_rank_list(stopped) + " still running then";
     // Every rank that failed by itself exited with an error it reported: those lines tell what
     // happened; the ranks still running (stopped) are named at the end of the first failure's line.
     bool reported = true;
@@ -409,8 +407,8 @@ int launch_ranks(const LaunchOptions& o) {
     print_errors(errors.size());
     throw Error("rank " + std::to_string(failure->rank()) + " (pid " + std::to_string(failure->pid()) + ") " +
                 describe_exit(failure->status()) + lost_text +
-                (rest.empty() ? (lost.empty() ? std::string("; no other rank was still running") : std::string())
-                              : stopped_text));
+                (stopped.empty() ? (lost.empty() ? std::string("; no other rank was still running") : std::string())
+                                 : stopped_text));
   }
   print_errors(errors.size());  // not expected: a rank that printed an error line and exited 0
   return 0;

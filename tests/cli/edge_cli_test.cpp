@@ -16,6 +16,7 @@
 #include "io/atomic_file.h"
 #include "io/edge_format.h"
 #include "model/decoder.h"
+#include "support/golden.h"
 #include "support/hf_folder.h"
 #include "support/run_command.h"
 #include "support/temp_dir.h"
@@ -27,7 +28,7 @@ using testing::expect_clear_error;
 using testing::read_file;
 using testing::run_pylon;
 
-const std::string kGolden = std::string(PYLON_GOLDEN_DIR) + "/seed_small";
+using testing::kGolden;
 
 double eval_loss(const std::string& model_args) {
   const auto r = run_pylon("eval " + model_args + " --device cpu --data " + kGolden +

@@ -13,6 +13,7 @@
 
 #include "io/checksum.h"
 #include "io/safetensors.h"
+#include "support/golden.h"
 #include "support/rewrite_weights.h"
 #include "support/run_command.h"
 #include "support/temp_dir.h"
@@ -25,8 +26,8 @@ using testing::expect_clear_error;
 using testing::read_file;
 using testing::run_pylon;
 
-const std::string kGolden = std::string(PYLON_GOLDEN_DIR) + "/seed_small";
-const std::string kSeedModel = "--preset seed --vocab 97 --dim 32 --layers 2 --heads 4";
+using testing::kGolden;
+using testing::kSeedModel;
 
 std::string train_args(const std::string& extra) {
   return "train " + kSeedModel + " --batch 2 --seq 16 --steps 2 --log-every 0 --data " + kGolden + "/tokens.bin " +

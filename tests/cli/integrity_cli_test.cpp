@@ -18,6 +18,7 @@
 #include "io/atomic_file.h"
 #include "io/checksum.h"
 #include "io/safetensors.h"
+#include "support/golden.h"
 #include "support/rewrite_weights.h"
 #include "support/run_command.h"
 #include "support/temp_dir.h"
@@ -30,9 +31,9 @@ using testing::expect_clear_error;
 using testing::read_file;
 using testing::run_pylon;
 
-const std::string kGolden = std::string(PYLON_GOLDEN_DIR) + "/seed_small";
+using testing::kGolden;
 const std::string kInit = kGolden + "/init.safetensors";
-const std::string kSeedModel = "--preset seed --vocab 97 --dim 32 --layers 2 --heads 4";
+using testing::kSeedModel;
 const std::string kStateDict = "--preset seed --heads 4";  // eval and export: a file without metadata
 const std::string kEvalData = " --data " + kGolden + "/tokens.bin --batch 2 --seq 16 --steps 1 --json";
 

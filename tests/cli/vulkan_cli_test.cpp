@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/atomic_file.h"
+#include "support/golden.h"
 #include "support/hf_folder.h"
 #include "support/run_command.h"
 #include "support/temp_dir.h"
@@ -22,7 +23,7 @@ namespace {
 using testing::expect_clear_error;
 using testing::run_pylon;
 
-const std::string kGolden = std::string(PYLON_GOLDEN_DIR) + "/seed_small";
+using testing::kGolden;
 
 double last_json_loss(const testing::CommandResult& r) {
   return nlohmann::json::parse(testing::last_line(r.out))["loss"].get<double>();

@@ -9,13 +9,14 @@
 #include <nlohmann/json.hpp>
 
 #include "profile/trace_check.h"
+#include "support/golden.h"
 #include "support/run_command.h"
 #include "support/temp_dir.h"
 
 namespace pylon {
 namespace {
 
-const std::string kGolden = std::string(PYLON_GOLDEN_DIR) + "/seed_small";
+using testing::kGolden;
 
 std::string profiled_train(const std::string& dir, const std::string& extra) {
   return "train --preset seed --vocab 97 --dim 32 --layers 2 --heads 4 --batch 2 --seq 16 --steps 4 "
