@@ -4,6 +4,7 @@
 # side, runs the CUDA tests (TESTS, default 'Cuda*'), then the training step of both builds alternated
 # (bench/train_variants.sh: the seed preset, then PRESET_B (default causal), ROUNDS rounds each).
 # Make the other tree's archive here first: `git archive REV -o .carry/base.tar`, and carry .carry.
+# EXTRA="NAME FLAGS" adds a third variant: this tree with FLAGS (e.g. EXTRA="lean --one-gpu-reshard").
 # usage: bench/ab_cuda_device.sh BASE_TAR OUT_DIR   (ROUNDS=2, STEPS=30; SKIP_TESTS=1: no tests)
 set -uo pipefail
 bash "$(dirname "$0")/device_deps.sh"  # xxHash's headers where the image lacks them
@@ -31,7 +32,10 @@ python3 -c "
 import numpy as np
 np.random.default_rng(1234).integers(0, 32000, 50_000_000, dtype=np.uint16).tofile('/tmp/ab_tokens.bin')"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv,noheader
-ROUNDS=${ROUNDS:-2} bash bench/train_variants.sh build /tmp/ab_tokens.bin "$out/seed" 1 "before=/tmp/ab_base/build" "after"
+extra=()
+[[ -n "${EXTRA:-}" ]] && extra=("$EXTRA")
+ROUNDS=${ROUNDS:-2} bash bench/train_variants.sh build /tmp/ab_tokens.bin "$out/seed" 1 "before=/tmp/ab_base/build" "after" \
+  "${extra[@]}"
 PRESET=${PRESET_B:-causal} ROUNDS=${ROUNDS:-2} bash bench/train_variants.sh build /tmp/ab_tokens.bin "$out/${PRESET_B:-causal}" 1 \
-  "before=/tmp/ab_base/build" "after"
+  "before=/tmp/ab_base/build" "after" "${extra[@]}"
 echo "done in $SECONDS s"

@@ -4,6 +4,7 @@
 # (shared/bench/torch_fsdp2_bench.py, copied into .carry/bench) on NPROC GPUs, in the same call.
 # Usage: bench/h200_train.sh NPROC OUT_DIR   (SKIP_TESTS=1: no tests; TESTS='Cuda*': gtest filter;
 #   PYLON_FLAGS='--whole-root --reduce-dtype bf16': extra flags for every Pylon run;
+#   ALSO_FLAGS='--one-gpu-reshard': a second Pylon run at each count with these flags too (pylon_N_also.*);
 #   PRESET=seed|causal (causal: PyTorch runs bench/torch_causal_fsdp2_bench.py, SDPA is_causal + RoPE);
 #   BATCH=8 SEQ=1024: per GPU; TORCH=eager|compile|both|none: the PyTorch variants, default eager)
 # NPROC may be a list, "1 2 4 8": Pylon and PyTorch then run at each count (the scaling run), and
@@ -45,12 +46,17 @@ np.random.default_rng(1234).integers(0, 32000, 50_000_000, dtype=np.uint16).tofi
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv,noheader
 counts=$(printf '%s\n' 1 $nproc | sort -un)
 largest=$(printf '%s\n' $nproc | sort -n | tail -n 1)
-for n in $counts; do
+runs=("")
+[[ -n "${ALSO_FLAGS:-}" ]] && runs+=("_also")
+for run in "${runs[@]}"; do for n in $counts; do
+  flags=${PYLON_FLAGS:-}
+  [[ -n $run ]] && flags="$flags $ALSO_FLAGS"
   timeout 120 "$build/src/pylon" train --preset "$preset" --vocab 32000 --dim 2048 --layers 12 --heads 16 \
     --batch "$batch" --seq "$seq" --steps "${STEPS:-30}" --lr 3e-4 --weight-decay 0.01 --lr-schedule constant --grad-clip 0 \
     --device cuda --dtype bf16 --nproc-per-node "$n" --data "$out/tokens.bin" \
-    --metrics "$out/pylon_$n.jsonl" --log-every 10 ${PYLON_FLAGS:-} 2>&1 | tee "$out/pylon_$n.log"
-  python3 - "$out/pylon_$n.jsonl" "$n" "${peak:-0}" "$batch" "$seq" <<'PY'
+    --metrics "$out/pylon_$n$run.jsonl" --log-every 10 $flags 2>&1 | tee "$out/pylon_$n$run.log"
+  echo "Pylon flags:$flags"
+  python3 - "$out/pylon_$n$run.jsonl" "$n" "${peak:-0}" "$batch" "$seq" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])][5:]  # 5 warm-up steps
 n, peak, batch, seq = int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
@@ -72,7 +78,7 @@ print("PYLON " + json.dumps({"gpus": n, "step_ms_median": round(ms, 2),
       "energy_j": round(med("energy_j"), 1) if "energy_j" in rows[0] else None,
       "final_loss": rows[-1]["loss"]}))
 PY
-done
+done; done
 if [[ -n $torch_bench ]]; then
   case ${TORCH:-eager} in
     eager) variants=("") ;; compile) variants=(--compile) ;; none) variants=() ;; *) variants=("" --compile) ;;

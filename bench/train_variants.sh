@@ -2,7 +2,8 @@
 # On the GPU machine, with Pylon built: the seed preset at its default size (bench/h200_train.sh's
 # command; PRESET=causal for the causal preset, SEQ/BATCH for other shapes) run ROUNDS times per
 # variant, the variants alternated so drift in clocks and power hits each alike; prints each run's
-# median step time (steps 6..STEPS), loss and peak memory, then per variant the median over its runs.
+# median step time (steps 6..STEPS), loss, peak memory and energy a step (where the GPU reports it),
+# then per variant the median over its runs.
 # usage: bench/train_variants.sh BUILD_DIR TOKENS OUT_DIR NPROC "VARIANT FLAGS" ["VARIANT FLAGS" ...]
 #   a variant is a name and Pylon flags in one word list, e.g. "graph --cuda-graph" or "eager";
 #   NAME=DIR as the name runs DIR's build instead of BUILD_DIR's (two builds A/B, e.g. "before=/tmp/old/build")
@@ -24,8 +25,10 @@ for round in $(seq "${ROUNDS:-2}"); do
     python3 - "$log.jsonl" "$name" "$round" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
+energy = [r['energy_j'] for r in rows[5:] if 'energy_j' in r]
 print(f"{sys.argv[2]:>12} round {sys.argv[3]}: median step {statistics.median(r['step_ms'] for r in rows[5:]):.2f} ms,"
-      f" final loss {rows[-1]['loss']:.6f}, peak {max(r['peak_mem_bytes'] for r in rows) / 1e9:.2f} GB")
+      f" final loss {rows[-1]['loss']:.6f}, peak {max(r['peak_mem_bytes'] for r in rows) / 1e9:.2f} GB"
+      + (f", {statistics.median(energy):.1f} J a step" if energy else ""))
 PY
   done
 done | tee "$out/runs.txt"

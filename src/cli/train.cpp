@@ -108,6 +108,10 @@ int run_train(int argc, char** argv) {
   args.add_switch("whole-root", &whole_root,
                   "cuda: reduce the root's embedding and head gradients together at the end of backward (by "
                   "default the head's is reduced, and its next weights gathered, as its backward ends)");
+  args.add_switch("one-gpu-reshard", &o.one_gpu_reshard,
+                  "cuda, one GPU: cast each block's bf16 weights from the fp32 master before its forward and "
+                  "again before its backward, as several GPUs gather them, instead of keeping a bf16 copy of the "
+                  "whole model (less memory, a little slower)");
   args.add_switch("cuda-graph", &o.cuda_graph,
                   "cuda: capture the second and third steps as CUDA graphs and replay them for every later "
                   "step (one launch a step; collective timings are then not measured)");
@@ -138,8 +142,9 @@ int run_train(int argc, char** argv) {
   PYLON_CHECK(device == "cuda" || !args.given("recompute"),
               "--recompute applies to --device cuda (the CPU path keeps every activation)");
   o.recompute = parse_recompute(recompute);
-  PYLON_CHECK(device == "cuda" || (reduce_dtype == "fp32" && !whole_root),
-              "--reduce-dtype and --whole-root apply to --device cuda (the CPU path reduces in fp32)");
+  PYLON_CHECK(device == "cuda" || (reduce_dtype == "fp32" && !whole_root && !o.one_gpu_reshard),
+              "--reduce-dtype, --whole-root and --one-gpu-reshard apply to --device cuda (the CPU path reduces in "
+              "fp32 and a CPU world of one reads its shards)");
   o.reduce_bf16 = reduce_dtype == "bf16";
   o.split_root = !whole_root;
   PYLON_CHECK(nproc >= 1 && nnodes >= 1, "--nproc-per-node and --nnodes must be >= 1");

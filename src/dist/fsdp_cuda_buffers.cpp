@@ -34,8 +34,8 @@ FsdpCudaBuffers fsdp_cuda_buffers(const ShardUnit& root, const ShardUnit& block,
                                   const FsdpCudaOptions& options, FsdpScratchBytes scratch) {
   PYLON_CHECK(layers >= 1, "FSDP needs at least one block");
   const int L = layers;
-  // A world of one shards nothing: the weights stay in place (FsdpCuda's header).
-  const bool persistent = world == 1;
+  // A world of one shards nothing: the weights stay in place (FsdpCuda's header), unless asked not to.
+  const bool persistent = world == 1 && options.persistent_at_one;
   const int64_t f = sizeof(float), h = options.fp32_params ? sizeof(float) : 2;
   FsdpCudaBuffers b;
   b.param_slots = options.reshard_after_forward && !persistent ? std::min(2, L) : L;

@@ -26,10 +26,16 @@ struct FsdpCudaOptions {
   // into the fp32 shard (half the bytes; each rank's part and the sum are rounded to bf16).
   bool reduce_bf16 = false;
   // The head reduced (and, with the per-unit optimizer, updated and gathered) as its backward ends
-  // (FsdpCuda's header); off: the root's two parameters together at the end of backward.
+  // (FsdpCuda's header); off: the root's two parameters together at the end of backward. Only for
+  // a root of an embedding and an untied head.
   bool split_root = true;
   // Parameters in fp32 (params_f32()) rather than bf16 (params()): the --dtype fp32 model.
   bool fp32_params = false;
+  // A world of one keeps every unit's weights gathered for good: a bf16 copy of the whole model that
+  // AdamW writes (fp32: the master shards themselves). Off, it gathers (casts) them into rotating
+  // slots as several GPUs do, resharding after forward as they do: less memory, a cast per block
+  // and pass more.
+  bool persistent_at_one = true;
 };
 
 // What FsdpCuda allocated, by use (bytes on this rank's GPU).

@@ -2,6 +2,8 @@
 // shared block (full recompute), the blocks, then the head's buffers and the scratch.
 #include "model/activation_arena.h"
 
+#include <algorithm>
+
 #include "core/checked.h"
 
 namespace pylon {
@@ -66,9 +68,16 @@ ActivationArena activation_arena(const ModelConfig& config, int64_t B, int64_t T
   c.align();
   a.first_block = c.used();
   c.skip(checked_mul(a.block_stride, config.layers, kWhat));
-  a.x_last = c.take(checked_mul(N, D, kWhat), A), a.logits = c.take(checked_mul(N, V, kWhat), A);
+  a.x_last = c.take(checked_mul(N, D, kWhat), A);
   if (config.preset.final_norm) a.x_final = c.take(checked_mul(N, D, kWhat), A), a.rstd_final = c.take(N, f);
-  a.h = c.take(checked_mul(N, D, kWhat), A), a.wide = c.take(checked_mul(N, F, kWhat), A);
+  // The head's row chunks: as many rows as fit their logits into wide's (N, F), a multiple of 8,
+  // at least kMinHeadRows, then evened out over the chunks that takes.
+  const int64_t fit = checked_mul(N, F, kWhat) / V / 8 * 8;
+  const int64_t most = std::min(N, std::max(fit, ActivationArena::kMinHeadRows));
+  const int64_t chunks = (N + most - 1) / most;
+  a.head_rows = std::min(most, ((N + chunks - 1) / chunks + 7) / 8 * 8);
+  a.h = c.take(checked_mul(N, D, kWhat), A);
+  a.wide = c.take(std::max(checked_mul(N, F, kWhat), checked_mul(a.head_rows, V, kWhat)), A);
   a.tmp = c.take(checked_mul(N, D, kWhat), A);
   a.dx = c.take(checked_mul(N, D, kWhat), A), a.dx_mid = c.take(checked_mul(N, D, kWhat), A);
   a.dh = c.take(checked_mul(N, D, kWhat), A);

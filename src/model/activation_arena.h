@@ -31,11 +31,15 @@ struct ActivationArena {
   int64_t first_block = 0, block_stride = 0;
   int64_t block_x = 0;
   Saved block_saved, shared;
-  // The head's input and the step's scratch: x_L (N, D), logits (N, V), x_final and rstd_final
-  // where the preset has a final norm, h (N, D), wide (N, F), tmp (N, D), dx, dx_mid, dh (N, D),
-  // datt (N, Q), dqkv (N, Q + 2KV) in Act; losses, rstd_tmp (N), loss_tmp (1) fp32; the kernels'
-  // workspace.
-  int64_t x_last = 0, logits = 0, x_final = kNone, rstd_final = kNone, h = 0, wide = 0, tmp = 0;
+  // The head's input and the step's scratch: x_L (N, D), x_final and rstd_final where the preset
+  // has a final norm, h (N, D), wide (N, F) or, between the blocks' forward and backward, the
+  // logits of head_rows rows (head_rows, V), tmp (N, D), dx, dx_mid, dh (N, D), datt (N, Q), dqkv
+  // (N, Q + 2KV) in Act; losses, rstd_tmp (N), loss_tmp (1) fp32; the kernels' workspace. The head
+  // and the loss run over chunks of head_rows rows (the last may be shorter), so the logits of every
+  // row, the step's largest buffer at a large vocabulary, are never held at once.
+  static constexpr int64_t kMinHeadRows = 256;  // narrower chunks would starve the head's GEMMs
+  int64_t head_rows = 0;
+  int64_t x_last = 0, x_final = kNone, rstd_final = kNone, h = 0, wide = 0, tmp = 0;
   int64_t dx = 0, dx_mid = 0, dh = 0, datt = 0, dqkv = 0, losses = 0, rstd_tmp = 0, loss_tmp = 0, workspace = 0;
   int64_t bytes = 0;  // the whole allocation
 

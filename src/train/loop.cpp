@@ -73,6 +73,7 @@ nlohmann::json options_json(const TrainOptions& o, int world) {
           {"no_sync", o.no_sync},
           {"reduce_bf16", o.reduce_bf16},
           {"split_root", o.split_root},
+          {"one_gpu_reshard", o.one_gpu_reshard},
           {"recompute", recompute_name(o.recompute)},
           {"cuda_graph", o.cuda_graph}};
 }

@@ -123,8 +123,10 @@ FsdpCudaOptions cuda_fsdp_options(const TrainOptions& o) {
   f.fused_optimizer = o.grad_clip <= 0 && (o.grad_accum == 1 || o.no_sync);
   f.measure_overlap = !o.cuda_graph;  // timing probes are host-read events: not inside graphs
   f.reduce_bf16 = o.reduce_bf16;
-  f.split_root = o.split_root;
+  // A tied head's gradient is the embedding's, final only at the end of backward: nothing to split.
+  f.split_root = o.split_root && !o.model.tied_head;
   f.fp32_params = o.dtype == "fp32";
+  f.persistent_at_one = !o.one_gpu_reshard;
   return f;
 }
 

@@ -39,6 +39,7 @@ struct TrainOptions {
   bool check_reshard = false;         // debug: NaN in freed parameter slots (see FsdpOptions)
   bool reduce_bf16 = false;           // cuda: reduce-scatter gradients in bf16 (--reduce-dtype bf16)
   bool split_root = true;             // cuda: the head reduced as its backward ends (FsdpCudaOptions)
+  bool one_gpu_reshard = false;       // cuda, world 1: no whole bf16 copy (FsdpCudaOptions::persistent_at_one)
   Recompute recompute = Recompute::selective;  // cuda: activations kept vs recomputed (model/recompute.h)
   bool cuda_graph = false;            // cuda: replay a captured step as a CUDA graph (train/cuda/trainer_cuda.cpp)
   profile::ProfileOptions profile;    // --profile DIR and its step schedule (CPU ranges)

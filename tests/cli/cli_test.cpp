@@ -15,6 +15,7 @@
 
 #include "io/safetensors.h"
 #include "io/token_file.h"
+#include "support/golden.h"
 #include "support/run_command.h"
 #include "support/temp_dir.h"
 
@@ -24,8 +25,8 @@ namespace {
 using testing::expect_clear_error;
 using testing::run_pylon;
 
-const std::string kGolden = std::string(PYLON_GOLDEN_DIR) + "/seed_small";
-const std::string kSeedModel = "--preset seed --vocab 97 --dim 32 --layers 2 --heads 4";
+using testing::kGolden;
+using testing::kSeedModel;
 const std::string kSeedArgsForProgress = "train " + kSeedModel + " --batch 2 --seq 16";
 
 std::string train_args(const std::string& extra, const std::string& init = kGolden + "/init.safetensors",
@@ -83,8 +84,9 @@ TEST(Cli, BadFlagsAreErrors) {
   expect_clear_error(run_pylon("train --recompute some"), "--recompute: expected one of none|selective|full");
   expect_clear_error(run_pylon("train --recompute full"), "--recompute applies to --device cuda");
   expect_clear_error(run_pylon("train --reduce-dtype fp16"), "--reduce-dtype: expected one of fp32|bf16");
-  expect_clear_error(run_pylon("train --reduce-dtype bf16"), "--reduce-dtype and --whole-root apply to --device cuda");
-  expect_clear_error(run_pylon("train --whole-root"), "--reduce-dtype and --whole-root apply to --device cuda");
+  for (const char* flag : {"--reduce-dtype bf16", "--whole-root", "--one-gpu-reshard"})
+    expect_clear_error(run_pylon(std::string("train ") + flag),
+                       "--reduce-dtype, --whole-root and --one-gpu-reshard apply to --device cuda");
   expect_clear_error(run_pylon(train_args("--cuda-graph")), "--cuda-graph needs --device cuda");
   expect_clear_error(run_pylon("train stray"), "unexpected argument 'stray'");
   expect_clear_error(run_pylon("train --dim 30 --heads 4 --data x.bin"), "not divisible by heads");

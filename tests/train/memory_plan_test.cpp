@@ -66,9 +66,10 @@ Carved carve_sequentially(const ModelConfig& c, int64_t B, int64_t T, Recompute 
     take(N * D, A);
     if (r != Recompute::full) take_saved();
   }
-  take(N * D, A), take(N * V, A);
+  take(N * D, A);
   if (c.preset.final_norm) take(N * D, A), take(N, 4);
-  for (int64_t n : {N * D, N * F, N * D, N * D, N * D, N * D, N * Q, N * QKV}) take(n, A);
+  const int64_t head_rows = activation_arena(c, B, T, r, static_cast<int>(A), workspace).head_rows;  // its own test below
+  for (int64_t n : {N * D, std::max(N * F, head_rows * V), N * D, N * D, N * D, N * D, N * Q, N * QKV}) take(n, A);
   take(N, 4), take(N, 4), take(1, 4), take(workspace, 1);
   out.bytes = offset;
   return out;
@@ -86,7 +87,7 @@ std::vector<int64_t> offsets_of(const ActivationArena& a, const ModelConfig& c, 
     out.push_back(a.x_of(l));
     if (r != Recompute::full) saved(a.saved_of(l));
   }
-  for (int64_t o : {a.x_last, a.logits, a.x_final, a.rstd_final, a.h, a.wide, a.tmp, a.dx, a.dx_mid, a.dh, a.datt,
+  for (int64_t o : {a.x_last, a.x_final, a.rstd_final, a.h, a.wide, a.tmp, a.dx, a.dx_mid, a.dh, a.datt,
                     a.dqkv, a.losses, a.rstd_tmp, a.loss_tmp, a.workspace})
     if (o != ActivationArena::kNone) out.push_back(o);
   return out;
@@ -104,6 +105,30 @@ TEST(MemoryPlan, ActivationArenaEqualsCarvingEveryBufferInTurn) {
           EXPECT_EQ(a.bytes, expect.bytes);
           EXPECT_EQ(offsets_of(a, c, r), expect.offsets);
         }
+}
+
+// The head's row chunks: the logits of a chunk fit the MLP's scratch (N, F) unless that would make the
+// chunk narrower than kMinHeadRows; rows a multiple of 8 unless one chunk takes every row; the
+// chunks evened out (the last at most 7 rows short of the others, or the rest).
+TEST(MemoryPlan, HeadRowChunksFitTheMlpScratch) {
+  struct Case {
+    const char* preset;
+    int64_t vocab, dim, B, T, rows;
+  };
+  for (const Case& k : {Case{"seed", 32000, 2048, 8, 1024, 2048},   // the seed preset: 4 chunks
+                        Case{"seed", 151936, 896, 8, 1024, 256},   // a Qwen2-like vocabulary: 32
+                        Case{"seed", 97, 32, 2, 16, 32},           // V < F: one chunk of every row
+                        Case{"seed", 4099, 256, 2, 290, 200},      // 200, 200, 180
+                        Case{"seed", 500000, 64, 1, 100, 100}}) {  // fewer rows than the floor
+    ModelConfig c = small(k.preset);
+    c.vocab = static_cast<int>(k.vocab), c.dim = static_cast<int>(k.dim);
+    const int64_t N = k.B * k.T, F = c.ffn_hidden();
+    SCOPED_TRACE(c.describe() + " N " + std::to_string(N));
+    const ActivationArena a = activation_arena(c, k.B, k.T, Recompute::selective, 2, 0);
+    EXPECT_EQ(a.head_rows, k.rows);
+    EXPECT_LE(a.head_rows * k.vocab, std::max(N * F, ActivationArena::kMinHeadRows * k.vocab));
+    EXPECT_TRUE(a.head_rows == N || a.head_rows % 8 == 0);
+  }
 }
 
 TEST(MemoryPlan, ActivationArenaOfAHugeModelIsComputedNotAllocated) {
@@ -139,7 +164,7 @@ FsdpCudaBuffers buffers_over_every_unit(const ShardLayout& layout, const FsdpCud
     most = std::max(most, u.shard);
     if (u.id >= 0) block_padded = std::max(block_padded, u.padded);
   }
-  const bool persistent = world == 1;
+  const bool persistent = world == 1 && o.persistent_at_one;
   const int64_t h = o.fp32_params ? 4 : 2;
   FsdpCudaBuffers b;
   b.param_slots = o.reshard_after_forward && !persistent ? std::min(2, L) : L;
@@ -174,6 +199,8 @@ TEST(MemoryPlan, FsdpGpuBuffersFromOneBlockEqualTheSumsOverEveryUnit) {
   vary([](FsdpCudaOptions& o) { o.fused_optimizer = true; });
   vary([](FsdpCudaOptions& o) { o.reduce_bf16 = true, o.split_root = false; });
   vary([](FsdpCudaOptions& o) { o.fp32_params = true, o.no_sync = true, o.fused_optimizer = true; });
+  vary([](FsdpCudaOptions& o) { o.persistent_at_one = false; });
+  vary([](FsdpCudaOptions& o) { o.persistent_at_one = false, o.reshard_after_forward = false; });
   for (ModelConfig c : arena_models())
     for (int layers : {1, 2, 5})
       for (int world : {1, 2, 3})

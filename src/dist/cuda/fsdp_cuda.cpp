@@ -47,6 +47,8 @@ FsdpCuda::FsdpCuda(const ShardLayout& layout, cudaStream_t compute, NcclComm* ga
   const std::vector<ShardUnit>& units = layout.units();
   // The root's two parameters, embedding then head (ShardLayout's order).
   split_ = options.split_root && units[0].params.size() == 2;
+  PYLON_CHECK(!split_ || layout.table().head >= 0,
+              "the split root needs a head of its own: a tied head's gradient is final only at the end of backward");
   const int L = layers_;
   PYLON_CHECK(L >= 1, "FSDP needs at least one block");
   int64_t total = 0;
@@ -56,8 +58,8 @@ FsdpCuda::FsdpCuda(const ShardLayout& layout, cudaStream_t compute, NcclComm* ga
     PYLON_ASSERT(u.id < 0 || (u.shard == units[1].shard && u.padded == units[1].padded), "FSDP's blocks differ");
   }
   // A world of one shards nothing: the bf16 weights stay in place and AdamW writes them (fp32: the
-  // model reads the master shards).
-  persistent_ = world_ == 1;
+  // model reads the master shards); unless persistent_at_one is off, when it gathers without NCCL.
+  persistent_ = world_ == 1 && options.persistent_at_one;
   param_bytes_ = options.fp32_params ? sizeof(float) : sizeof(bf16);
   const FsdpCudaBuffers sizes = buffers(units[0], units[1], L, world_, options);
   PYLON_ASSERT(sizes.shard == total);

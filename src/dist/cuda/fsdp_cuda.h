@@ -13,7 +13,8 @@
 // backward. With reshard_after_forward a block is freed after its forward (the last block is kept:
 // backward starts with it) and gathered again for backward; without it (ZeRO-2) every block keeps
 // its own slot from forward to backward. A world of one keeps every unit's bf16 weights in place
-// (AdamW writes them); nothing is gathered or reduced there. With fp32_params (--dtype fp32) the
+// (AdamW writes them); nothing is gathered or reduced there. Without persistent_at_one it gathers
+// (casts, no collective) into slots as above. With fp32_params (--dtype fp32) the
 // weights are gathered in fp32 instead, and a world of one reads the fp32 master shards themselves.
 //
 // The split root (FsdpCudaOptions::split_root): the head's gradient is final once backward reaches
@@ -74,6 +75,7 @@ class FsdpCuda final : public UnitHooks {
   static size_t scratch_bytes(int64_t summed);
 
   const ShardLayout& layout() const { return layout_; }
+  bool split_root() const { return split_; }  // the options' split_root, where the root is an embedding and a head
   // Per parameter (table order): bf16 weights / fp32 gradients, valid between the unit's hooks.
   const std::vector<const __nv_bfloat16*>& params() const { return params_; }
   const std::vector<const float*>& params_f32() const { return params_f32_; }  // with fp32_params

@@ -1,5 +1,7 @@
 // The step on a CUDA stream (Act = bf16, or float for --dtype fp32), told as a story: embed, L
-// pre-norm blocks (attention, then the MLP), [final norm,] head, loss; then the gradients in reverse.
+// pre-norm blocks (attention, then the MLP), [final norm,] then head and loss in row chunks, each
+// chunk's gradients formed as its loss is (so only one chunk's logits exist at a time); then the
+// gradients in reverse.
 // The preset's traits choose the mask, the positions and the MLP (SiLU, or SwiGLU over [gate | up]);
 // grouped-query heads, biases and a tied head come from the config, as in model/minillm.cpp.
 // Saved per block (recompute selective, the default): its input x, qkv (after RoPE), the attention
@@ -93,7 +95,8 @@ MiniLLMCuda<Act>::MiniLLMCuda(const ModelConfig& config, int B, int T, Recompute
     y.rstd1 = at<float>(arena_, s.rstd1), y.rstd2 = at<float>(arena_, s.rstd2), y.lse = at<float>(arena_, s.lse);
     y.h1 = at<Act>(arena_, s.h1), y.h2 = at<Act>(arena_, s.h2), y.act = at<Act>(arena_, s.act);
   }
-  x_last_ = at<Act>(arena_, a.x_last), logits_ = at<Act>(arena_, a.logits);
+  x_last_ = at<Act>(arena_, a.x_last);
+  head_rows_ = static_cast<int>(a.head_rows);
   x_final_ = at<Act>(arena_, a.x_final), rstd_final_ = at<float>(arena_, a.rstd_final);
   h_ = at<Act>(arena_, a.h), wide_ = at<Act>(arena_, a.wide), tmp_ = at<Act>(arena_, a.tmp);
   dx_ = at<Act>(arena_, a.dx), dx_mid_ = at<Act>(arena_, a.dx_mid), dh_ = at<Act>(arena_, a.dh);
@@ -104,10 +107,10 @@ MiniLLMCuda<Act>::MiniLLMCuda(const ModelConfig& config, int B, int T, Recompute
 }
 
 template <typename Act>
-void MiniLLMCuda<Act>::linear_forward(Act* out, const Act* in, const Act* W, const Act* b, int I,
-                                 int O, cudaStream_t s) {
-  if constexpr (std::is_same_v<Act, bf16>) cuda::linear_forward(gemm_, out, in, W, b, N_, I, O, s);
-  else gemm_act(gemm_, false, true, N_, O, I, in, I, W, I, out, O, b, s);
+void MiniLLMCuda<Act>::linear_forward(Act* out, const Act* in, const Act* W, const Act* b, int rows, int I, int O,
+                                      cudaStream_t s) {
+  if constexpr (std::is_same_v<Act, bf16>) cuda::linear_forward(gemm_, out, in, W, b, rows, I, O, s);
+  else gemm_act(gemm_, false, true, rows, O, I, in, I, W, I, out, O, b, s);
 }
 
 template <typename Act>
@@ -128,22 +131,21 @@ void MiniLLMCuda<Act>::block_forward_to_f1(const std::vector<const Act*>& P, int
   const int FIn = swiglu_ ? 2 * config_.ffn_hidden() : config_.ffn_hidden();
   const auto W = block_params(table_, P, l);
   Layer& a = layers_[l];
-  linear_forward(a.qkv, h1, W[kQkv], W[kQkvBias], D, QKV, s);  // (N, Q + 2KV)
+  linear_forward(a.qkv, h1, W[kQkv], W[kQkvBias], N_, D, QKV, s);  // (N, Q + 2KV)
   if (config_.preset.positions == Positions::rope)
     rope_forward(a.qkv, B_, T_, heads_, config_.rope_theta, config_.rope_scaling, 0, s);
   attention_forward(a.att, a.lse, a.qkv, B_, T_, heads_, config_.preset.mask == Mask::causal, s);  // (N, Q)
-  linear_forward(tmp_, a.att, W[kOut], W[kOutBias], Q, D, s);
+  linear_forward(tmp_, a.att, W[kOut], W[kOutBias], N_, Q, D, s);
   // x_mid = x + proj; h2 = RMSNorm2(x_mid)
   Act* h2 = a.h2 ? a.h2 : h_;
   residual_rmsnorm_forward(a.x_mid, h2, a.rstd2, a.x, tmp_, W[kNorm2], N_, D, config_.norm_eps, s);
-  linear_forward(a.f1, h2, W[kFfnIn], nullptr, D, FIn, s);  // (N, F) or (N, 2F) = [gate | up]
+  linear_forward(a.f1, h2, W[kFfnIn], nullptr, N_, D, FIn, s);  // (N, F) or (N, 2F) = [gate | up]
 }
 
 template <typename Act>
-void MiniLLMCuda<Act>::forward(const std::vector<const Act*>& P, const int32_t* inputs,
-                          const int32_t* targets, float* loss_sum, cudaStream_t s,
-                          UnitHooks* hooks) {
-  const int D = config_.dim, V = config_.vocab, L = config_.layers, F = config_.ffn_hidden();
+void MiniLLMCuda<Act>::forward_blocks(const std::vector<const Act*>& P, const int32_t* inputs, cudaStream_t s,
+                                      UnitHooks* hooks) {
+  const int D = config_.dim, L = config_.layers, F = config_.ffn_hidden();
   const float eps = config_.norm_eps;
   inputs_ = inputs;
   const int64_t N = N_;
@@ -168,7 +170,7 @@ void MiniLLMCuda<Act>::forward(const std::vector<const Act*>& P, const int32_t* 
       swiglu_forward(act, a.f1, N, F, s);
     else
       silu_forward(act, a.f1, N * F, s);
-    linear_forward(tmp_, act, W[kFfnOut], nullptr, F, D, s);
+    linear_forward(tmp_, act, W[kFfnOut], nullptr, N_, F, D, s);
     if (l + 1 < L) {  // x_{l+1} = x_mid + ffn; h = RMSNorm1_{l+1}(x_{l+1})
       if (hooks) hooks->before_forward(l + 1);
       Layer& next = layers_[l + 1];
@@ -183,27 +185,55 @@ void MiniLLMCuda<Act>::forward(const std::vector<const Act*>& P, const int32_t* 
   }
   if (L == 0 && config_.preset.final_norm)
     residual_rmsnorm_forward(nullptr, x_final_, rstd_final_, x_last_, nullptr, P[table_.final_norm], N_, D, eps, s);
-  linear_forward(logits_, head_input(), P[table_.head_or_embed()], nullptr, D, V, s);  // (N, V)
-  // Loss per position; the logits become d(loss_scale·Σ loss)/d(logits) in place.
-  cross_entropy_forward_backward(losses_, logits_, targets, N_, V, loss_scale_, s);
+}
+
+template <typename Act>
+void MiniLLMCuda<Act>::head_and_loss(const std::vector<const Act*>& P, const int32_t* targets, float* loss_sum,
+                                     Act* d_head_input, float* dW_head, float beta, cudaStream_t s) {
+  const int D = config_.dim, V = config_.vocab;
+  const Act* W = P[table_.head_or_embed()];
+  const Act* x = head_input();
+  PYLON_RANGE("model", "head");
+  for (int r = 0; r < N_; r += head_rows_) {
+    const int n = std::min(head_rows_, N_ - r);
+    const int64_t at = static_cast<int64_t>(r) * D;
+    // The chunk's logits (n, V) in wide_; the loss per row, and in place d(loss_scale·Σ loss)/d(logits).
+    linear_forward(wide_, x + at, W, nullptr, n, D, V, s);
+    cross_entropy_forward_backward(losses_ + r, wide_, targets + r, n, V, loss_scale_, s);
+    if (!dW_head) continue;
+    // d(head input) = dlogits·W; dW += dlogitsᵀ·(head input), the first chunk with the caller's beta.
+    gemm_act(gemm_, false, false, n, D, V, wide_, V, W, D, d_head_input + at, D, nullptr, s);
+    gemm_grad(gemm_, true, false, V, D, n, wide_, V, x + at, D, r == 0 ? beta : 1.f, dW_head, D, s);
+  }
   loss_mean(loss_tmp_, losses_, N_, workspace_, s);
   add_scalar(loss_sum, loss_tmp_, s);
+}
+
+template <typename Act>
+void MiniLLMCuda<Act>::forward(const std::vector<const Act*>& P, const int32_t* inputs, const int32_t* targets,
+                               float* loss_sum, cudaStream_t s, UnitHooks* hooks) {
+  forward_blocks(P, inputs, s, hooks);
+  head_and_loss(P, targets, loss_sum, nullptr, nullptr, 0.f, s);
   if (hooks) hooks->after_forward(-1);
 }
 
 template <typename Act>
-void MiniLLMCuda<Act>::backward(const std::vector<const Act*>& P, const std::vector<float*>& G,
-                           bool accumulate, cudaStream_t s, UnitHooks* hooks) {
+void MiniLLMCuda<Act>::forward_backward(const std::vector<const Act*>& P, const std::vector<float*>& G,
+                                        const int32_t* inputs, const int32_t* targets, float* loss_sum,
+                                        bool accumulate, cudaStream_t s, UnitHooks* hooks) {
   const int D = config_.dim, V = config_.vocab, L = config_.layers, Q = heads_.q_dim(), QKV = heads_.row();
   const int F = config_.ffn_hidden(), FIn = swiglu_ ? 2 * F : F;
   const float eps = config_.norm_eps;
   const int64_t N = N_;
   const float beta = accumulate ? 1.f : 0.f;
   const bool tied = table_.head < 0;
+  forward_blocks(P, inputs, s, hooks);
+  if (hooks) hooks->after_forward(-1);
   PYLON_RANGE("model", "backward");
   // The gradients that kernels add into (the embedding, norms, biases) start at zero unless
   // accumulating; the GEMM-written ones are overwritten (beta 0). Zeroed once the unit is entered;
-  // the root's embedding only after the last block (unit_hooks.h), its others (a final norm) first.
+  // an untied head's embedding only after the last block (unit_hooks.h), the root's others (a final
+  // norm) first. A tied head's GEMM writes the embedding's first.
   auto zero_added_grads = [&](int unit, bool embedding) {
     if (accumulate) return;
     for (size_t i = 0; i < table_.params.size(); ++i) {
@@ -214,16 +244,12 @@ void MiniLLMCuda<Act>::backward(const std::vector<const Act*>& P, const std::vec
         PYLON_CUDA_CHECK(cudaMemsetAsync(G[i], 0, static_cast<size_t>(p.numel) * sizeof(float), s));
     }
   };
-  // Head: d(head input) = dlogits·W_head; dW_head += dlogitsᵀ·(head input), for a tied head into the
-  // embedding's gradient at the end (where the embedding's is written); then through the final norm.
+  // The head and the loss, chunk by chunk: d(head input), and dW_head (a tied head's into the
+  // embedding's gradient, which the lookups add to at the end); then through the final norm.
   if (hooks) hooks->before_backward(-1);
   zero_added_grads(-1, false);
-  const int head = table_.head_or_embed();
   Act* d_head_input = config_.preset.final_norm ? dh_ : dx_;
-  if (tied)
-    gemm_act(gemm_, false, false, N_, D, V, logits_, V, P[head], D, d_head_input, D, nullptr, s);
-  else
-    linear_backward(d_head_input, G[head], nullptr, logits_, head_input(), P[head], D, V, beta, s);
+  head_and_loss(P, targets, loss_sum, d_head_input, G[table_.head_or_embed()], beta, s);
   if (config_.preset.final_norm)
     rmsnorm_backward(dx_, G[table_.final_norm], dh_, nullptr, x_last_, P[table_.final_norm], rstd_final_, N_, D,
                      workspace_, s);
@@ -271,10 +297,7 @@ void MiniLLMCuda<Act>::backward(const std::vector<const Act*>& P, const std::vec
     rmsnorm_backward(dx_, dW[kNorm1], dh_, dx_mid_, a.x, W[kNorm1], a.rstd1, N_, D, workspace_, s);
     if (hooks) hooks->after_backward(l);
   }
-  if (tied)  // the head's weight gradient first (overwriting unless accumulating), then the lookups'
-    gemm_grad(gemm_, true, false, V, D, N_, logits_, V, head_input(), D, beta, G[table_.embed], D, s);
-  else
-    zero_added_grads(-1, true);
+  if (!tied) zero_added_grads(-1, true);
   embedding_backward(G[table_.embed], dx_, inputs_, N_, D, V, workspace_, s);
   if (hooks) hooks->after_backward(-1);
 }

@@ -49,16 +49,19 @@ class MiniLLMCuda {
   size_t workspace_bytes() const { return workspace_bytes_; }  // cuBLASLt's scratch, inside the arena
 
   // params[i]: device pointer to parameter i of table() in Act. inputs/targets: device (B, T).
-  // Enqueues on `stream`; writes the per-position losses and adds their mean into *loss_sum.
-  // hooks (may be null) are called as model/unit_hooks.h says.
+  // Enqueues on `stream`. forward: the pass alone (evaluation): writes the per-position losses and
+  // adds their mean into *loss_sum. forward_backward: the training micro-step: the same, then
+  // grads[i] += d(loss_scale·Σ loss)/d(parameter i) when `accumulate`, else = (the weight-gradient
+  // GEMMs write with beta 0, so the caller need not zero 4 bytes per parameter first; only the small
+  // kernel-accumulated gradients are zeroed here). The head and the loss run between the two passes,
+  // in row chunks (ActivationArena::head_rows), each chunk's gradient formed as its loss is.
+  // hooks (may be null) are called as model/unit_hooks.h says; forward_backward's head runs after
+  // before_backward(−1).
   void forward(const std::vector<const Act*>& params, const int32_t* inputs, const int32_t* targets,
                float* loss_sum, cudaStream_t stream, UnitHooks* hooks = nullptr);
-  // grads[i]: device fp32 gradient of parameter i += d(loss_scale·Σ loss) when `accumulate`,
-  // else = (the weight-gradient GEMMs write with beta 0, so the caller need not zero 4 bytes per
-  // parameter first; only the small kernel-accumulated gradients are zeroed here).
-  // The softmax gradient is formed during forward(), so loss_scale is given there too.
-  void backward(const std::vector<const Act*>& params, const std::vector<float*>& grads,
-                bool accumulate, cudaStream_t stream, UnitHooks* hooks = nullptr);
+  void forward_backward(const std::vector<const Act*>& params, const std::vector<float*>& grads,
+                        const int32_t* inputs, const int32_t* targets, float* loss_sum, bool accumulate,
+                        cudaStream_t stream, UnitHooks* hooks = nullptr);
   void set_loss_scale(float s) { loss_scale_ = s; }
 
  private:
@@ -71,12 +74,18 @@ class MiniLLMCuda {
   };
   // The head's input: the final norm's output, or x_L.
   const Act* head_input() const { return x_final_ ? x_final_ : x_last_; }
+  // Embedding, blocks and final norm: up to head_input(). Calls before_forward(−1), not after_forward(−1).
+  void forward_blocks(const std::vector<const Act*>& P, const int32_t* inputs, cudaStream_t s, UnitHooks* hooks);
+  // Logits and loss over head_rows_ rows at a time (the logits in wide_): losses_, and their mean added
+  // into *loss_sum; with dW_head also d_head_input (N, D) = dlogits·W and dW_head (V, D) =
+  // beta·dW_head + dlogitsᵀ·head_input().
+  void head_and_loss(const std::vector<const Act*>& P, const int32_t* targets, float* loss_sum, Act* d_head_input,
+                     float* dW_head, float beta, cudaStream_t s);
   // Block l from h1 = RMSNorm1(x) (in place) to f1: qkv, attention, x_mid, rstd2 and f1 of `a`.
   void block_forward_to_f1(const std::vector<const Act*>& P, int l, const Act* h1, cudaStream_t s);
-  // out (N, O) = in·Wᵀ + b; din (N, I) = dout·W (skipped when din is null); dW (O, I) = beta·dW +
+  // out (rows, O) = in·Wᵀ + b; din (N, I) = dout·W (skipped when din is null); dW (O, I) = beta·dW +
   // doutᵀ·in; db += Σ rows of dout. bf16: cuda::linear_forward / linear_backward (ops/cuda/linear.h).
-  void linear_forward(Act* out, const Act* in, const Act* W, const Act* b, int I, int O,
-                      cudaStream_t s);
+  void linear_forward(Act* out, const Act* in, const Act* W, const Act* b, int rows, int I, int O, cudaStream_t s);
   void linear_backward(Act* din, float* dW, float* db, const Act* dout, const Act* in,
                        const Act* W, int I, int O, float beta, cudaStream_t s);
 
@@ -85,12 +94,13 @@ class MiniLLMCuda {
   HeadLayout heads_{};
   bool swiglu_ = false;
   int B_, T_, N_ = 0;
+  int head_rows_ = 0;  // rows of a head chunk (ActivationArena::head_rows)
   Recompute recompute_;
   float loss_scale_ = 1.f;
   Gemm gemm_;
   DeviceBuffer arena_;  // every buffer below lives in it
   std::vector<Layer> layers_;
-  Act *x_last_, *logits_, *h_, *wide_, *tmp_, *dx_, *dx_mid_, *dh_, *datt_, *dqkv_;
+  Act *x_last_, *h_, *wide_, *tmp_, *dx_, *dx_mid_, *dh_, *datt_, *dqkv_;
   Act* x_final_ = nullptr;  // the final norm's output (N, D), where the preset has one
   float *losses_, *rstd_tmp_, *loss_tmp_;
   float* rstd_final_ = nullptr;

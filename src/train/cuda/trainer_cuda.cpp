@@ -163,7 +163,8 @@ class CudaStep final : public TrainStep {
                           format_gb(static_cast<double>(allocated_)), " GB, activations ",
                           format_gb(static_cast<double>(model_.activation_bytes())), " GB, recompute ",
                           recompute_name(o_.recompute), ", reduce ", o_.reduce_bf16 ? "bf16" : "fp32",
-                          o_.split_root ? ", split root" : "",
+                          fsdp_.split_root() ? ", split root" : "",
+                          world_ == 1 && o_.one_gpu_reshard ? ", one-GPU reshard" : "",
                           o_.cuda_graph ? "; CUDA graph: steps after the first replay a captured step" : "", ")");
   }
   int lag() const override { return 1; }
@@ -314,8 +315,8 @@ class CudaStep final : public TrainStep {
     for (int a = 0; a < o_.grad_accum; ++a) {
       const int32_t* inputs = d + 2 * static_cast<size_t>(a) * rows;
       const bool accumulate = fsdp_.begin_micro_step(a, o_.grad_accum);
-      model_.forward(device_params<Act>(fsdp_), inputs, inputs + rows, fsdp_.loss_sum(), s, &fsdp_);
-      model_.backward(device_params<Act>(fsdp_), fsdp_.grads(), accumulate, s, &fsdp_);
+      model_.forward_backward(device_params<Act>(fsdp_), fsdp_.grads(), inputs, inputs + rows, fsdp_.loss_sum(),
+                              accumulate, s, &fsdp_);
     }
     fsdp_.end_step(host_scalars_.data() + 2 * (t % 2));
   }

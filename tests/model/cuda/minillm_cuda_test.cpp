@@ -24,12 +24,13 @@ namespace {
 
 struct CudaStep {
   float loss = 0;
+  float forward_loss = 0;  // of a forward-only pass (evaluation) after the step, on the same weights
   std::vector<float> grads;
   size_t activation_bytes = 0;
 };
 
 // One forward + backward of MiniLLMCuda<Act> on weights of type Act and (B, T) tokens (inputs, then
-// targets).
+// targets), then a forward-only pass.
 template <typename Act>
 CudaStep run_cuda_step(const ModelConfig& c, const std::vector<Act>& params_act, const std::vector<int32_t>& tokens,
                        int B, int T, Recompute recompute) {
@@ -37,12 +38,12 @@ CudaStep run_cuda_step(const ModelConfig& c, const std::vector<Act>& params_act,
   const ParamTable table = param_table(c);
   cuda::MiniLLMCuda<Act> model(c, B, T, recompute);
   cuda::DeviceBuffer w(params_act.size() * sizeof(Act)), g(static_cast<size_t>(table.total) * 4), tok(tokens.size() * 4),
-      loss(4);
+      loss(8);
   PYLON_CUDA_CHECK(cudaMemcpy(w.get(), params_act.data(), w.bytes(), cudaMemcpyHostToDevice));
   PYLON_CUDA_CHECK(cudaMemcpy(tok.get(), tokens.data(), tok.bytes(), cudaMemcpyHostToDevice));
   cuda::Stream stream;  // non-blocking: the memsets go on it to be ordered with the step
   PYLON_CUDA_CHECK(cudaMemsetAsync(g.get(), 0xFF, g.bytes(), stream.get()));  // NaN: backward must overwrite all
-  PYLON_CUDA_CHECK(cudaMemsetAsync(loss.get(), 0, 4, stream.get()));
+  PYLON_CUDA_CHECK(cudaMemsetAsync(loss.get(), 0, 8, stream.get()));
   std::vector<const Act*> P;
   std::vector<float*> G;
   for (const auto& p : table.params) {
@@ -50,12 +51,14 @@ CudaStep run_cuda_step(const ModelConfig& c, const std::vector<Act>& params_act,
     G.push_back(g.as<float>() + p.offset);
   }
   model.set_loss_scale(1.f / static_cast<float>(N));
-  model.forward(P, tok.as<int32_t>(), tok.as<int32_t>() + N, loss.as<float>(), stream.get());
-  model.backward(P, G, /*accumulate=*/false, stream.get());
+  model.forward_backward(P, G, tok.as<int32_t>(), tok.as<int32_t>() + N, loss.as<float>(), /*accumulate=*/false,
+                         stream.get());
+  model.forward(P, tok.as<int32_t>(), tok.as<int32_t>() + N, loss.as<float>() + 1, stream.get());
   stream.synchronize();
   CudaStep r;
   r.grads.resize(table.total);
   PYLON_CUDA_CHECK(cudaMemcpy(&r.loss, loss.get(), 4, cudaMemcpyDeviceToHost));
+  PYLON_CUDA_CHECK(cudaMemcpy(&r.forward_loss, loss.as<float>() + 1, 4, cudaMemcpyDeviceToHost));
   PYLON_CUDA_CHECK(cudaMemcpy(r.grads.data(), g.get(), g.bytes(), cudaMemcpyDeviceToHost));
   r.activation_bytes = model.activation_bytes();
   return r;
@@ -67,9 +70,9 @@ ModelConfig small_config(const Preset& preset) {
   return c;
 }
 
-void check_step_matches_cpu(const ModelConfig& c) {
+void check_step_matches_cpu(const ModelConfig& c, int B = 2, int T = 96) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  const int B = 2, T = 96, N = B * T;
+  const int N = B * T;
   MiniLLM ref(c);
   const ParamTable& table = ref.table();
   std::vector<float> params(table.total);
@@ -84,14 +87,16 @@ void check_step_matches_cpu(const ModelConfig& c) {
 
   std::vector<float> grads_ref(table.total, 0.f);
   const float loss_ref = ref.forward(params.data(), tokens.data(), tokens.data() + N, B, T);
-  ref.backward(params.data(), grads_ref.data(), 1.f / N);
+  ref.backward(params.data(), grads_ref.data(), 1.f / static_cast<float>(N));
 
   const CudaStep step = run_cuda_step(c, params_bf16, tokens, B, T, Recompute::selective);
   const float loss_gpu = step.loss;
   const std::vector<float>& grads = step.grads;
 
-  // bf16 activations through 2 blocks: the loss to 1e-2 relative (bf16's eps is 7.8e-3).
+  // bf16 activations through 2 blocks: the loss to 1e-2 relative (bf16's eps is 7.8e-3). The
+  // forward-only pass runs the same kernels on the same values: the same loss to the bit.
   EXPECT_NEAR(loss_gpu, loss_ref, 1e-2 * loss_ref);
+  EXPECT_EQ(std::memcmp(&step.forward_loss, &loss_gpu, sizeof(float)), 0) << step.forward_loss << " vs " << loss_gpu;
   // Gradients: normalised error ‖g − g_ref‖ / ‖g_ref‖ per parameter under 5e-2 (bf16 activations
   // and bf16-rounded intermediate gradients compound over the backward chain), and no NaN.
   double worst = 0;
@@ -119,6 +124,23 @@ TEST(CudaMiniLLM, LlamaStepMatchesCpu) {
   for (const ModelConfig& c : testing::llama_variants(small_config(find_preset("llama")))) {
     SCOPED_TRACE(c.describe());
     check_step_matches_cpu(c);
+  }
+}
+
+// A vocabulary much wider than the MLP: the head and the loss run in row chunks whose logits fit the
+// MLP's scratch (580 rows in chunks of 200, 200 and 180); untied and tied heads.
+TEST(CudaMiniLLM, HeadInRowChunksMatchesCpu) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  ModelConfig seed = small_config(find_preset("seed"));
+  seed.vocab = 4099;
+  ModelConfig tied = testing::llama_variants(small_config(find_preset("llama")))[1];
+  tied.vocab = 4099;
+  ASSERT_TRUE(tied.tied_head);
+  for (const ModelConfig& c : {seed, tied}) {
+    SCOPED_TRACE(c.describe());
+    const ActivationArena a = cuda::MiniLLMCuda<__nv_bfloat16>::arena(c, 2, 290, Recompute::selective);
+    EXPECT_EQ(a.head_rows, 200);
+    check_step_matches_cpu(c, 2, 290);
   }
 }
 
