@@ -55,13 +55,13 @@ FsdpCudaBuffers fsdp_cuda_buffers(const ShardUnit& root, const ShardUnit& block,
     b.root_param = checked_mul(root.padded, h, kWhat);
     b.block_params = checked_mul({b.param_slots, block.padded, h}, kWhat);
   }
-  // The split root reduced every micro-step: the head's and the embedding's gradients take turns in
-  // one buffer of the larger parameter.
-  const bool split = options.split_root && root.params.size() == 2;
+  // The split root reduced every micro-step: the embedding's gradient and the others' (the head's, a
+  // final norm's) take turns in one buffer of the larger of the two.
+  const bool split = options.split_root && root.params.size() >= 2;
   int64_t root_grad_numel = root.padded;
   if (split && !options.no_sync) {
-    root_grad_numel = 0;
-    for (const UnitParam& q : root.params) root_grad_numel = std::max(root_grad_numel, checked_mul(world, q.chunk, kWhat));
+    const int64_t embedding = checked_mul(world, root.params[0].chunk, kWhat);
+    root_grad_numel = std::max(embedding, root.padded - embedding);
   }
   b.root_grad = checked_mul(root_grad_numel, f, kWhat);
   b.block_grads = checked_mul({b.grad_slots, block.padded, f}, kWhat);

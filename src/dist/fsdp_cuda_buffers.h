@@ -25,9 +25,9 @@ struct FsdpCudaOptions {
   // Reduce-scatter in bf16: each parameter's gradient is cast to bf16, reduced in bf16 and widened back
   // into the fp32 shard (half the bytes; each rank's part and the sum are rounded to bf16).
   bool reduce_bf16 = false;
-  // The head reduced (and, with the per-unit optimizer, updated and gathered) as its backward ends
-  // (FsdpCuda's header); off: the root's two parameters together at the end of backward. Only for
-  // a root of an embedding and an untied head.
+  // The head (and a final norm) reduced, and with the per-unit optimizer updated and gathered, as
+  // its backward ends (FsdpCuda's header); off: the whole root together at the end of backward.
+  // Only for a root with a head of its own (untied).
   bool split_root = true;
   // Parameters in fp32 (params_f32()) rather than bf16 (params()): the --dtype fp32 model.
   bool fp32_params = false;

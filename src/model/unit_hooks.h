@@ -13,8 +13,8 @@ namespace pylon {
 // On CUDA the calls happen while work is being enqueued, not when it runs: a hook orders its own
 // streams against the compute stream with events and never waits on the host. A block's fused
 // "residual add + next RMSNorm" reads block l+1's norm weight at the end of block l, so MiniLLMCuda
-// calls before_forward(l+1) before after_forward(l). The head's gradient is final when
-// before_backward(L−1) is called; the embedding's gradient of an untied head is written (zeroed,
+// calls before_forward(l+1) before after_forward(l). The head's and a final norm's gradients are final
+// when before_backward(L−1) is called; the embedding's gradient of an untied head is written (zeroed,
 // then accumulated) only after after_backward(0), so FSDP may let the two share memory.
 class UnitHooks {
  public:

@@ -179,9 +179,10 @@ FsdpCudaBuffers buffers_over_every_unit(const ShardLayout& layout, const FsdpCud
     b.root_param = units[0].padded * h, b.block_params = b.param_slots * block_padded * h;
   }
   int64_t root_grad = units[0].padded;
-  if (o.split_root && units[0].params.size() == 2 && !o.no_sync) {
-    root_grad = 0;
-    for (const UnitParam& q : units[0].params) root_grad = std::max(root_grad, world * q.chunk);
+  if (o.split_root && units[0].params.size() >= 2 && !o.no_sync) {  // the embedding's, or the rest's
+    int64_t rest = 0;
+    for (size_t k = 1; k < units[0].params.size(); ++k) rest += world * units[0].params[k].chunk;
+    root_grad = std::max(world * units[0].params[0].chunk, rest);
   }
   b.root_grad = 4 * root_grad, b.block_grads = 4 * b.grad_slots * block_padded;
   return b;

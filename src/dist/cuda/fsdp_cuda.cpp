@@ -45,8 +45,8 @@ FsdpCuda::FsdpCuda(const ShardLayout& layout, cudaStream_t compute, NcclComm* ga
   PYLON_CHECK(world_ == 1, "FSDP over ", world_, " GPUs needs NCCL: this build has none (apt install libnccl-dev)");
 #endif
   const std::vector<ShardUnit>& units = layout.units();
-  // The root's two parameters, embedding then head (ShardLayout's order).
-  split_ = options.split_root && units[0].params.size() == 2;
+  // The root's parameters: the embedding first (ShardLayout's order), then a final norm and the head.
+  split_ = options.split_root && units[0].params.size() >= 2;
   PYLON_CHECK(!split_ || layout.table().head >= 0,
               "the split root needs a head of its own: a tied head's gradient is final only at the end of backward");
   const int L = layers_;
@@ -242,7 +242,8 @@ void FsdpCuda::gather(int unit) {
   const cudaStream_t g = gather_stream_.get();
   s.released.wait_on(g);    // compute is done with the previous occupant
   shard_ready_[i].wait_on(g);  // the optimizer has written this unit's shard
-  // The split root's head may have been gathered during the previous step's backward.
+  // The split root's parameters after the embedding may have been gathered during the previous
+  // step's backward.
   const bool head_done = unit < 0 && head_gathered_;
   if (head_done) head_ready_.wait_on(g);
   head_gathered_ = head_gathered_ && !head_done;
@@ -251,7 +252,7 @@ void FsdpCuda::gather(int unit) {
   // One all-gather per parameter (its dim-0 chunks), launched together.
   group_start(gather_comm_);
   for (size_t b = 0; b < params(unit).size(); ++b)
-    if (!(head_done && b == 1)) gather_param(unit, b, s.data, gather_comm_, g);
+    if (!(head_done && b >= 1)) gather_param(unit, b, s.data, gather_comm_, g);
   group_end(gather_comm_);
   if (p) p->to.record(g);
   gathered_[i].record(g);
@@ -352,19 +353,23 @@ FsdpCuda::GradSlot& FsdpCuda::grad_slot(int unit) {
 void FsdpCuda::before_backward(int unit) {
   before_forward(unit);  // gathered (the root and the last block still are)
   if (split_ && unit == layers_ - 1 && reduce_now_) {
-    // Backward has passed the head (the root's first use in backward): its gradient is final.
+    // Backward has passed the head and any final norm (the root's first use in backward): every root
+    // gradient but the embedding's is final.
     head_grads_done_.record(compute_);
     head_grads_done_.wait_on(reduce_stream_.get());
-    reduce(-1, 1, 2);
+    const size_t n = params(-1).size();
+    reduce(-1, 1, n);
     head_reduced_ = true;
     if (options_.fused_optimizer && !persistent_) {
-      // Its AdamW is done and compute reads the head's bf16 weights no more this step: gather the
-      // next step's now, on the reduce stream (the gather stream serves the blocks meanwhile). (A
-      // world of one has them already: AdamW wrote them.)
+      // Their AdamW is done and compute reads those bf16 weights no more this step: gather the next
+      // step's now, on the reduce stream (the gather stream serves the blocks meanwhile). (A world
+      // of one has them already: AdamW wrote them.)
       const cudaStream_t r = reduce_stream_.get();
       Probe* p = options_.measure_overlap ? &probe(false, true) : nullptr;
       if (p) p->from.record(r);
-      gather_param(-1, 1, slots_[0].data, reduce_comm_, r);
+      group_start(reduce_comm_);
+      for (size_t b = 1; b < n; ++b) gather_param(-1, b, slots_[0].data, reduce_comm_, r);
+      group_end(reduce_comm_);
       if (p) p->to.record(r);
       head_ready_.record(r);
       head_gathered_ = true;
@@ -379,7 +384,9 @@ void FsdpCuda::before_backward(int unit) {
 int64_t FsdpCuda::grad_at(const UnitParam& q) const {
   if (!shared_root_grad_ || layout_.table().params[static_cast<size_t>(q.param)].unit >= 0)
     return q.unit_offset;
-  return 0;  // the embedding's and the head's gradients each start the shared buffer
+  // The embedding's gradient, and the rest of the root's back to back, each start the shared buffer.
+  const std::vector<UnitParam>& root = params(-1);
+  return q.param == root[0].param ? 0 : q.unit_offset - root[1].unit_offset;
 }
 
 void FsdpCuda::after_backward(int unit) {
@@ -401,7 +408,7 @@ void FsdpCuda::reduce(int unit, size_t first, size_t last) {
   const cudaStream_t r = reduce_stream_.get();
   GradSlot& slot = grad_slot(unit);
   // Parameter b's gradient (W·chunk) in the slot, and this rank's chunk of it (in place).
-  auto full = [&](size_t b) { return slot.data + (shared_root_grad_ && unit < 0 ? 0 : ps[b].unit_offset); };
+  auto full = [&](size_t b) { return slot.data + grad_at(ps[b]); };
   auto mine = [&](size_t b) { return full(b) + rank_ * ps[b].chunk; };
   Probe* p = options_.measure_overlap ? &probe(false, false) : nullptr;
   if (p) p->from.record(r);

@@ -17,11 +17,11 @@
 // (casts, no collective) into slots as above. With fp32_params (--dtype fp32) the
 // weights are gathered in fp32 instead, and a world of one reads the fp32 master shards themselves.
 //
-// The split root (FsdpCudaOptions::split_root): the head's gradient is final once backward reaches
-// the last block (the head's backward comes first), so it is reduce-scattered then, and with the
-// per-unit optimizer its AdamW and the gather of its next weights follow on the reduce stream
-// during the blocks' backward. Only the embedding is left for the end of the step and the start of
-// the next; the two gradients share one buffer.
+// The split root (FsdpCudaOptions::split_root): the gradients of the head and of a final norm are
+// final once backward reaches the last block (their backward comes first), so they are
+// reduce-scattered then, and with the per-unit optimizer their AdamW and the gather of their next
+// weights follow on the reduce stream during the blocks' backward. Only the embedding is left for
+// the end of the step and the start of the next; its gradient and theirs share one buffer.
 #pragma once
 
 #include <cuda_bf16.h>

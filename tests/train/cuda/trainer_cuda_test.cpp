@@ -285,32 +285,42 @@ TEST(CudaTrainer, ValidationLossMatchesCpu) {
   testing::expect_rows_follow_schema(testing::read_metrics(tmp.file("cuda_no_eval.jsonl")), 1, true, {});
 }
 
-// The split root on one GPU: the head's AdamW runs as soon as the head's backward ends (during the
-// blocks' backward), the embedding's at the end, and the two gradients share one buffer. The same
-// fp32 arithmetic element by element as the whole root, so the same losses bit for bit, for both
-// optimizer paths; the grad norm's per-parameter sums are added in another order (fp32 rounding).
-// (A tied head's gradient is the embedding's, final only at the end: a tied model has no split root.)
+// The split root on one GPU: the AdamW of the head (and of a llama's final norm) runs as soon as their
+// backward ends (during the blocks' backward), the embedding's at the end, and their gradients share
+// one buffer. The same fp32 arithmetic element by element as the whole root, so the same losses bit
+// for bit, for both optimizer paths, and with --one-gpu-reshard (the next step's head and norm then
+// gathered on the reduce stream); the grad norm's per-parameter sums are added in another order (fp32
+// rounding). (A tied head's gradient is the embedding's, final only at the end: a tied model has no
+// split root.)
 TEST(CudaTrainer, SplitRootEqualsWholeRoot) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
   testing::TempDir tmp;
   TrainOptions o = small_cuda_run(tmp, find_preset("seed"), 23, 5);
   o.batch = 2, o.steps = 6, o.adamw.lr = 2e-3f;
-  for (const Preset& preset : testing::multi_head_presets()) {
-    o.model.preset = preset;
+  std::vector<ModelConfig> models;
+  for (const Preset& preset : testing::multi_head_presets()) models.push_back(o.model), models.back().preset = preset;
+  for (const ModelConfig& llama : testing::llama_variants(o.model))
+    if (!llama.tied_head) models.push_back(llama);
+  for (const ModelConfig& model : models) {
+    o.model = model;
     for (const float clip : {0.f, 1.f}) {
-      const ModelConfig& model = o.model;
-      o.grad_clip = clip;
-      o.split_root = true, o.metrics_path = tmp.file("split.jsonl");
-      train(o);
-      o.split_root = false, o.metrics_path = tmp.file("whole.jsonl");
-      train(o);
-      const auto split = column(tmp.file("split.jsonl"), "loss"), whole = column(tmp.file("whole.jsonl"), "loss");
-      ASSERT_EQ(split.size(), 6u);
-      EXPECT_EQ(split, whole) << model.describe() << " clip " << clip;  // bitwise
-      const auto ns = column(tmp.file("split.jsonl"), "grad_norm"), nw = column(tmp.file("whole.jsonl"), "grad_norm");
-      for (size_t i = 0; i < ns.size(); ++i) EXPECT_NEAR(ns[i], nw[i], 1e-5 * nw[i]) << "clip " << clip << " step " << i + 1;
+      for (const bool slots : {false, true}) {
+        if (slots && clip > 0) continue;  // the reduce stream gathers with the per-unit optimizer only
+        SCOPED_TRACE(model.describe() + " clip " + std::to_string(clip) + (slots ? " one-GPU reshard" : ""));
+        o.grad_clip = clip, o.one_gpu_reshard = slots;
+        o.split_root = true, o.metrics_path = tmp.file("split.jsonl");
+        train(o);
+        o.split_root = false, o.metrics_path = tmp.file("whole.jsonl");
+        train(o);
+        const auto split = column(tmp.file("split.jsonl"), "loss"), whole = column(tmp.file("whole.jsonl"), "loss");
+        ASSERT_EQ(split.size(), 6u);
+        EXPECT_EQ(split, whole);  // bitwise
+        const auto ns = column(tmp.file("split.jsonl"), "grad_norm"), nw = column(tmp.file("whole.jsonl"), "grad_norm");
+        for (size_t i = 0; i < ns.size(); ++i) EXPECT_NEAR(ns[i], nw[i], 1e-5 * nw[i]) << "step " << i + 1;
+      }
     }
   }
+  o.one_gpu_reshard = false;
 }
 
 // --one-gpu-reshard: a world of one casts each block's bf16 weights into rotating slots before its
