@@ -192,6 +192,8 @@ void check_fits_on_gpu(const MemoryPlan& plan, const TrainOptions& o, int gpu, i
     hint = "try a smaller --grad-accum";
   else if (biggest == "validation buffers")
     hint = "try a smaller --eval-steps";
+  else if (plan.part("bf16 weights") > 0)  // one GPU's whole bf16 copy: --one-gpu-reshard keeps slots instead
+    hint = "try more GPUs (--nproc-per-node), --one-gpu-reshard or a smaller model";
   else  // the weights, gradients and AdamW state: sharded over more GPUs, each holds less
     hint = "try more GPUs (--nproc-per-node) or a smaller model";
   check_fits(plan, 1, free, "--device cuda: the model", "GPU " + std::to_string(gpu), "free", hint);

@@ -320,6 +320,9 @@ TEST(MemoryPlan, GpuRefusalNamesTheBiggestPartsAndAHint) {
   EXPECT_NE(refusal(1).find("; try a smaller --batch or --seq"), std::string::npos);
   plan.parts[2].second = 1;
   EXPECT_NE(refusal(1).find("; try more GPUs (--nproc-per-node) or a smaller model"), std::string::npos);
+  plan.parts.push_back({"bf16 weights", 6'000'000'000});  // one GPU's whole copy
+  EXPECT_NE(refusal(1).find("; try more GPUs (--nproc-per-node), --one-gpu-reshard or a smaller model"),
+            std::string::npos);
   plan.parts.push_back({"token buffers", 50'000'000'000});
   EXPECT_NE(refusal(1).find("; try a smaller --grad-accum"), std::string::npos);
   plan.parts.push_back({"validation buffers", 60'000'000'000});
