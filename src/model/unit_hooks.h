@@ -8,8 +8,9 @@ namespace pylon {
 // pass (the root is used first by the embedding, last by the head), blocks in order in between.
 // backward: before_backward(−1) first (the head; MiniLLMCuda's training step runs the head's forward
 // there too, chunk by chunk with its backward), blocks L−1..0, after_backward(−1) last (the
-// embedding), so a unit's gradient slots are final when its after_backward runs. FSDP gathers parameters in
-// before_*, frees them and reduce-scatters gradients in after_*; a null hooks pointer does nothing.
+// embedding), so a unit's gradient slots are final when its after_backward runs. FSDP gathers
+// parameters in before_*, frees them and reduce-scatters gradients in after_*; a null hooks pointer
+// does nothing.
 // On CUDA the calls happen while work is being enqueued, not when it runs: a hook orders its own
 // streams against the compute stream with events and never waits on the host. A block's fused
 // "residual add + next RMSNorm" reads block l+1's norm weight at the end of block l, so MiniLLMCuda

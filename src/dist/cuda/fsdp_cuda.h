@@ -75,7 +75,7 @@ class FsdpCuda final : public UnitHooks {
   static size_t scratch_bytes(int64_t summed);
 
   const ShardLayout& layout() const { return layout_; }
-  bool split_root() const { return split_; }  // the options' split_root, where the root is an embedding and a head
+  bool split_root() const { return split_; }  // the options' split_root, where the root has a head of its own
   // Per parameter (table order): bf16 weights / fp32 gradients, valid between the unit's hooks.
   const std::vector<const __nv_bfloat16*>& params() const { return params_; }
   const std::vector<const float*>& params_f32() const { return params_f32_; }  // with fp32_params

@@ -114,14 +114,14 @@ void MiniLLMCuda<Act>::linear_forward(Act* out, const Act* in, const Act* W, con
 }
 
 template <typename Act>
-void MiniLLMCuda<Act>::linear_backward(Act* din, float* dW, float* db, const Act* dout, const Act* in,
-                                  const Act* W, int I, int O, float beta, cudaStream_t s) {
+void MiniLLMCuda<Act>::linear_backward(Act* din, float* dW, float* db, const Act* dout, const Act* in, const Act* W,
+                                       int rows, int I, int O, float beta, cudaStream_t s) {
   if constexpr (std::is_same_v<Act, bf16>) {
-    cuda::linear_backward(gemm_, din, dW, beta, db, dout, in, W, N_, I, O, workspace_, s);
+    cuda::linear_backward(gemm_, din, dW, beta, db, dout, in, W, rows, I, O, workspace_, s);
   } else {
-    gemm_grad(gemm_, true, false, O, I, N_, dout, O, in, I, beta, dW, I, s);
-    if (db) bias_backward(db, dout, N_, O, workspace_, s);
-    if (din) gemm_act(gemm_, false, false, N_, I, O, dout, O, W, I, din, I, nullptr, s);
+    gemm_grad(gemm_, true, false, O, I, rows, dout, O, in, I, beta, dW, I, s);
+    if (db) bias_backward(db, dout, rows, O, workspace_, s);
+    if (din) gemm_act(gemm_, false, false, rows, I, O, dout, O, W, I, din, I, nullptr, s);
   }
 }
 
@@ -202,8 +202,7 @@ void MiniLLMCuda<Act>::head_and_loss(const std::vector<const Act*>& P, const int
     cross_entropy_forward_backward(losses_ + r, wide_, targets + r, n, V, loss_scale_, s);
     if (!dW_head) continue;
     // d(head input) = dlogits·W; dW += dlogitsᵀ·(head input), the first chunk with the caller's beta.
-    gemm_act(gemm_, false, false, n, D, V, wide_, V, W, D, d_head_input + at, D, nullptr, s);
-    gemm_grad(gemm_, true, false, V, D, n, wide_, V, x + at, D, r == 0 ? beta : 1.f, dW_head, D, s);
+    linear_backward(d_head_input + at, dW_head, nullptr, wide_, x + at, W, n, D, V, r == 0 ? beta : 1.f, s);
   }
   loss_mean(loss_tmp_, losses_, N_, workspace_, s);
   add_scalar(loss_sum, loss_tmp_, s);
@@ -282,18 +281,18 @@ void MiniLLMCuda<Act>::forward_backward(const std::vector<const Act*>& P, const 
     const Act* df1 = swiglu_ ? a.f1 : wide_;
     gemm_grad(gemm_, true, false, D, F, N_, dx_, D, act, F, beta, dW[kFfnOut], F, s);  // dW2 += dxᵀ·a
     if (!a.h2) residual_rmsnorm_forward(nullptr, h_, rstd_tmp_, a.x_mid, nullptr, W[kNorm2], N_, D, eps, s);
-    linear_backward(dh_, dW[kFfnIn], nullptr, df1, a.h2 ? a.h2 : h_, W[kFfnIn], D, FIn, beta, s);
+    linear_backward(dh_, dW[kFfnIn], nullptr, df1, a.h2 ? a.h2 : h_, W[kFfnIn], N_, D, FIn, beta, s);
     // db_out += Σ rows of dx_mid, summed by the norm's backward as it writes dx_mid.
     rmsnorm_backward(dx_mid_, dW[kNorm2], dh_, dx_, a.x_mid, W[kNorm2], a.rstd2, N_, D, workspace_, s,
                      dW[kOutBias]);
     // Attention branch: x_mid = x + W_out·att [+ b_out].
-    linear_backward(datt_, dW[kOut], nullptr, dx_mid_, a.att, W[kOut], Q, D, beta, s);
+    linear_backward(datt_, dW[kOut], nullptr, dx_mid_, a.att, W[kOut], N_, Q, D, beta, s);
     attention_backward(dqkv_, datt_, a.qkv, a.att, a.lse, B_, T_, heads_, config_.preset.mask == Mask::causal,
                        workspace_, workspace_bytes_, s);
     if (config_.preset.positions == Positions::rope)
       rope_backward(dqkv_, B_, T_, heads_, config_.rope_theta, config_.rope_scaling, 0, s);
     if (!a.h1) residual_rmsnorm_forward(nullptr, h_, rstd_tmp_, a.x, nullptr, W[kNorm1], N_, D, eps, s);
-    linear_backward(dh_, dW[kQkv], dW[kQkvBias], dqkv_, a.h1 ? a.h1 : h_, W[kQkv], D, QKV, beta, s);
+    linear_backward(dh_, dW[kQkv], dW[kQkvBias], dqkv_, a.h1 ? a.h1 : h_, W[kQkv], N_, D, QKV, beta, s);
     rmsnorm_backward(dx_, dW[kNorm1], dh_, dx_mid_, a.x, W[kNorm1], a.rstd1, N_, D, workspace_, s);
     if (hooks) hooks->after_backward(l);
   }

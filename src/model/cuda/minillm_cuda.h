@@ -83,11 +83,11 @@ class MiniLLMCuda {
                      float* dW_head, float beta, cudaStream_t s);
   // Block l from h1 = RMSNorm1(x) (in place) to f1: qkv, attention, x_mid, rstd2 and f1 of `a`.
   void block_forward_to_f1(const std::vector<const Act*>& P, int l, const Act* h1, cudaStream_t s);
-  // out (rows, O) = in·Wᵀ + b; din (N, I) = dout·W (skipped when din is null); dW (O, I) = beta·dW +
+  // out (rows, O) = in·Wᵀ + b; din (rows, I) = dout·W (skipped when din is null); dW (O, I) = beta·dW +
   // doutᵀ·in; db += Σ rows of dout. bf16: cuda::linear_forward / linear_backward (ops/cuda/linear.h).
   void linear_forward(Act* out, const Act* in, const Act* W, const Act* b, int rows, int I, int O, cudaStream_t s);
-  void linear_backward(Act* din, float* dW, float* db, const Act* dout, const Act* in,
-                       const Act* W, int I, int O, float beta, cudaStream_t s);
+  void linear_backward(Act* din, float* dW, float* db, const Act* dout, const Act* in, const Act* W, int rows, int I,
+                       int O, float beta, cudaStream_t s);
 
   ModelConfig config_;
   ParamTable table_;
